@@ -1,0 +1,420 @@
+// gpt2.cu: the model (see gpt2.h for the file formats and the API).
+#include "gpt2.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "common.cuh"
+#include "launchers.h"
+
+#define TRY(call)                     \
+    do {                              \
+        if ((call) != 0) return -1;   \
+    } while (0)
+
+namespace {
+
+constexpr char kWeightsMagic[8] = {'G', 'P', 'T', '2', 'C', 'U', 'D', 'A'};
+constexpr char kReferenceMagic[8] = {'G', 'P', 'T', '2', 'R', 'E', 'F', '\0'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderBytes = 256;
+constexpr size_t kAlignFloats = 64;  // every tensor starts on a 256-byte boundary
+
+size_t align_up(size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+// Element counts of the 16 tensors, in file order.
+std::vector<size_t> tensor_sizes(const GPT2Config& c) {
+    const size_t V = c.vocab_size, T = c.max_seq_len, L = c.num_layers, C = c.channels;
+    return {V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+            L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
+}
+
+struct FileCloser {
+    FILE* f;
+    ~FileCloser() { if (f) fclose(f); }
+};
+
+// Reads a whole file, checking the magic, version and header size; on failure
+// prints `what` (weights or reference), the path and the way out.
+bool read_checked(const std::string& path, const char* what, const char magic[8], std::vector<char>& data) {
+    const char* fix = "re-export it with `python -m sweep.engine_export`";
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s file %s: %s; %s\n", what, path.c_str(), strerror(errno), fix);
+        return false;
+    }
+    FileCloser closer{f};
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (size < (long)kHeaderBytes) {
+        fprintf(stderr, "%s file %s is truncated: %ld bytes, shorter than its %zu-byte header; %s\n", what, path.c_str(),
+                size, kHeaderBytes, fix);
+        return false;
+    }
+    data.resize((size_t)size);
+    if (fread(data.data(), 1, data.size(), f) != data.size()) {
+        fprintf(stderr, "cannot read %s file %s: %s\n", what, path.c_str(), strerror(errno));
+        return false;
+    }
+    if (memcmp(data.data(), magic, 8) != 0) {
+        fprintf(stderr, "%s is not a GPT-2 %s file (wrong magic bytes); %s\n", path.c_str(), what, fix);
+        return false;
+    }
+    uint32_t version, header;
+    memcpy(&version, data.data() + 8, 4);
+    memcpy(&header, data.data() + 12, 4);
+    if (version != kFormatVersion || header != kHeaderBytes) {
+        fprintf(stderr, "%s file %s has format version %u (header %u bytes); this engine reads version %u; %s\n", what,
+                path.c_str(), version, header, kFormatVersion, fix);
+        return false;
+    }
+    return true;
+}
+
+uint32_t u32_at(const std::vector<char>& d, size_t off) {
+    uint32_t v;
+    memcpy(&v, d.data() + off, 4);
+    return v;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------
+
+int gpt2_load(GPT2& m, const std::string& path) {
+    std::vector<char> data;
+    if (!read_checked(path, "weights", kWeightsMagic, data)) return -1;
+    GPT2Config& c = m.config;
+    if (u32_at(data, 16) != 1) {
+        fprintf(stderr, "weights file %s has dtype %u; this engine reads float32 (1)\n", path.c_str(), u32_at(data, 16));
+        return -1;
+    }
+    c.vocab_size = (int)u32_at(data, 20);
+    c.max_seq_len = (int)u32_at(data, 24);
+    c.num_layers = (int)u32_at(data, 28);
+    c.num_heads = (int)u32_at(data, 32);
+    c.channels = (int)u32_at(data, 36);
+    memcpy(&c.ln_eps, data.data() + 40, 4);
+    uint64_t num_params;
+    memcpy(&num_params, data.data() + 48, 8);
+    if (c.vocab_size <= 0 || c.max_seq_len <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.channels <= 0 ||
+        c.channels % c.num_heads != 0 || u32_at(data, 44) != 16) {
+        fprintf(stderr, "weights file %s has an impossible config: V=%d maxT=%d L=%d NH=%d C=%d tensors=%u (C must be a multiple of NH)\n",
+                path.c_str(), c.vocab_size, c.max_seq_len, c.num_layers, c.num_heads, c.channels, u32_at(data, 44));
+        return -1;
+    }
+    const std::vector<size_t> sizes = tensor_sizes(c);
+    size_t expected = 0, padded = 0;
+    for (size_t s : sizes) { expected += s; padded += align_up(s); }
+    if (num_params != expected) {
+        fprintf(stderr, "weights file %s says %llu parameters, but its config needs %zu; re-export it\n", path.c_str(),
+                (unsigned long long)num_params, expected);
+        return -1;
+    }
+    const size_t want_bytes = kHeaderBytes + expected * sizeof(float);
+    if (data.size() != want_bytes) {
+        fprintf(stderr, "weights file %s is %s: %zu bytes, expected %zu for this config; re-export it with `python -m sweep.engine_export`\n",
+                path.c_str(), data.size() < want_bytes ? "truncated" : "longer than its header says", data.size(), want_bytes);
+        return -1;
+    }
+    if (cudaCheck(cudaMalloc(&m.params_memory, padded * sizeof(float)))) return -1;
+    m.num_params = expected;
+    float** ptrs[16] = {&m.params.wte, &m.params.wpe, &m.params.ln1w, &m.params.ln1b, &m.params.qkvw, &m.params.qkvb,
+                        &m.params.attprojw, &m.params.attprojb, &m.params.ln2w, &m.params.ln2b, &m.params.fcw, &m.params.fcb,
+                        &m.params.fcprojw, &m.params.fcprojb, &m.params.lnfw, &m.params.lnfb};
+    const char* src = data.data() + kHeaderBytes;
+    float* dst = m.params_memory;
+    for (int i = 0; i < 16; ++i) {
+        *ptrs[i] = dst;
+        if (cudaCheck(cudaMemcpy(dst, src, sizes[i] * sizeof(float), cudaMemcpyHostToDevice))) return -1;
+        src += sizes[i] * sizeof(float);
+        dst += align_up(sizes[i]);
+    }
+    return 0;
+}
+
+int gpt2_load_reference(GPT2Reference& ref, const std::string& path) {
+    std::vector<char> data;
+    if (!read_checked(path, "reference", kReferenceMagic, data)) return -1;
+    ref.B = (int)u32_at(data, 16);
+    ref.T = (int)u32_at(data, 20);
+    ref.V = (int)u32_at(data, 24);
+    const size_t P = u32_at(data, 28), n_new = u32_at(data, 32);
+    const size_t bt = (size_t)ref.B * ref.T;
+    const size_t want = kHeaderBytes + bt * 4 + bt * ref.V * 4 + P * 4 + n_new * 4;
+    if (data.size() != want) {
+        fprintf(stderr, "reference file %s is %zu bytes, expected %zu for B=%d T=%d V=%d P=%zu new=%zu; re-export it\n",
+                path.c_str(), data.size(), want, ref.B, ref.T, ref.V, P, n_new);
+        return -1;
+    }
+    const char* p = data.data() + kHeaderBytes;
+    ref.tokens.resize(bt);
+    memcpy(ref.tokens.data(), p, bt * 4);
+    p += bt * 4;
+    ref.logits.resize(bt * ref.V);
+    memcpy(ref.logits.data(), p, bt * ref.V * 4);
+    p += bt * ref.V * 4;
+    ref.prompt.resize(P);
+    memcpy(ref.prompt.data(), p, P * 4);
+    p += P * 4;
+    ref.greedy.resize(n_new);
+    memcpy(ref.greedy.data(), p, n_new * 4);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Buffers
+// ---------------------------------------------------------------------------
+
+int gpt2_alloc_acts(GPT2& m, int B, int T, bool reference_attention) {
+    const GPT2Config& c = m.config;
+    if (B <= 0 || T <= 0 || T > c.max_seq_len) {
+        fprintf(stderr, "batch %d x sequence %d is not possible: sequence must be 1..%d (n_positions)\n", B, T, c.max_seq_len);
+        return -1;
+    }
+    if (m.acts_memory) cudaCheck(cudaFree(m.acts_memory));
+    const size_t N = (size_t)B * T, C = c.channels, att = reference_attention ? (size_t)B * c.num_heads * T * T : 0;
+    const size_t floats[] = {N * C, N * C, N * C, N * 3 * C, N * C, N * C, N * 4 * C, N * c.vocab_size, att, att};
+    size_t total = 0;
+    for (size_t f : floats) total += align_up(f);
+    total += align_up(N);  // tokens
+    if (cudaCheck(cudaMalloc(&m.acts_memory, total * sizeof(float)))) return -1;
+    float* p = static_cast<float*>(m.acts_memory);
+    float** dst[] = {&m.acts.x, &m.acts.x_alt, &m.acts.ln, &m.acts.qkv, &m.acts.atty, &m.acts.proj, &m.acts.fch,
+                     &m.acts.logits, &m.acts.preatt, &m.acts.att};
+    for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); ++i) {
+        *dst[i] = floats[i] ? p : nullptr;
+        p += align_up(floats[i]);
+    }
+    m.acts.tokens = reinterpret_cast<int*>(p);
+    m.acts.B = B;
+    m.acts.T = T;
+    return 0;
+}
+
+int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, int maxT) {
+    const GPT2Config& c = m.config;
+    if (maxT > c.max_seq_len) {
+        fprintf(stderr, "the KV cache needs %d positions, over the model's n_positions=%d: shorten the prompt or --new\n",
+                maxT, c.max_seq_len);
+        return -1;
+    }
+    const size_t n = (size_t)c.num_layers * B * maxT * c.channels;
+    cache.B = B;
+    cache.maxT = maxT;
+    if (cudaCheck(cudaMalloc(&cache.k, n * sizeof(float))) || cudaCheck(cudaMalloc(&cache.v, n * sizeof(float))) ||
+        cudaCheck(cudaMalloc(&state.token, B * sizeof(int))) || cudaCheck(cudaMalloc(&state.pos, sizeof(int))) ||
+        cudaCheck(cudaMalloc(&state.sequence, (size_t)B * maxT * sizeof(int))))
+        return -1;
+    return 0;
+}
+
+void gpt2_free(GPT2& m) {
+    if (m.params_memory) cudaFree(m.params_memory);
+    if (m.acts_memory) cudaFree(m.acts_memory);
+    m.params_memory = nullptr;
+    m.acts_memory = nullptr;
+}
+
+void gpt2_free_cache(KVCache& cache, DecodeState& state) {
+    for (void* p : {(void*)cache.k, (void*)cache.v, (void*)state.token, (void*)state.pos, (void*)state.sequence})
+        if (p) cudaFree(p);
+    cache = KVCache{};
+    state = DecodeState{};
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct LayerParams {
+    const float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+
+LayerParams layer(const GPT2& m, int l) {
+    const GPT2Params& p = m.params;
+    const size_t C = m.config.channels;
+    return {p.ln1w + l * C,         p.ln1b + l * C,     p.qkvw + l * 3 * C * C, p.qkvb + l * 3 * C,
+            p.attprojw + l * C * C, p.attprojb + l * C, p.ln2w + l * C,         p.ln2b + l * C,
+            p.fcw + l * 4 * C * C,  p.fcb + l * 4 * C,  p.fcprojw + l * 4 * C * C, p.fcprojb + l * C};
+}
+
+size_t cache_layer_offset(const GPT2& m, const KVCache& cache, int l) {
+    return (size_t)l * cache.B * cache.maxT * m.config.channels;
+}
+
+int attention(GPT2& m, float* out, const float* qkv, int B, int T, const EngineOptions& opt, cudaStream_t s) {
+    const int NH = m.config.num_heads, HS = m.config.channels / NH;
+    if (opt.attention == AttentionImpl::Flash && attention_flash_supports(HS))
+        return attention_flash_forward(out, qkv, B, T, NH, HS, s);
+    if (opt.attention == AttentionImpl::Flash) {
+        static bool warned = false;
+        if (!warned) fprintf(stderr, "note: head size %d has no flash build here; using the reference attention\n", HS);
+        warned = true;
+    }
+    if (!m.acts.preatt) {
+        fprintf(stderr, "reference attention needs its score buffers: allocate activations with reference_attention=true\n");
+        return -1;
+    }
+    TRY(attention_qk_forward(m.acts.preatt, qkv, B, T, NH, HS, s));
+    TRY(softmax_forward(m.acts.att, m.acts.preatt, B * NH * T, T, s));
+    return attention_av_forward(out, m.acts.att, qkv, B, T, NH, HS, s);
+}
+
+}  // namespace
+
+int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions& opt, cudaStream_t s, KVCache* cache) {
+    const GPT2Config& c = m.config;
+    if (B > m.acts.B || T > m.acts.T) {
+        fprintf(stderr, "forward of %d x %d exceeds the buffers allocated for %d x %d\n", B, T, m.acts.B, m.acts.T);
+        return -1;
+    }
+    const int C = c.channels, L = c.num_layers, NH = c.num_heads, HS = C / NH, V = c.vocab_size, N = B * T;
+    const float eps = c.ln_eps;
+    GPT2Acts& a = m.acts;
+    float* x = a.x;
+    float* proj = a.proj;
+    auto linear = [&](float* out, const float* inp, const float* w, int OC, int IC) {
+        return matmul_forward(opt.matmul, out, inp, w, N, OC, IC, s);
+    };
+
+    TRY(encoder_forward(x, d_tokens, m.params.wte, m.params.wpe, nullptr, B, T, C, s));
+    if (opt.fusion == Fusion::Full) TRY(layernorm_forward(a.ln, x, m.params.ln1w, m.params.ln1b, N, C, eps, s));
+
+    for (int l = 0; l < L; ++l) {
+        const LayerParams p = layer(m, l);
+        if (opt.fusion != Fusion::Full) TRY(layernorm_forward(a.ln, x, p.ln1w, p.ln1b, N, C, eps, s));
+        TRY(linear(a.qkv, a.ln, p.qkvw, 3 * C, C));
+        TRY(prepare_forward(Epilogue::Bias, a.qkv, p.qkvb, nullptr, N * 3 * C, 3 * C, s));
+        if (cache) {
+            const size_t off = cache_layer_offset(m, *cache, l);
+            TRY(kv_cache_write_forward(cache->k + off, cache->v + off, a.qkv, nullptr, B, T, NH, HS, cache->maxT, s));
+        }
+        TRY(attention(m, a.atty, a.qkv, B, T, opt, s));
+        TRY(linear(proj, a.atty, p.attprojw, C, C));
+        switch (opt.fusion) {
+            case Fusion::None:
+                TRY(prepare_forward(Epilogue::Bias, proj, p.attprojb, nullptr, N * C, C, s));
+                TRY(residual_forward(x, x, proj, N * C, s));
+                TRY(layernorm_forward(a.ln, x, p.ln2w, p.ln2b, N, C, eps, s));
+                break;
+            case Fusion::Prepare:
+                TRY(prepare_forward(Epilogue::BiasResidual, proj, p.attprojb, x, N * C, C, s));
+                std::swap(x, proj);  // the residual stream now lives in the other buffer
+                TRY(layernorm_forward(a.ln, x, p.ln2w, p.ln2b, N, C, eps, s));
+                break;
+            case Fusion::Full:
+                TRY(residual_layernorm_forward(x, a.ln, x, proj, p.attprojb, p.ln2w, p.ln2b, N, C, eps, s));
+                break;
+        }
+        TRY(linear(a.fch, a.ln, p.fcw, 4 * C, C));
+        if (opt.fusion == Fusion::None) {
+            TRY(prepare_forward(Epilogue::Bias, a.fch, p.fcb, nullptr, N * 4 * C, 4 * C, s));
+            TRY(gelu_forward(a.fch, a.fch, N * 4 * C, s));
+        } else {
+            TRY(prepare_forward(Epilogue::BiasGelu, a.fch, p.fcb, nullptr, N * 4 * C, 4 * C, s));
+        }
+        TRY(linear(proj, a.fch, p.fcprojw, C, 4 * C));
+        switch (opt.fusion) {
+            case Fusion::None:
+                TRY(prepare_forward(Epilogue::Bias, proj, p.fcprojb, nullptr, N * C, C, s));
+                TRY(residual_forward(x, x, proj, N * C, s));
+                break;
+            case Fusion::Prepare:
+                TRY(prepare_forward(Epilogue::BiasResidual, proj, p.fcprojb, x, N * C, C, s));
+                std::swap(x, proj);
+                break;
+            case Fusion::Full: {
+                // Normalize for the next layer now (or the final LayerNorm after the last).
+                const bool last = l == L - 1;
+                const LayerParams next = last ? p : layer(m, l + 1);
+                TRY(residual_layernorm_forward(x, a.ln, x, proj, p.fcprojb, last ? m.params.lnfw : next.ln1w,
+                                               last ? m.params.lnfb : next.ln1b, N, C, eps, s));
+                break;
+            }
+        }
+    }
+    if (opt.fusion != Fusion::Full) TRY(layernorm_forward(a.ln, x, m.params.lnfw, m.params.lnfb, N, C, eps, s));
+    TRY(linear(a.logits, a.ln, m.params.wte, V, C));
+    return 0;
+}
+
+int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream_t s) {
+    const GPT2Config& c = m.config;
+    const int C = c.channels, L = c.num_layers, NH = c.num_heads, HS = C / NH, V = c.vocab_size;
+    const float eps = c.ln_eps;
+    GPT2Acts& a = m.acts;
+    if (B > matmul_max_matvec_rows() || B > a.B) {
+        fprintf(stderr, "decoding batch %d: over MATVEC_MAX_ROWS=%d or the allocated batch %d\n", B, matmul_max_matvec_rows(), a.B);
+        return -1;
+    }
+    TRY(encoder_forward(a.x, st.token, m.params.wte, m.params.wpe, st.pos, B, 1, C, s));
+    for (int l = 0; l < L; ++l) {
+        const LayerParams p = layer(m, l);
+        const size_t off = cache_layer_offset(m, cache, l);
+        TRY(layernorm_forward(a.ln, a.x, p.ln1w, p.ln1b, B, C, eps, s));
+        TRY(matvec_forward(Epilogue::Bias, a.qkv, a.ln, p.qkvw, p.qkvb, nullptr, B, 3 * C, C, s));
+        TRY(kv_cache_write_forward(cache.k + off, cache.v + off, a.qkv, st.pos, B, 1, NH, HS, cache.maxT, s));
+        TRY(attention_decode_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, B, NH, HS, cache.maxT, s));
+        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s));
+        TRY(layernorm_forward(a.ln, a.x, p.ln2w, p.ln2b, B, C, eps, s));
+        TRY(matvec_forward(Epilogue::BiasGelu, a.fch, a.ln, p.fcw, p.fcb, nullptr, B, 4 * C, C, s));
+        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s));
+    }
+    TRY(layernorm_forward(a.ln, a.x, m.params.lnfw, m.params.lnfb, B, C, eps, s));
+    TRY(matvec_forward(Epilogue::None, a.logits, a.ln, m.params.wte, nullptr, nullptr, B, V, C, s));
+    TRY(argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, s));
+    return decode_advance(st.pos, s);
+}
+
+// ---------------------------------------------------------------------------
+// Options and device facts
+// ---------------------------------------------------------------------------
+
+bool parse_matmul(const std::string& s, MatmulImpl& out) {
+    if (s == "own") out = MatmulImpl::Own;
+    else if (s == "tiled") out = MatmulImpl::Tiled;
+    else if (s == "cublas") out = MatmulImpl::Cublas;
+    else { fprintf(stderr, "--matmul %s: expected own, tiled or cublas\n", s.c_str()); return false; }
+    return true;
+}
+
+bool parse_fusion(const std::string& s, Fusion& out) {
+    if (s == "none") out = Fusion::None;
+    else if (s == "prepare") out = Fusion::Prepare;
+    else if (s == "full") out = Fusion::Full;
+    else { fprintf(stderr, "--fusion %s: expected none, prepare or full\n", s.c_str()); return false; }
+    return true;
+}
+
+bool parse_attention(const std::string& s, AttentionImpl& out) {
+    if (s == "flash") out = AttentionImpl::Flash;
+    else if (s == "reference") out = AttentionImpl::Reference;
+    else { fprintf(stderr, "--attention %s: expected flash or reference\n", s.c_str()); return false; }
+    return true;
+}
+
+const char* matmul_name(MatmulImpl m) { return m == MatmulImpl::Own ? "own" : m == MatmulImpl::Tiled ? "tiled" : "cublas"; }
+const char* fusion_name(Fusion f) { return f == Fusion::None ? "none" : f == Fusion::Prepare ? "prepare" : "full"; }
+const char* attention_name(AttentionImpl a) { return a == AttentionImpl::Flash ? "flash" : "reference"; }
+
+std::string device_json() {
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop{};
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "{\"name\": \"%s\", \"compute_capability\": \"%d.%d\", \"multiprocessors\": %d, \"cuda_driver\": %d, \"cuda_runtime\": %d}",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount, driver, runtime);
+    return buf;
+}

@@ -1,0 +1,121 @@
+// gpt2.h: the GPT-2 model on top of the kernel families: weights, buffers,
+// the forward pass (three fusion levels, two attention paths, three matmuls),
+// and one greedy decoding step against the KV cache.
+//
+// Weights file (written by `python -m sweep.engine_export`, format version 1;
+// all integers little-endian):
+//
+//   offset size  field
+//   0      8     magic "GPT2CUDA"
+//   8      4     u32 version (1)
+//   12     4     u32 header_bytes (256)
+//   16     4     u32 dtype (1 = float32)
+//   20     4     u32 vocab_size V
+//   24     4     u32 max_seq_len maxT (n_positions)
+//   28     4     u32 num_layers L
+//   32     4     u32 num_heads NH
+//   36     4     u32 channels C (n_embd)
+//   40     4     f32 layer_norm_epsilon
+//   44     4     u32 num_tensors (16)
+//   48     8     u64 num_params: float32 values after the header
+//   56..255      zero
+//   256..        the tensors, in this order, each row-major float32:
+//                wte (V,C) wpe (maxT,C) ln1w (L,C) ln1b (L,C) qkvw (L,3C,C)
+//                qkvb (L,3C) attprojw (L,C,C) attprojb (L,C) ln2w (L,C)
+//                ln2b (L,C) fcw (L,4C,C) fcb (L,4C) fcprojw (L,C,4C)
+//                fcprojb (L,C) lnfw (C) lnfb (C)
+//   Linear weights are (out, in), i.e. transformers' Conv1D weights transposed.
+//
+// Reference file (same exporter, version 1): magic "GPT2REF\0", u32 version,
+// u32 header_bytes (256), u32 B, u32 T, u32 V, u32 prompt_len P, u32 n_new,
+// then at 256: tokens i32[B*T], logits f32[B*T*V], prompt i32[P], greedy i32[n_new].
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include "types.h"
+
+struct GPT2Config {
+    int vocab_size = 0, max_seq_len = 0, num_layers = 0, num_heads = 0, channels = 0;
+    float ln_eps = 1e-5f;
+};
+
+// Device pointers into one allocation; per-layer tensors are stacked along L.
+struct GPT2Params {
+    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb,
+        *lnfw, *lnfb;
+};
+
+enum class Fusion { None, Prepare, Full };
+enum class AttentionImpl { Flash, Reference };
+
+struct EngineOptions {
+    MatmulImpl matmul = MatmulImpl::Own;
+    Fusion fusion = Fusion::Full;
+    AttentionImpl attention = AttentionImpl::Flash;
+};
+
+struct GPT2Acts {
+    int B = 0, T = 0;
+    float *x = nullptr, *x_alt = nullptr, *ln = nullptr, *qkv = nullptr, *atty = nullptr, *proj = nullptr, *fch = nullptr,
+          *logits = nullptr, *preatt = nullptr, *att = nullptr;
+    int* tokens = nullptr;
+};
+
+// Per-layer caches of shape (B, NH, maxT, HS), stacked along L.
+struct KVCache {
+    int B = 0, maxT = 0;
+    float *k = nullptr, *v = nullptr;
+};
+
+// Greedy decoding state, all in device memory so a step can be a CUDA graph.
+struct DecodeState {
+    int* token = nullptr;     // [B] the token fed next
+    int* pos = nullptr;       // [1] its position
+    int* sequence = nullptr;  // [B * maxT] prompt + generated tokens
+};
+
+struct GPT2 {
+    GPT2Config config;
+    GPT2Params params{};
+    float* params_memory = nullptr;
+    size_t num_params = 0;
+    GPT2Acts acts;
+    void* acts_memory = nullptr;
+};
+
+// Each returns 0, or -1 after printing what went wrong (file, value, what to do).
+int gpt2_load(GPT2& model, const std::string& path);
+int gpt2_alloc_acts(GPT2& model, int B, int T, bool reference_attention);
+// Runs the forward pass on d_tokens (B*T, device); logits land in model.acts.logits.
+// With `cache`, this layer's keys and values are also written at positions 0..T-1.
+int gpt2_forward(GPT2& model, const int* d_tokens, int B, int T, const EngineOptions& opt, cudaStream_t stream,
+                 KVCache* cache = nullptr);
+int gpt2_alloc_cache(const GPT2& model, KVCache& cache, DecodeState& state, int B, int maxT);
+// One decoding step for state.token at *state.pos; appends the pick to state.sequence.
+int gpt2_decode_step(GPT2& model, KVCache& cache, DecodeState& state, int B, cudaStream_t stream);
+void gpt2_free(GPT2& model);
+void gpt2_free_cache(KVCache& cache, DecodeState& state);
+
+// Reference data from transformers (see the file format above).
+struct GPT2Reference {
+    int B = 0, T = 0, V = 0;
+    std::vector<int> tokens, prompt, greedy;
+    std::vector<float> logits;
+};
+int gpt2_load_reference(GPT2Reference& ref, const std::string& path);
+
+// Parsing of the shared command-line options; each returns false after printing
+// what was wrong and the values allowed.
+bool parse_matmul(const std::string& s, MatmulImpl& out);
+bool parse_fusion(const std::string& s, Fusion& out);
+bool parse_attention(const std::string& s, AttentionImpl& out);
+const char* matmul_name(MatmulImpl m);
+const char* fusion_name(Fusion f);
+const char* attention_name(AttentionImpl a);
+
+// Device facts for result files: name, driver and runtime versions.
+std::string device_json();

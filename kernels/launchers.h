@@ -1,0 +1,34 @@
+// launchers.h: the host launchers of every kernel family, as the model (gpt2.cu)
+// calls them. Each is defined in its family's .cuh and compiled once, in
+// units/<family>.cu, with the launch sizes of conf.cuh. Every launcher returns 0,
+// or -1 after printing what failed.
+#pragma once
+#include <cuda_runtime.h>
+#include "types.h"
+
+int encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, const int* start_pos, int B, int T,
+                    int C, cudaStream_t stream);
+int layernorm_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, float eps,
+                      cudaStream_t stream);
+int residual_layernorm_forward(float* x_out, float* ln_out, const float* x_in, const float* y, const float* y_bias,
+                               const float* weight, const float* bias, int N, int C, float eps, cudaStream_t stream);
+int residual_forward(float* out, const float* a, const float* b, int N, cudaStream_t stream);
+int gelu_forward(float* out, const float* inp, int N, cudaStream_t stream);
+int prepare_forward(Epilogue e, float* out, const float* bias, const float* residual, int N, int OC, cudaStream_t stream);
+int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream);
+int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                   int N, int K, cudaStream_t stream);
+int matmul_max_matvec_rows();
+bool matmul_has_cublas();
+int softmax_forward(float* att, const float* preatt, int rows, int T, cudaStream_t stream);
+int attention_qk_forward(float* preatt, const float* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
+int attention_av_forward(float* out, const float* att, const float* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
+bool attention_flash_supports(int HS);
+int attention_flash_forward(float* out, const float* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
+int attention_decode_forward(float* out, const float* qkv, const float* kcache, const float* vcache, const int* pos, int B,
+                             int NH, int HS, int maxT, cudaStream_t stream);
+int kv_cache_write_forward(float* kcache, float* vcache, const float* qkv, const int* start, int B, int T, int NH, int HS,
+                           int maxT, cudaStream_t stream);
+int argmax_forward(int* next_token, int* sequence, const int* pos, const float* logits, int B, int V, long long stride,
+                   int maxT, cudaStream_t stream);
+int decode_advance(int* pos, cudaStream_t stream);

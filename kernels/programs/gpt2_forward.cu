@@ -1,0 +1,145 @@
+// gpt2_forward: the profile target. Runs the forward pass on seeded random tokens
+// and prints JSON: the whole forward's time per iteration and, with
+// --kernel-timing, every kernel's time per launch shape from CUDA events.
+//
+// Phases: warm-up (not recorded, not profiled) -> timed iterations between
+// cudaProfilerStart/Stop (what nsys --capture-range=cudaProfilerApi and
+// ncu --profile-from-start off see; each iteration is an NVTX range
+// "iteration") -> with --kernel-timing, the same number of iterations again with
+// an event pair around every launch (kept apart, so events never inflate the
+// profiled or forward times).
+#include <cuda_profiler_api.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../common.cuh"
+#include "../gpt2.h"
+#include "args.h"
+#include "stats.h"
+
+static const char* kUsage =
+    "usage: gpt2_forward --weights FILE [-b BATCH] [-t SEQ_LEN] [-n ITERATIONS] [-w WARMUP]\n"
+    "                    [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
+    "                    [--kernel-timing] [--seed N] [--json FILE]";
+
+namespace {
+
+using ShapeKey = std::tuple<std::string, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>;
+
+struct KernelSamples {
+    std::vector<double> launches_ns;
+    std::vector<double> iter_total_ns;
+};
+
+std::string stats_json(const Stats& s, const char* unit) {
+    char buf[256];
+    snprintf(buf, sizeof(buf), "\"median_%s\": %.1f, \"min_%s\": %.1f, \"max_%s\": %.1f, \"mean_%s\": %.1f, \"std_%s\": %.1f", unit,
+             s.median, unit, s.min, unit, s.max, unit, s.mean, unit, s.std);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args args(kUsage, {"--weights", "-b", "-t", "-n", "-w", "--matmul", "--fusion", "--attention", "--seed", "--json"},
+              {"--kernel-timing"});
+    if (!args.parse(argc, argv) || !args.require("--weights")) return 2;
+    bool ok = true;
+    const int B = args.integer("-b", 4, 1, 1 << 16, ok);
+    const int T = args.integer("-t", 64, 1, 1 << 20, ok);
+    const int iters = args.integer("-n", 10, 1, 100000, ok);
+    const int warmup = args.integer("-w", 3, 0, 100000, ok);
+    const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
+    EngineOptions opt;
+    ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
+         parse_attention(args.str("--attention", "flash"), opt.attention);
+    if (!ok) return 2;
+
+    GPT2 model;
+    if (gpt2_load(model, args.str("--weights")) || gpt2_alloc_acts(model, B, T, opt.attention == AttentionImpl::Reference))
+        return 2;
+    std::vector<int> tokens((size_t)B * T);
+    uint64_t state = (uint64_t)seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (int& t : tokens) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        t = (int)((state >> 33) % (uint64_t)model.config.vocab_size);
+    }
+    if (cudaCheck(cudaMemcpy(model.acts.tokens, tokens.data(), tokens.size() * sizeof(int), cudaMemcpyHostToDevice))) return 1;
+
+    cudaStream_t stream;
+    cudaEvent_t start, stop;
+    if (cudaCheck(cudaStreamCreate(&stream)) || cudaCheck(cudaEventCreate(&start)) || cudaCheck(cudaEventCreate(&stop))) return 1;
+    auto forward = [&]() { return gpt2_forward(model, model.acts.tokens, B, T, opt, stream); };
+
+    for (int i = 0; i < warmup; ++i)
+        if (forward()) return 1;
+    if (cudaCheck(cudaStreamSynchronize(stream))) return 1;
+
+    std::vector<double> forward_ms;
+    cudaProfilerStart();
+    for (int i = 0; i < iters; ++i) {
+        nvtxRangePushA("iteration");
+        cudaCheck(cudaEventRecord(start, stream));
+        if (forward()) return 1;
+        cudaCheck(cudaEventRecord(stop, stream));
+        nvtxRangePop();
+        if (cudaCheck(cudaEventSynchronize(stop))) return 1;
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        forward_ms.push_back(ms);
+    }
+    cudaProfilerStop();
+
+    std::map<ShapeKey, KernelSamples> kernels;
+    if (args.has("--kernel-timing")) {
+        LaunchRecorder& rec = LaunchRecorder::get();
+        for (int i = 0; i < iters; ++i) {
+            rec.reset();
+            rec.enabled = true;
+            const int err = forward();
+            rec.enabled = false;
+            if (err || cudaCheck(cudaStreamSynchronize(stream))) return 1;
+            std::map<ShapeKey, double> totals;
+            for (const LaunchRecord& r : rec.records) {
+                float ms = 0;
+                if (cudaCheck(cudaEventElapsedTime(&ms, r.start, r.stop))) return 1;
+                const ShapeKey key{r.kernel, r.grid.x, r.grid.y, r.grid.z, r.block.x, r.block.y, r.block.z};
+                kernels[key].launches_ns.push_back(ms * 1e6);
+                totals[key] += ms * 1e6;
+            }
+            for (auto& [key, total] : totals) kernels[key].iter_total_ns.push_back(total);
+        }
+    }
+
+    FILE* out = stdout;
+    if (args.has("--json") && !(out = fopen(args.str("--json").c_str(), "w"))) {
+        fprintf(stderr, "cannot write %s\n", args.str("--json").c_str());
+        return 2;
+    }
+    const GPT2Config& c = model.config;
+    fprintf(out, "{\n  \"schema\": \"engine-timing/1\",\n  \"program\": \"gpt2_forward\",\n  \"device\": %s,\n", device_json().c_str());
+    fprintf(out, "  \"model\": {\"vocab_size\": %d, \"max_seq_len\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d},\n",
+            c.vocab_size, c.max_seq_len, c.num_layers, c.num_heads, c.channels);
+    fprintf(out, "  \"run\": {\"batch\": %d, \"seq_len\": %d, \"iterations\": %d, \"warmup\": %d, \"matmul\": \"%s\", \"fusion\": \"%s\", \"attention\": \"%s\"},\n",
+            B, T, iters, warmup, matmul_name(opt.matmul), fusion_name(opt.fusion), attention_name(opt.attention));
+    fprintf(out, "  \"forward_ms\": {%s},\n", stats_json(summarize(forward_ms), "ms").c_str());
+    fprintf(out, "  \"kernels\": [");
+    bool first = true;
+    for (const auto& [key, s] : kernels) {
+        const auto& [name, gx, gy, gz, bx, by, bz] = key;
+        fprintf(out, "%s\n    {\"kernel\": \"%s\", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"calls\": %zu, %s, \"iter_total_ns\": [",
+                first ? "" : ",", name.c_str(), gx, gy, gz, bx, by, bz, s.launches_ns.size() / iters,
+                stats_json(summarize(s.launches_ns), "ns").c_str());
+        for (size_t i = 0; i < s.iter_total_ns.size(); ++i) fprintf(out, "%s%.1f", i ? ", " : "", s.iter_total_ns[i]);
+        fprintf(out, "]}");
+        first = false;
+    }
+    fprintf(out, "\n  ]\n}\n");
+    if (out != stdout) fclose(out);
+    gpt2_free(model);
+    return 0;
+}

@@ -1,0 +1,392 @@
+// kernel_check: every kernel family, through its launcher and at the launch
+// sizes of conf.cuh, against a CPU reference in double precision, at odd sizes
+// (rows, channels and sequence lengths that are multiples of no tile) and on
+// both the float4 and the scalar paths. Outputs are poisoned with NaN first, so
+// an element a kernel never writes fails. Inputs are fresh random numbers.
+// Passing means |gpu - ref| <= atol + rtol * scale for every element, where
+// scale is |ref| (elementwise) or the sum of |terms| (reductions, dot products).
+// Prints one line per check and a JSON summary; exit 1 if any check fails.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../attention.cuh"
+#include "../encoder.cuh"
+#include "../gelu.cuh"
+#include "../kvcache.cuh"
+#include "../layernorm.cuh"
+#include "../matmul.cuh"
+#include "../prepare.cuh"
+#include "../residual.cuh"
+#include "../residual_layernorm.cuh"
+#include "../softmax.cuh"
+
+namespace {
+
+std::mt19937 rng(20261123);
+int failures = 0, checks = 0;
+std::string json_rows;
+
+std::vector<float> random_vec(size_t n, float lo = -1.f, float hi = 1.f) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+// A device copy of a host vector, with `offset` spare floats in front so a
+// caller can hand out a pointer that is not 16-byte aligned (the scalar paths).
+struct Dev {
+    float* base = nullptr;
+    float* p = nullptr;
+    size_t n = 0;
+    Dev(const std::vector<float>& h, int offset = 0) : n(h.size()) {
+        cudaCheck(cudaMalloc(&base, (n + offset + 4) * sizeof(float)));
+        p = base + offset;
+        cudaCheck(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    Dev(size_t count, int offset = 0) : n(count) {
+        cudaCheck(cudaMalloc(&base, (n + offset + 4) * sizeof(float)));
+        p = base + offset;
+        cudaCheck(cudaMemset(p, 0xff, n * sizeof(float)));  // NaN poison
+    }
+    ~Dev() { cudaFree(base); }
+    std::vector<float> get() const {
+        std::vector<float> h(n);
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+        return h;
+    }
+};
+
+// Compares got against want (with per-element scale for the tolerance).
+void expect(const std::string& name, int launch_status, const std::vector<float>& got, const std::vector<double>& want,
+            const std::vector<double>& scale, double atol, double rtol) {
+    ++checks;
+    double max_err = 0;
+    size_t bad = 0, first_bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double err = std::fabs((double)got[i] - want[i]);
+        const double tol = atol + rtol * scale[i];
+        if (!(err <= tol)) {  // NaN fails
+            if (!bad) first_bad = i;
+            ++bad;
+        }
+        if (!(err <= max_err)) max_err = std::isnan(err) ? INFINITY : err;
+    }
+    const bool pass = launch_status == 0 && bad == 0 && got.size() == want.size();
+    failures += !pass;
+    printf("%-52s %s  max_err=%.2e  bad=%zu/%zu", name.c_str(), pass ? "PASS" : "FAIL", max_err, bad, want.size());
+    if (bad) printf("  first bad [%zu]: got %.6g want %.6g", first_bad, got[first_bad], want[first_bad]);
+    if (launch_status) printf("  (launch failed)");
+    printf("\n");
+    char row[512];
+    snprintf(row, sizeof(row), "%s\n  {\"check\": \"%s\", \"pass\": %s, \"max_err\": %.3e, \"bad\": %zu}", json_rows.empty() ? "" : ",",
+             name.c_str(), pass ? "true" : "false", max_err, bad);
+    json_rows += row;
+}
+
+std::vector<double> abs_of(const std::vector<double>& v) {
+    std::vector<double> a(v.size());
+    for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
+    return a;
+}
+
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+void layernorm_ref(const float* x, const float* w, const float* b, int C, double eps, double* out) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < C; ++i) mean += x[i];
+    mean /= C;
+    for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+    var /= C;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (int i = 0; i < C; ++i) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+// ---------------------------------------------------------------------------
+
+void check_encoder(int B, int T, int C, int start) {
+    const int V = 101, maxT = T + start + 3;
+    std::vector<float> wte = random_vec((size_t)V * C), wpe = random_vec((size_t)maxT * C);
+    std::vector<int> tok(B * T);
+    for (int& t : tok) t = rng() % V;
+    int* dtok;
+    int* dstart;
+    cudaCheck(cudaMalloc(&dtok, tok.size() * 4));
+    cudaCheck(cudaMalloc(&dstart, 4));
+    cudaCheck(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(dstart, &start, 4, cudaMemcpyHostToDevice));
+    Dev dwte(wte), dwpe(wpe), out((size_t)B * T * C);
+    const int st = encoder_forward(out.p, dtok, dwte.p, dwpe.p, start ? dstart : nullptr, B, T, C, 0);
+    std::vector<double> want((size_t)B * T * C);
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t)
+            for (int c = 0; c < C; ++c)
+                want[((size_t)b * T + t) * C + c] = (double)wte[(size_t)tok[b * T + t] * C + c] + wpe[(size_t)(start + t) * C + c];
+    expect("encoder B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) + " start=" + std::to_string(start),
+           st, out.get(), want, abs_of(want), 1e-6, 1e-6);
+    cudaFree(dtok);
+    cudaFree(dstart);
+}
+
+void check_layernorm(int N, int C, int offset) {
+    std::vector<float> x = random_vec((size_t)N * C, 2.f, 4.f), w = random_vec(C, 0.5f, 1.5f), b = random_vec(C);
+    Dev dx(x, offset), dw(w, offset), db(b, offset), out((size_t)N * C, offset);
+    const int st = layernorm_forward(out.p, dx.p, dw.p, db.p, N, C, 1e-5f, 0);
+    std::vector<double> want((size_t)N * C);
+    for (int r = 0; r < N; ++r) layernorm_ref(&x[(size_t)r * C], w.data(), b.data(), C, 1e-5, &want[(size_t)r * C]);
+    expect("layernorm N=" + std::to_string(N) + " C=" + std::to_string(C) + (offset ? " unaligned" : ""), st, out.get(), want,
+           abs_of(want), 1e-4, 1e-4);
+}
+
+void check_residual_layernorm(int N, int C, bool with_bias, bool in_place) {
+    std::vector<float> x = random_vec((size_t)N * C, -2.f, 2.f), y = random_vec((size_t)N * C), yb = random_vec(C),
+                       w = random_vec(C, 0.5f, 1.5f), b = random_vec(C);
+    Dev dx(x), dy(y), dyb(yb), dw(w), db(b), xo((size_t)N * C), ln((size_t)N * C);
+    float* x_out = in_place ? dx.p : xo.p;
+    const int st = residual_layernorm_forward(x_out, ln.p, dx.p, dy.p, with_bias ? dyb.p : nullptr, dw.p, db.p, N, C, 1e-5f, 0);
+    std::vector<double> want_x((size_t)N * C), want_ln((size_t)N * C);
+    std::vector<float> sum((size_t)N * C);
+    for (size_t i = 0; i < sum.size(); ++i) {
+        sum[i] = x[i] + y[i] + (with_bias ? yb[i % C] : 0.f);
+        want_x[i] = (double)x[i] + y[i] + (with_bias ? yb[i % C] : 0.0);
+    }
+    for (int r = 0; r < N; ++r) layernorm_ref(&sum[(size_t)r * C], w.data(), b.data(), C, 1e-5, &want_ln[(size_t)r * C]);
+    const std::string tag = " N=" + std::to_string(N) + " C=" + std::to_string(C) + (with_bias ? " bias" : "") + (in_place ? " in-place" : "");
+    expect("residual_layernorm (sum)" + tag, st, in_place ? dx.get() : xo.get(), want_x, abs_of(want_x), 1e-5, 1e-5);
+    expect("residual_layernorm (norm)" + tag, st, ln.get(), want_ln, abs_of(want_ln), 1e-4, 1e-4);
+}
+
+void check_residual_gelu(int N, int offset) {
+    std::vector<float> a = random_vec(N, -3.f, 3.f), b = random_vec(N);
+    Dev da(a, offset), db(b, offset), out(N, offset), g(N, offset);
+    const int st = residual_forward(out.p, da.p, db.p, N, 0);
+    const int sg = gelu_forward(g.p, da.p, N, 0);
+    std::vector<double> want(N), want_g(N);
+    for (int i = 0; i < N; ++i) { want[i] = (double)a[i] + b[i]; want_g[i] = gelu_ref(a[i]); }
+    const std::string tag = " N=" + std::to_string(N) + (offset ? " unaligned" : "");
+    expect("residual" + tag, st, out.get(), want, abs_of(want), 1e-6, 1e-6);
+    expect("gelu" + tag, sg, g.get(), want_g, abs_of(want_g), 1e-6, 1e-5);
+}
+
+void check_prepare(int rows, int OC) {
+    const size_t n = (size_t)rows * OC;
+    std::vector<float> x = random_vec(n, -3.f, 3.f), bias = random_vec(OC), res = random_vec(n);
+    const char* names[] = {"bias", "bias+gelu", "bias+residual"};
+    const Epilogue eps[] = {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
+    for (int e = 0; e < 3; ++e) {
+        Dev out(x), db(bias), dr(res);
+        const int st = prepare_forward(eps[e], out.p, db.p, dr.p, (int)n, OC, 0);
+        std::vector<double> want(n);
+        for (size_t i = 0; i < n; ++i) {
+            double v = (double)x[i] + bias[i % OC];
+            if (e == 1) v = gelu_ref(v);
+            if (e == 2) v += res[i];
+            want[i] = v;
+        }
+        expect(std::string("prepare ") + names[e] + " rows=" + std::to_string(rows) + " OC=" + std::to_string(OC), st, out.get(), want,
+               abs_of(want), 1e-6, 1e-5);
+    }
+}
+
+// out[M,N] = A[M,K] . W[N,K]^T
+void matmul_ref(const std::vector<float>& A, const std::vector<float>& W, int M, int N, int K, std::vector<double>& out,
+                std::vector<double>& scale) {
+    out.assign((size_t)M * N, 0.0);
+    scale.assign((size_t)M * N, 0.0);
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            double s = 0, a = 0;
+            for (int k = 0; k < K; ++k) {
+                const double t = (double)A[(size_t)m * K + k] * W[(size_t)n * K + k];
+                s += t;
+                a += std::fabs(t);
+            }
+            out[(size_t)m * N + n] = s;
+            scale[(size_t)m * N + n] = a;
+        }
+}
+
+void check_matmul(MatmulImpl impl, const char* name, int M, int N, int K) {
+    std::vector<float> A = random_vec((size_t)M * K), W = random_vec((size_t)N * K);
+    Dev dA(A), dW(W), out((size_t)M * N);
+    const int st = matmul_forward(impl, out.p, dA.p, dW.p, M, N, K, 0);
+    std::vector<double> want, scale;
+    matmul_ref(A, W, M, N, K, want, scale);
+    expect(std::string("matmul ") + name + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K), st,
+           out.get(), want, scale, 1e-5, 2e-6);
+}
+
+void check_matvec(int M, int N, int K) {
+    std::vector<float> A = random_vec((size_t)M * K), W = random_vec((size_t)N * K), bias = random_vec(N), res = random_vec((size_t)M * N);
+    std::vector<double> mm, scale;
+    matmul_ref(A, W, M, N, K, mm, scale);
+    const char* names[] = {"none", "bias", "bias+gelu", "bias+residual (in place)"};
+    const Epilogue eps[] = {Epilogue::None, Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
+    for (int e = 0; e < 4; ++e) {
+        Dev dA(A), dW(W), db(bias), dres(res), out((size_t)M * N);
+        float* o = e == 3 ? dres.p : out.p;  // residual epilogue writes over its own residual, as decoding does
+        const int st = matvec_forward(eps[e], o, dA.p, dW.p, db.p, dres.p, M, N, K, 0);
+        std::vector<double> want((size_t)M * N), sc((size_t)M * N);
+        for (size_t i = 0; i < want.size(); ++i) {
+            double v = mm[i];
+            if (e >= 1) v += bias[i % N];
+            if (e == 2) v = gelu_ref(v);
+            if (e == 3) v += res[i];
+            want[i] = v;
+            sc[i] = scale[i] + std::fabs(v);
+        }
+        expect(std::string("matvec ") + names[e] + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K), st,
+               e == 3 ? dres.get() : out.get(), want, sc, 1e-5, 2e-6);
+    }
+}
+
+// Causal attention over qkv (B,T,3C) -> (B,T,C), double precision.
+void attention_ref(const std::vector<float>& qkv, int B, int T, int NH, int HS, std::vector<double>& out) {
+    const int C = NH * HS;
+    out.assign((size_t)B * T * C, 0.0);
+    std::vector<double> p(T);
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h)
+            for (int t1 = 0; t1 < T; ++t1) {
+                const float* q = &qkv[((size_t)b * T + t1) * 3 * C + h * HS];
+                double mx = -INFINITY;
+                for (int t2 = 0; t2 <= t1; ++t2) {
+                    const float* k = &qkv[((size_t)b * T + t2) * 3 * C + C + h * HS];
+                    double s = 0;
+                    for (int d = 0; d < HS; ++d) s += (double)q[d] * k[d];
+                    p[t2] = s / std::sqrt((double)HS);
+                    mx = std::fmax(mx, p[t2]);
+                }
+                double sum = 0;
+                for (int t2 = 0; t2 <= t1; ++t2) sum += (p[t2] = std::exp(p[t2] - mx));
+                for (int d = 0; d < HS; ++d) {
+                    double acc = 0;
+                    for (int t2 = 0; t2 <= t1; ++t2) acc += p[t2] * qkv[((size_t)b * T + t2) * 3 * C + 2 * C + h * HS + d];
+                    out[((size_t)b * T + t1) * C + h * HS + d] = acc / sum;
+                }
+            }
+}
+
+void check_attention(int B, int T, int NH, int HS) {
+    const int C = NH * HS;
+    std::vector<float> qkv = random_vec((size_t)B * T * 3 * C, -2.f, 2.f);
+    std::vector<double> want;
+    attention_ref(qkv, B, T, NH, HS, want);
+    std::vector<double> scale(want.size(), 1.0);
+    const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS);
+    Dev dqkv(qkv);
+    {
+        Dev pre((size_t)B * NH * T * T), att((size_t)B * NH * T * T), out((size_t)B * T * C);
+        int st = attention_qk_forward(pre.p, dqkv.p, B, T, NH, HS, 0);
+        st = st ? st : softmax_forward(att.p, pre.p, B * NH * T, T, 0);
+        st = st ? st : attention_av_forward(out.p, att.p, dqkv.p, B, T, NH, HS, 0);
+        expect("attention reference (qk+softmax+av)" + tag, st, out.get(), want, scale, 1e-5, 1e-5);
+    }
+    if (attention_flash_supports(HS)) {
+        Dev out((size_t)B * T * C);
+        const int st = attention_flash_forward(out.p, dqkv.p, B, T, NH, HS, 0);
+        expect("attention flash" + tag, st, out.get(), want, scale, 1e-5, 1e-5);
+    } else {
+        printf("%-52s SKIP  (head size not built for the flash kernel)\n", ("attention flash" + tag).c_str());
+    }
+}
+
+// The decoding path: kv_cache_write of T positions, then one query at position
+// T-1 against the cache must equal the last row of full causal attention.
+void check_decode(int B, int T, int NH, int HS) {
+    const int C = NH * HS, maxT = T + 5;
+    std::vector<float> qkv = random_vec((size_t)B * T * 3 * C, -2.f, 2.f);
+    std::vector<double> full;
+    attention_ref(qkv, B, T, NH, HS, full);
+    Dev dqkv(qkv), kc((size_t)B * NH * maxT * HS), vc((size_t)B * NH * maxT * HS);
+    int st = kv_cache_write_forward(kc.p, vc.p, dqkv.p, nullptr, B, T, NH, HS, maxT, 0);
+    // The last position's q, as decoding sees it: a (B, 1, 3C) row.
+    std::vector<float> last((size_t)B * 3 * C);
+    for (int b = 0; b < B; ++b)
+        memcpy(&last[(size_t)b * 3 * C], &qkv[((size_t)b * T + T - 1) * 3 * C], 3 * C * sizeof(float));
+    Dev dlast(last), out((size_t)B * C);
+    int* dpos;
+    const int pos = T - 1;
+    cudaCheck(cudaMalloc(&dpos, 4));
+    cudaCheck(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+    st = st ? st : attention_decode_forward(out.p, dlast.p, kc.p, vc.p, dpos, B, NH, HS, maxT, 0);
+    std::vector<double> want((size_t)B * C);
+    for (int b = 0; b < B; ++b)
+        for (int c = 0; c < C; ++c) want[(size_t)b * C + c] = full[((size_t)b * T + T - 1) * C + c];
+    expect("kv_cache_write + attention_decode B=" + std::to_string(B) + " T=" + std::to_string(T) + " HS=" + std::to_string(HS), st,
+           out.get(), want, std::vector<double>(want.size(), 1.0), 1e-5, 1e-5);
+    // argmax with a planted tie: the first maximum must win.
+    const int V = 50257;
+    std::vector<float> logits = random_vec((size_t)B * V);
+    for (int b = 0; b < B; ++b) {
+        logits[(size_t)b * V + 777 + b] = 5.f;
+        logits[(size_t)b * V + 40000] = 5.f;
+    }
+    Dev dl(logits);
+    int *dnext, *dseq;
+    cudaCheck(cudaMalloc(&dnext, B * 4));
+    cudaCheck(cudaMalloc(&dseq, (size_t)B * maxT * 4));
+    st = argmax_forward(dnext, dseq, dpos, dl.p, B, V, V, maxT, 0);
+    std::vector<int> next(B), seq((size_t)B * maxT);
+    cudaCheck(cudaMemcpy(next.data(), dnext, B * 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(seq.data(), dseq, seq.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> got(2 * B);
+    std::vector<double> want2(2 * B);
+    for (int b = 0; b < B; ++b) {
+        got[2 * b] = (float)next[b];
+        got[2 * b + 1] = (float)seq[(size_t)b * maxT + pos + 1];
+        want2[2 * b] = want2[2 * b + 1] = 777 + b;
+    }
+    expect("argmax (first of tied maxima) B=" + std::to_string(B), st, got, want2, std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    cudaFree(dpos);
+    cudaFree(dnext);
+    cudaFree(dseq);
+}
+
+}  // namespace
+
+int main() {
+    int dev = 0;
+    cudaDeviceProp prop{};
+    if (cudaCheck(cudaGetDevice(&dev)) || cudaCheck(cudaGetDeviceProperties(&prop, dev))) return 2;
+    printf("kernel_check on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    check_encoder(3, 37, 99, 0);
+    check_encoder(2, 64, 768, 5);
+    check_layernorm(37, 99, 0);
+    check_layernorm(64, 768, 0);
+    check_layernorm(5, 768, 1);
+    check_residual_layernorm(37, 99, true, false);
+    check_residual_layernorm(64, 768, true, true);
+    check_residual_layernorm(9, 768, false, false);
+    check_residual_gelu(1027, 0);
+    check_residual_gelu(1 << 20, 0);
+    check_residual_gelu(4099, 1);
+    check_prepare(37, 99);
+    check_prepare(64, 2304);
+    for (auto [impl, name] : {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tiled, "tiled"}, std::pair{MatmulImpl::Cublas, "cublas"}}) {
+        if (impl == MatmulImpl::Cublas && !matmul_has_cublas()) { printf("%-52s SKIP  (built without cuBLAS)\n", "matmul cublas"); continue; }
+        check_matmul(impl, name, 37, 99, 67);
+        check_matmul(impl, name, 130, 288, 96);
+        check_matmul(impl, name, 256, 2304, 768);
+        check_matmul(impl, name, 67, 50257, 96);
+    }
+    check_matvec(1, 99, 67);
+    check_matvec(3, 768, 768);
+    check_matvec(1, 2304, 768);
+    check_attention(2, 37, 3, 32);
+    check_attention(2, 130, 3, 64);
+    check_attention(1, 200, 2, 64);
+    check_attention(1, 67, 2, 48);
+    check_decode(1, 37, 3, 32);
+    check_decode(2, 130, 2, 64);
+    printf("{\"schema\": \"engine-kernel-check/1\", \"device\": \"%s\", \"checks\": %d, \"failures\": %d, \"results\": [%s\n]}\n", prop.name,
+           checks, failures, json_rows.c_str());
+    fprintf(stderr, "%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);
+    return failures ? 1 : 0;
+}
