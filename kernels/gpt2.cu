@@ -281,7 +281,11 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
     GPT2Acts& a = m.acts;
     float* x = a.x;
     float* proj = a.proj;
+    // A few rows (a short prompt's prefill) leave a tiled matmul with a handful
+    // of blocks; the matvec kernel keeps one warp per output column instead.
     auto linear = [&](float* out, const float* inp, const float* w, int OC, int IC) {
+        if (opt.matmul == MatmulImpl::Own && N <= matmul_max_matvec_rows())
+            return matvec_forward(Epilogue::None, out, inp, w, nullptr, nullptr, N, OC, IC, s);
         return matmul_forward(opt.matmul, out, inp, w, N, OC, IC, s);
     };
 

@@ -12,9 +12,10 @@
 //      accumulators in registers, so every shared-memory load feeds TM or TN
 //      FMAs. Loads are float4 along K when K % 4 == 0.
 //   3. cuBLAS SGEMM (--matmul cublas): the reference path (FP32, no TF32).
-//   4. matvec_kernel: for M <= MATVEC_MAX_ROWS (decoding), one warp per output
-//      column, so all of N's columns run at once instead of N/BN blocks; the
-//      bias/gelu/residual epilogue is fused since a launch per step matters there.
+//   4. matvec_kernel: for M <= MATVEC_MAX_ROWS (decoding, short prefills with
+//      --matmul own), one warp per output column, so all of N's columns run at
+//      once instead of N/BN blocks; each weight row is read once for all M rows.
+//      The bias/gelu/residual epilogue is fused: a launch per step matters there.
 #pragma once
 #include "common.cuh"
 
@@ -54,7 +55,7 @@ static_assert(MATMUL_TM * MATMUL_TN <= 256, "MATMUL_TM * MATMUL_TN accumulators 
 #define MATVEC_BLOCK_SIZE 256
 #endif
 #ifndef MATVEC_MAX_ROWS
-#define MATVEC_MAX_ROWS 4
+#define MATVEC_MAX_ROWS 8
 #endif
 static_assert(MATVEC_BLOCK_SIZE % 32 == 0 && MATVEC_BLOCK_SIZE >= 32 && MATVEC_BLOCK_SIZE <= 1024,
               "MATVEC_BLOCK_SIZE must be a multiple of 32 (one warp per output column) up to 1024");
@@ -189,6 +190,7 @@ __global__ void __launch_bounds__(BLOCK) matvec_kernel(float* out, const float* 
     const float* wrow = W + (size_t)n * K;
     if constexpr (VEC) {
         const float4* w4 = reinterpret_cast<const float4*>(wrow);
+#pragma unroll 4
         for (int k = lane; k < K / 4; k += 32) {
             const float4 wv = w4[k];
 #pragma unroll

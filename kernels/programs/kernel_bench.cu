@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     bandwidth_sweep("residual_layernorm_kernel", 16.0 * n_rows, copy_gbs, BLOCKS{},
                     [&](int blk) { return by_block<ResLn>(blk, BLOCKS{}, o, o2, a, b, bias, w, bias, rows, C); });
     {  // encoder: B*T rows of C, each a token row plus a position row in, one row out
-        const int Tt = 1024, Bt = std::max(1, n / (Tt * C)), V = 50257;
+        const int Tt = std::min(1024, n / C), Bt = std::max(1, n / (Tt * C)), V = 50257;
         float *wte = device_random((size_t)V * C), *wpe = device_random((size_t)Tt * C);
         std::vector<int> tok(Bt * Tt);
         std::mt19937 rng(7);

@@ -1,0 +1,98 @@
+"""Build a job folder with make, through the object cache.
+
+The outcome is one of three:
+    ok              the programs were built
+    skipped         the configuration is illegal by the target's own rules: a
+                    static_assert in its headers fired (the message says which
+                    rule); Kernel Tuner calls this an invalid config
+    compile_failed  anything else: the log path says where to look; sources are
+                    left as they were, so the error can be reproduced by hand
+                    with `make -C <job>`
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweep.errors import SweepError
+
+STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
+ERROR_LINE = re.compile(r"^.*\b(error|Error)\b.*$", re.M)
+CACHE_LINE = re.compile(r"^objcache: (hit|miss) (\S+)", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOutcome:
+    status: str                  # ok | skipped | compile_failed
+    reason: str
+    log: Path
+    seconds: float
+    arch: str
+    compiled: tuple[str, ...] = field(default=())   # objects nvcc compiled
+    cached: tuple[str, ...] = field(default=())     # objects copied from the cache
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def detect_arch() -> str:
+    """sm_XY of the first visible GPU, from nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        raise SweepError("build.arch is auto but this machine has no nvidia-smi to read the GPU from; "
+                         "set build.arch (e.g. sm_90) in the space file or pass --arch sm_90")
+    r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True)
+    cap = r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
+    if not re.fullmatch(r"\d+\.\d+", cap):
+        raise SweepError(f"nvidia-smi did not report a compute capability ({r.stderr.strip() or r.stdout.strip()!r}); "
+                         "set build.arch (e.g. sm_90) or pass --arch")
+    return "sm_" + cap.replace(".", "")
+
+
+def resolve_arch(arch: list[str] | tuple[str, ...]) -> str:
+    return detect_arch() if list(arch) == ["auto"] else " ".join(arch)
+
+
+def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> BuildOutcome:
+    """Run make in `job_dir` (ARCH overridden), logging to job_dir/build.log."""
+    job_dir = Path(job_dir)
+    log = job_dir / "build.log"
+    if not shutil.which("make"):
+        raise SweepError("make is not installed on this machine; install it (Debian: apt install make)")
+    jobs = jobs or len(os.sched_getaffinity(0))
+    cmd = ["make", "-C", str(job_dir), f"-j{jobs}", f"ARCH={arch}"]
+    t0 = time.monotonic()
+    try:
+        with open(log, "w") as f:
+            f.write("$ " + " ".join(cmd) + "\n")
+            f.flush()
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+    except subprocess.TimeoutExpired:
+        return BuildOutcome("compile_failed", f"make did not finish in {timeout_s:.0f} s", log, time.monotonic() - t0, arch)
+    seconds = time.monotonic() - t0
+    text = log.read_text(errors="replace")
+    compiled = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "miss")
+    cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
+    if rc == 0:
+        return BuildOutcome("ok", "", log, seconds, arch, compiled, cached)
+    return BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
+
+
+def classify_failure(text: str) -> tuple[str, str]:
+    """(status, reason) of a failed build log: a static_assert means an illegal
+    configuration (skipped), anything else a compile failure."""
+    m = STATIC_ASSERT.search(text)
+    if m:
+        return "skipped", "static_assert: " + (m.group("msg") or m.group("msg2") or "").strip()
+    if "nvcc: not found" in text or "nvcc: command not found" in text or "No such file or directory: 'nvcc'" in text:
+        return "compile_failed", "nvcc not found on the build node: load CUDA there (slurm.setup, e.g. 'module load cuda')"
+    errors = [m.group(0).strip() for m in ERROR_LINE.finditer(text)]
+    first = next((e for e in errors if not e.startswith("make")), errors[0] if errors else "make failed (see the log)")
+    return "compile_failed", first[:300]

@@ -1,0 +1,156 @@
+"""Profile backends behind one schema.
+
+A job's profile stage runs the target's timing program under one backend and
+turns what it wrote into Measurements, one per kernel x launch shape:
+
+    nsys    Nsight Systems: profile, export sqlite, group launches by kernel name
+            AND grid/block (nsys' own cuda_gpu_kern_sum merges launch shapes, so
+            it cannot tell two block sizes of one kernel apart); launches are
+            attributed to timed iterations through the NVTX "iteration" ranges
+            they were issued in, which also leaves warm-up launches out.
+    ncu     Nsight Compute: gpu__time_duration.sum per launch, from the CSV.
+    events  the engine's own CUDA-event timing (gpt2_forward --kernel-timing),
+            no profiler needed.
+
+Every backend reports, per kernel x launch shape, the per-launch statistics and
+the total per timed iteration: the run-to-run spread that selection weighs a
+margin against.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One kernel at one launch shape, over the timed iterations of one run.
+
+    Times are nanoseconds. `calls` is launches per iteration; `iter_total_ns`
+    holds, per timed iteration, the summed time of this shape's launches in it.
+    """
+
+    kernel: str                 # function name as launched, without template arguments
+    grid: Dim3
+    block: Dim3
+    calls: int
+    median_ns: float            # per launch
+    min_ns: float
+    max_ns: float
+    mean_ns: float
+    std_ns: float
+    iter_total_ns: tuple[float, ...] = field(default=())
+    kernel_full: str = ""       # demangled name with template arguments, when known
+
+    @property
+    def instances(self) -> int:
+        """Launches measured in all (calls x iterations)."""
+        return self.calls * max(1, len(self.iter_total_ns))
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def total_median_ns(self) -> float:
+        """Median over iterations of this shape's time per iteration."""
+        if self.iter_total_ns:
+            return statistics.median(self.iter_total_ns)
+        return self.median_ns * self.calls
+
+    @property
+    def total_std_ns(self) -> float:
+        """Run-to-run spread (standard deviation over iterations) of the per-iteration total."""
+        return statistics.stdev(self.iter_total_ns) if len(self.iter_total_ns) > 1 else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel, "kernel_full": self.kernel_full, "grid": list(self.grid), "block": list(self.block),
+            "calls": self.calls, "median_ns": self.median_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
+            "mean_ns": self.mean_ns, "std_ns": self.std_ns, "iter_total_ns": list(self.iter_total_ns),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Measurement":
+        return cls(
+            kernel=d["kernel"], grid=tuple(d["grid"]), block=tuple(d["block"]), calls=int(d["calls"]),
+            median_ns=float(d["median_ns"]), min_ns=float(d["min_ns"]), max_ns=float(d["max_ns"]),
+            mean_ns=float(d["mean_ns"]), std_ns=float(d["std_ns"]),
+            iter_total_ns=tuple(float(x) for x in d.get("iter_total_ns", ())), kernel_full=d.get("kernel_full", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One kernel launch as a profiler saw it: the parsers' common intermediate."""
+
+    kernel: str
+    grid: Dim3
+    block: Dim3
+    duration_ns: float
+    iteration: int              # index of the timed iteration it belongs to (0-based)
+    kernel_full: str = ""
+
+
+def short_name(full: str) -> str:
+    """`void residual_kernel<128, 1>(float *, ...)` -> `residual_kernel`.
+
+    Strips the return type, the parameter list and template arguments, and any
+    namespace; keeps operator names and lambdas intact enough to stay distinct.
+    """
+    s = full.strip()
+    depth, cut = 0, len(s)
+    for i, ch in enumerate(s):  # the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            cut = i
+            break
+    s = s[:cut]
+    depth, out = 0, []
+    for ch in s:  # drop template arguments
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).strip()
+    s = s.split()[-1] if s.split() else s  # drop a return type such as "void"
+    return s.split("::")[-1] or full
+
+
+def aggregate(launches: Iterable[Launch], iterations: int) -> list[Measurement]:
+    """Group launches by (kernel, grid, block) into Measurements.
+
+    `iterations` is how many timed iterations the run had; a shape launched in
+    some iterations and not others gets 0 for the iterations it missed, so its
+    per-iteration totals stay comparable across shapes.
+    """
+    groups: dict[tuple[str, Dim3, Dim3], list[Launch]] = {}
+    for launch in launches:
+        groups.setdefault((launch.kernel, launch.grid, launch.block), []).append(launch)
+    out = []
+    for (kernel, grid, block), ls in sorted(groups.items()):
+        durs = [l.duration_ns for l in ls]
+        totals = [0.0] * iterations
+        for l in ls:
+            totals[l.iteration] += l.duration_ns
+        out.append(Measurement(
+            kernel=kernel, grid=grid, block=block, calls=max(1, round(len(ls) / max(1, iterations))),
+            median_ns=statistics.median(durs), min_ns=min(durs), max_ns=max(durs), mean_ns=statistics.fmean(durs),
+            std_ns=statistics.stdev(durs) if len(durs) > 1 else 0.0, iter_total_ns=tuple(totals),
+            kernel_full=ls[0].kernel_full,
+        ))
+    return out
+
+
+def is_finite(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
