@@ -23,7 +23,7 @@ from pathlib import Path
 from sweep.errors import SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
-ERROR_LINE = re.compile(r"^.*\b(error|Error)\b.*$", re.M)
+COMPILER_ERROR = re.compile(r"(\(\d+\)|:\d+:\d*:?)\s*(fatal )?error\b|\berror(:| #\d+)", re.I)
 CACHE_LINE = re.compile(r"^objcache: (hit|miss) (\S+)", re.M)
 
 
@@ -93,6 +93,19 @@ def classify_failure(text: str) -> tuple[str, str]:
         return "skipped", "static_assert: " + (m.group("msg") or m.group("msg2") or "").strip()
     if "nvcc: not found" in text or "nvcc: command not found" in text or "No such file or directory: 'nvcc'" in text:
         return "compile_failed", "nvcc not found on the build node: load CUDA there (slurm.setup, e.g. 'module load cuda')"
-    errors = [m.group(0).strip() for m in ERROR_LINE.finditer(text)]
-    first = next((e for e in errors if not e.startswith("make")), errors[0] if errors else "make failed (see the log)")
-    return "compile_failed", first[:300]
+    return "compile_failed", first_error(text)[:300]
+
+
+def first_error(text: str) -> str:
+    """The most telling line of a failed build: a compiler diagnostic (file(line): error ...),
+    else the last line of a Python traceback, else make's own complaint."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if COMPILER_ERROR.search(l):
+            return l
+    for i, l in enumerate(lines):
+        if l.startswith("Traceback"):
+            tail = next((x for x in lines[i + 1:] if re.match(r"^\w+(Error|Exception)\b", x)), None)
+            if tail:
+                return tail
+    return next((l for l in lines if "***" in l), lines[-1] if lines else "make failed (see the log)")

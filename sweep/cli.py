@@ -1,0 +1,202 @@
+"""config_sweep.py: find the fastest launch sizes for every kernel of a CUDA program.
+
+With no arguments it sweeps spaces/seed.yaml (seed 004's thread-count table) on
+the embedded GPT-2 engine, on this machine's GPUs, profiling with Nsight Systems,
+and prints each kernel's best launch size. Subcommands only parse their
+arguments and call sweep.pipeline; a user error prints one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from sweep import pipeline, select as select_mod
+from sweep.dispatch import EXECUTORS
+from sweep.errors import SweepError
+from sweep.space import BACKENDS, STRATEGIES
+from sweep.target import DEFAULT_SPACE
+
+EPILOG = """examples:
+  python config_sweep.py                                   seed 004's sweep on this machine's GPUs
+  python config_sweep.py run spaces/full.yaml --executor slurm --partition gpu --time 30
+  python config_sweep.py run spaces/seed.yaml --dry-run --arch sm_90   render and compile only (no GPU)
+  python config_sweep.py status seed                        from any shell, while it runs
+  python config_sweep.py best seed                          the per-kernel picks and best/conf.cuh
+  python config_sweep.py report seed                        results/seed/report.html
+  python config_sweep.py compare seed-a40 seed-h100         two sweeps side by side
+"""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs-dir", type=Path, default=pipeline.ROOT / "jobs", help="where job folders go (default: jobs/)")
+    p.add_argument("--results-dir", type=Path, default=pipeline.ROOT / "results", help="where results go (default: results/)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="config_sweep.py", description=__doc__, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="sweep a space file (the default command)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Render, build, verify and profile every configuration the space's strategy picks, "
+                                   "then pick each kernel's best launch sizes and confirm them end to end.")
+    r.add_argument("space", nargs="?", type=Path, default=DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
+    r.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one")
+    r.add_argument("--backend", choices=BACKENDS, help="profiler (overrides the space file): nsys, ncu, or events (no profiler)")
+    r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
+    r.add_argument("--samples", type=int, help="points for random / trials for optuna")
+    r.add_argument("--name", help="sweep name (default: the space's name); results go to results/<name>/")
+    r.add_argument("--dry-run", action="store_true", help="render and compile every configuration; run nothing on a GPU")
+    r.add_argument("--arch", help="GPU architecture to compile for, e.g. sm_90 (default: the space's build.arch)")
+    r.add_argument("--retry-failed", action="store_true", help="run failed configurations again (not those that failed the same way twice)")
+    r.add_argument("--no-confirm", action="store_true", help="skip the end-to-end run of the combined best and the defaults")
+    r.add_argument("--no-report", action="store_true", help="do not write report.html")
+    g = r.add_argument_group("slurm (override the space file's slurm: settings)")
+    for flag, key, typ, hlp in (
+        ("--partition", "partition", str, "partition"), ("--account", "account", str, "account"),
+        ("--qos", "qos", str, "quality of service"), ("--constraint", "constraint", str, "node features, e.g. h100"),
+        ("--gpus", "gpus_per_job", int, "GPUs per job (gres gpu:N)"), ("--cpus", "cpus_per_job", int, "CPUs per job"),
+        ("--mem", "mem", str, "memory per job, e.g. 16G"), ("--time", "time_min", int, "time limit per job in minutes"),
+        ("--parallel", "array_parallelism", int, "at most this many array tasks at once"),
+        ("--log-dir", "log_dir", str, "where Slurm logs go (default jobs/<sweep>/_slurm)"),
+    ):
+        g.add_argument(flag, dest=f"slurm_{key}", type=typ, help=hlp, metavar=flag[2:].upper())
+    g.add_argument("--sbatch", dest="slurm_extra_sbatch", action="append", metavar="OPTION",
+                   help="extra sbatch option, e.g. --sbatch=--exclusive (repeatable)")
+    _add_common(r)
+
+    for name, hlp in (("status", "show a sweep's state from its files"), ("collect", "re-collect results and re-pick the best"),
+                      ("best", "print the per-kernel picks (and best/conf.cuh)"), ("report", "write results/<sweep>/report.html")):
+        p = sub.add_parser(name, help=hlp, description=hlp)
+        p.add_argument("sweep", nargs="?", help="sweep name (default: every sweep under --jobs-dir)" if name == "status" else "sweep name")
+        p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text")
+        _add_common(p)
+    c = sub.add_parser("compare", help="two sweeps side by side (HTML and markdown)")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    _add_common(c)
+    cl = sub.add_parser("clean", help="remove a sweep's build products (its measurements stay)")
+    cl.add_argument("sweep")
+    cl.add_argument("--all", action="store_true", help="also remove its results and measurements")
+    _add_common(cl)
+    return ap
+
+
+def run(args: argparse.Namespace) -> int:
+    slurm = {k[len("slurm_"):]: v for k, v in vars(args).items() if k.startswith("slurm_") and v is not None}
+    if "extra_sbatch" in slurm:
+        slurm["extra_sbatch"] = tuple(slurm["extra_sbatch"])
+    opts = pipeline.Options(executor=args.executor, jobs_root=args.jobs_dir, results_root=args.results_dir,
+                            dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
+                            confirm=not args.no_confirm, report=not args.no_report)
+    s = pipeline.run(args.space, opts, name=args.name, strategy=args.strategy, backend=args.backend,
+                     samples=args.samples, slurm=slurm or None)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
+    print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
+    if s.best:
+        print("best launch sizes per kernel (per-iteration kernel time):")
+        for line in select_mod.summary_lines(s.best):
+            print("  " + line)
+        for n in s.best.notes:
+            print("  note: " + n)
+        conf = s.confirmation
+        if conf.get("best_total_ns"):
+            print(f"combined best end to end: {conf['best_total_ns'] / 1e3:.1f} us/iter of swept kernels "
+                  f"(sum of per-kernel bests {conf['sum_of_group_bests_ns'] / 1e3:.1f} us)"
+                  + (f", {conf['speedup_vs_default']:.2f}x the default launch sizes" if conf.get("speedup_vs_default") else ""))
+        print(f"results: {s.results_dir}/ (best/conf.cuh, best.json, measurements.parquet, report.html)")
+    elif not args.dry_run:
+        print(f"no best pick: see `python config_sweep.py status {s.sweep}` for the failures")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    names = [args.sweep] if args.sweep else sorted(d.name for d in args.jobs_dir.glob("*") if (d / "sweep.json").is_file())
+    if not names:
+        print(f"no sweeps under {args.jobs_dir}")
+        return 0
+    out = [pipeline.status(n, args.jobs_dir) for n in names]
+    if args.format == "json":
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    for s in out:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(s["counts"].items()))
+        print(f"{s['sweep']}: {counts}  ({s['manifest'].get('strategy')}, {s['manifest'].get('backend')}, "
+              f"{s['manifest'].get('executor')})")
+        for r in s["running"]:
+            print(f"  running {r['tag']}: {r.get('stage')} on {r.get('host')} since {r.get('started')}"
+                  + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
+        for f in s["failures"]:
+            print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+    return 0
+
+
+def collect(args: argparse.Namespace) -> int:
+    best, _ = pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
+    print(f"collected {args.sweep} into {args.results_dir / args.sweep}/")
+    if best:
+        for line in select_mod.summary_lines(best):
+            print("  " + line)
+    return 0
+
+
+def best(args: argparse.Namespace) -> int:
+    path = args.results_dir / args.sweep / "best.json"
+    if not path.is_file():
+        raise SweepError(f"no {path}: run `python config_sweep.py collect {args.sweep}` (or finish the sweep) first")
+    data = json.loads(path.read_text())
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    print((args.results_dir / args.sweep / "best" / "conf.cuh").read_text())
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from sweep import report as report_mod
+
+    path = report_mod.write_report(args.results_dir / args.sweep, jobs_dir=args.jobs_dir / args.sweep, fmt=args.format)
+    print(path)
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from sweep import report as report_mod
+
+    out = report_mod.write_compare(args.results_dir, args.a, args.b, fmt=args.format)
+    print(out)
+    return 0
+
+
+def clean(args: argparse.Namespace) -> int:
+    removed = pipeline.clean(args.sweep, args.jobs_dir, args.results_dir, everything=args.all)
+    print(f"removed {len(removed)} path(s)" + ("" if args.all else "; measurements (result.json) kept"))
+    return 0
+
+
+COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "report": report, "compare": compare, "clean": clean}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+        argv = ["run", *argv]  # `config_sweep.py [space] [options]` means run
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SweepError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted: jobs already started keep running; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
