@@ -227,8 +227,9 @@ def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _lost(j: PendingJob, reason: str, log: Path | str = "") -> JobResult:
-    """A result for a job that ended without writing its own (crash of the job process itself)."""
+def _lost(j: PendingJob, reason: str, log: Path | str = "", status: str = "runtime_failed", stage: str = "job") -> JobResult:
+    """Records (and returns) the result of a job that ended without writing its own:
+    its process died, or the scheduler ended it."""
     from sweep.job import _now, write_result
 
     cfg = JobConfig.load(j.dir)
@@ -236,7 +237,8 @@ def _lost(j: PendingJob, reason: str, log: Path | str = "") -> JobResult:
     history = ()
     if previous and previous.config_hash == cfg.config_hash:
         history = previous.history + ({"status": previous.status, "stage": previous.stage, "reason": previous.reason},)
-    r = JobResult(sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status="runtime_failed",
-                  stage="job", reason=reason, log=str(log), role=cfg.role, history=history, finished_at=_now())
+    r = JobResult(sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status=status,
+                  stage=stage, reason=reason, log=str(log), role=cfg.role, history=history, finished_at=_now())
     write_result(j.dir, r)
+    (j.dir / "state.json").unlink(missing_ok=True)
     return r

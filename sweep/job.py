@@ -248,7 +248,8 @@ class Job:
             self.timings["profile"] = time.monotonic() - t0
             t1 = time.monotonic()
             text = self._read(out, log)
-            ms, forward = events.parse_json(text), events.forward_ms(text)
+            ms, forward = events.parse_json(text, source=str(out)), events.forward_ms(text, source=str(out))
+            p = subprocess.CompletedProcess(p.args, 0, text, "")  # device facts come from the JSON file
         elif backend == "nsys":
             tool = self._tool("nsys", self.tools.nsys)
             base = self.dir / "profile"

@@ -119,6 +119,8 @@ def main(argv: list[str]) -> int:
     out, src, dep, ident = _split(cmd[1:])
     if "-c" not in cmd or not out or not src:
         return subprocess.run(cmd).returncode          # a link, or something we do not cache
+    if dep is None and ("-MMD" in cmd or "-MD" in cmd):
+        dep = str(Path(out).with_suffix(".d"))         # where nvcc puts it without -MF
     try:
         text = _preprocess(cmd, out)
     except (RuntimeError, OSError):

@@ -29,9 +29,10 @@ import yaml
 
 from sweep.errors import SweepError
 
-MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-TAG_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# \Z, not $: "$" also matches before a final newline, which would let "FOO\n" through
+MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
+TAG_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 MAX_VALUE = 2**31 - 1
 BACKENDS = ("nsys", "ncu", "events")
 STRATEGIES = ("tuples", "grid", "factorized", "random", "optuna")
@@ -210,7 +211,7 @@ def check(space: Space, config: Config) -> str | None:
     for c in space.constraints:
         try:
             ok = c.holds(values)
-        except ZeroDivisionError:
+        except (ArithmeticError, ValueError, TypeError):  # e.g. x // 0, a negative shift, a complex power
             ok = False
         if not ok:
             return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
@@ -318,18 +319,41 @@ def _validate_expression(expr: str, known: set[str], where: str) -> None:
     except SyntaxError as e:
         raise SweepError(f"{where}: {expr!r} is not an expression ({e.msg}); write e.g. "
                          "'ENCODER_BLOCK_X * ENCODER_BLOCK_Y * ENCODER_BLOCK_Z <= 1024'") from None
+    # Checked on the tree, not by evaluating a probe: and/or, chained comparisons and
+    # if/else short-circuit, so a probe never visits every branch.
+    bad = _disallowed(tree)
+    if bad is not None:
+        raise SweepError(f"{where}: {expr!r} uses {bad}, which constraints do not allow; use integers, parameter "
+                         "names, + - * / // % ** & | << >>, comparisons, and/or/not, min/max/abs")
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in known and node.id not in _FUNCS:
             raise SweepError(f"{where}: {expr!r} names {node.id!r}, which is not a parameter of this space; "
                              f"parameters: {', '.join(sorted(known))}")
-    probe = {k: 1 for k in known}
-    try:
-        _eval_node(tree.body, probe)
-    except ZeroDivisionError:
-        pass
-    except ValueError:
-        raise SweepError(f"{where}: {expr!r} uses syntax constraints do not allow; use integers, parameter names, "
-                         "+ - * / // % ** & | << >>, comparisons, and/or/not, min/max/abs") from None
+
+
+_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.IfExp,
+                  ast.Constant, ast.Name, ast.Load, ast.And, ast.Or, ast.USub, ast.Not, *_BINOPS, *_CMPOPS)
+
+
+def _disallowed(tree: ast.AST) -> str | None:
+    """The first construct of `tree` that _eval_node does not evaluate, described; None if all are allowed."""
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            if isinstance(node, ast.expr):
+                return f"{type(node).__name__.lower()} {ast.unparse(node)!r}"
+            return f"the operator {type(node).__name__}"
+        if isinstance(node, ast.Call):
+            f = node.func
+            if not (isinstance(f, ast.Name) and f.id in _FUNCS):
+                return f"a call to {ast.unparse(f)}"
+            if node.keywords or not (len(node.args) == 1 if f.id == "abs" else len(node.args) >= 2):
+                return f"{ast.unparse(node)!r} (abs takes one argument, min and max two or more)"
+        if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+            return f"the constant {node.value!r}"
+        if isinstance(node, ast.Name) and node.id in _FUNCS and id(node) not in called:
+            return f"{node.id} without calling it"
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -343,11 +367,13 @@ class _Section:
     def __init__(self, data: Any, where: str, allowed: tuple[str, ...]):
         if data is None:
             data = {}
+        label = where[:-1] if where.endswith(":") else where   # the top level's where is "<file>:"
         if not isinstance(data, dict):
-            raise SweepError(f"{where}: expected a mapping with keys {', '.join(allowed)}, got {type(data).__name__}")
+            raise SweepError(f"{label}: expected a mapping with keys {', '.join(allowed)}, "
+                             f"got {type(data).__name__} {repr(data)[:80]}")
         unknown = [k for k in data if k not in allowed]
         if unknown:
-            raise SweepError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; valid keys are: {', '.join(allowed)}")
+            raise SweepError(f"{label}: unknown key(s) {', '.join(map(str, unknown))}; valid keys are: {', '.join(allowed)}")
         self.data, self.where = data, where
 
     def at(self, key: str) -> str:
@@ -404,17 +430,17 @@ def _values(spec: Any, where: str) -> tuple[int, ...]:
         if kind == "range":
             step = as_int(bounds[2]) if len(bounds) == 3 else 1
             if step < 1:
-                raise SweepError(f"{where}: range step must be >= 1")
+                raise SweepError(f"{where}: range step {step} must be >= 1; write {{range: [lo, hi, step]}} with step >= 1")
             out = list(range(lo, hi + 1, step))
         else:
             out = [1 << k for k in range(0, 32) if lo <= (1 << k) <= hi]
             if not out:
-                raise SweepError(f"{where}: no power of two lies in [{lo}, {hi}]")
+                raise SweepError(f"{where}: no power of two lies in [{lo}, {hi}]; widen the bounds or list the values")
     else:
         raise SweepError(f"{where}: {spec!r} is not a value list; write [4, 8, 16], {{range: [3, 10]}} or {{pow2: [32, 1024]}}")
     if len(set(out)) != len(out):
         dup = sorted({v for v in out if out.count(v) > 1})
-        raise SweepError(f"{where}: value(s) {dup} appear more than once")
+        raise SweepError(f"{where}: value(s) {dup} appear more than once; list each value once")
     return tuple(out)
 
 
@@ -427,7 +453,7 @@ def _parameter(macro: str, spec: Any, where: str) -> tuple[Parameter, list[Const
     s = _Section(spec, where, _PARAM_KEYS)
     words = [w for w in macro.split("_") if w]
     tag_ = s.str("tag", "".join(w[0] for w in words))
-    if not TAG_RE.match(tag_):
+    if not isinstance(tag_, str) or not TAG_RE.match(tag_):
         raise SweepError(f"{s.at('tag')}: {tag_!r} must be letters and digits starting with a letter (it names job folders)")
     equals = s.str("equals", None)
     if equals is not None:
@@ -477,7 +503,7 @@ def load_space(path: Path | str, *, engine_target: Callable[[Mapping[str, Any] |
 def parse_space(data: Any, path: Path, *, engine_target: Callable[[Mapping[str, Any] | None], Target] | None = None) -> Space:
     top = _Section(data, f"{path}:", _TOP_KEYS)
     name = top.str("name", path.stem)
-    if not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.match(name):
         raise SweepError(f"{top.at('name')}: {name!r} must be letters, digits, '.', '_' or '-' (it names jobs/<name>/)")
 
     raw_params = top.data.get("parameters")
@@ -494,7 +520,9 @@ def parse_space(data: Any, path: Path, *, engine_target: Callable[[Mapping[str, 
         if p.equals is not None:
             src = next((q for q in params if q.macro == p.equals), None)
             if src is None or src.derived:
-                raise SweepError(f"{path}: parameters.{p.macro}.equals: {p.equals!r} must name a swept parameter of this space")
+                swept = ", ".join(q.macro for q in params if not q.derived)
+                raise SweepError(f"{path}: parameters.{p.macro}.equals: {p.equals!r} must name a swept parameter of this "
+                                 f"space; swept parameters: {swept}")
             if not p.kernels:
                 params[params.index(p)] = Parameter(p.macro, p.tag, p.values, src.kernels, p.default, p.equals, p.doc)
     if not any(not p.derived for p in params):
@@ -573,7 +601,8 @@ def _target(top: _Section, path: Path, engine_target: Callable[[Mapping[str, Any
             _Section(model, f"{path}: model", ("preset", "seed", "model_dir"))
         return engine_target(model)
     if model is not None:
-        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target; a custom target exports nothing")
+        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target; a custom target exports nothing, "
+                         "remove 'model'")
     s = _Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events"))
     name = s.str("name", None)
     src = s.str("dir", None)
@@ -612,6 +641,9 @@ def _strategy(top: _Section, path: Path, params: list[Parameter]) -> Strategy:
     for c in columns:
         if c not in swept:
             raise SweepError(f"{t.at('columns')}: {c!r} is not a swept parameter; swept parameters: {', '.join(swept)}")
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    if dup:
+        raise SweepError(f"{t.at('columns')}: {', '.join(dup)} listed more than once; name each column once")
     rows = t.data.get("rows")
     if not isinstance(rows, list) or not rows:
         raise SweepError(f"{t.at('rows')}: expected a list of rows, each a list of {len(columns)} integers")

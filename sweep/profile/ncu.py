@@ -62,7 +62,7 @@ FAILED_VALUES = {"", "n/a", "nan", "-nan"}
 NO_SHAPE: Dim3 = (0, 0, 0)
 
 
-def profile_command(program: list[str], csv_path: Path) -> list[str]:
+def profile_command(program: list[str], csv_path: Path, ncu: str = "ncu") -> list[str]:
     """ncu over the program's cudaProfilerStart/Stop window: one duration per launch, NVTX recorded.
 
     --log-file sends all of ncu's output (the CSV and its ==PROF== lines) to
@@ -74,7 +74,7 @@ def profile_command(program: list[str], csv_path: Path) -> list[str]:
     engine's own timing. ncu serializes launches and by default flushes caches
     before each one, so its times are those of isolated, cold-cache launches.
     """
-    return ["ncu", "--csv", "--log-file", str(csv_path), "--metrics", METRIC, "--clock-control", "none",
+    return [ncu, "--csv", "--log-file", str(csv_path), "--metrics", METRIC, "--clock-control", "none",
             "--profile-from-start", "off", "--nvtx", *program]
 
 

@@ -75,12 +75,12 @@ RERUN = "re-run the profile and check the program's log"
 # Commands
 # ---------------------------------------------------------------------------
 
-def profile_command(program: list[str], report_base: Path) -> list[str]:
+def profile_command(program: list[str], report_base: Path, nsys: str = "nsys") -> list[str]:
     """nsys profile over the program's cudaProfilerStart/Stop window, tracing CUDA and NVTX.
 
     nsys appends ".nsys-rep" to `report_base` (see `report_path`).
     """
-    return ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+    return [nsys, "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
             "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", str(report_base), *program]
 
 
@@ -89,18 +89,18 @@ def report_path(report_base: Path) -> Path:
     return report_base.with_name(report_base.name + ".nsys-rep")
 
 
-def export_command(report: Path, sqlite: Path) -> list[str]:
+def export_command(report: Path, sqlite: Path, nsys: str = "nsys") -> list[str]:
     """nsys export of a .nsys-rep into the SQLite file `parse_sqlite` reads."""
-    return ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
 
 
-def stats_command(report: Path, out_base: Path) -> list[str]:
+def stats_command(report: Path, out_base: Path, nsys: str = "nsys") -> list[str]:
     """nsys stats' kernel summary as CSV, written to `stats_csv_path(out_base)`.
 
     In nsys stats `-f` is --format, so force-overwrite is spelled out. Given a
     .nsys-rep, nsys stats first exports a .sqlite next to it if none is there.
     """
-    return ["nsys", "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-overwrite", "true",
+    return [nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-overwrite", "true",
             "-o", str(out_base), str(report)]
 
 

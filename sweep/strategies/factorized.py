@@ -62,7 +62,8 @@ def _filler(space: Space, group: list[Parameter], combos: list[dict[str, int]]) 
         d = {p.macro: p.default for p in group}
         if d in combos or not combos:
             return d
-    return combos[0]
+    # no legal combination at all: every build breaks this group's rules and is skipped, saying which
+    return combos[0] if combos else {p.macro: p.values[0] for p in group}
 
 
 def plan(space: Space) -> Plan:

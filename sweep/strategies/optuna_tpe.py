@@ -24,6 +24,7 @@ class TPESearch(Search):
         self.budget = space.strategy.samples
         self.asked = 0
         self.pending: dict[Config, list] = {}
+        self.told: dict[Config, float | None] = {}   # measured configs: a repeat is answered from here
         self.skipped: list[Skipped] = []
         self._optuna = optuna
 
@@ -40,7 +41,13 @@ class TPESearch(Search):
                 self.study.tell(trial, state=self._optuna.trial.TrialState.PRUNED)
                 self.skipped.append(Skipped(c, reason))
                 continue
-            if c in self.pending or c in out:  # TPE may repeat a point; measure it once
+            if c in self.told:  # TPE may repeat a point; measure it once and answer repeats with its result
+                if self.told[c] is None:
+                    self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+                else:
+                    self.study.tell(trial, self.told[c])
+                continue
+            if c in self.pending or c in out:
                 self.study.tell(trial, state=self._optuna.trial.TrialState.PRUNED)
                 continue
             self.pending[c] = [trial]
@@ -49,6 +56,7 @@ class TPESearch(Search):
         return out
 
     def tell(self, config: Config, objective_ns: float | None) -> None:
+        self.told[config] = objective_ns
         for trial in self.pending.pop(config, []):
             if objective_ns is None:
                 self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)

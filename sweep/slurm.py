@@ -1,0 +1,334 @@
+"""Slurm, through submitit: one job array per batch, watched sparingly, resumable.
+
+Submission: the batch's job folders go to `SlurmExecutor.map_array` in one call
+(one sbatch, one array, `--array=0-N%P` with P = slurm.array_parallelism). The
+array's sbatch script is copied into every job folder (slurm_array.sbatch) and
+the submission is recorded in jobs/<sweep>/_dispatch/slurm.json.
+
+Watching: one `squeue -r -j <arrays>` per poll interval for every array of the
+sweep, never one call per job; a task has finished when it has left the queue.
+Its result.json is then the truth. A task that left no result is classified
+from the scheduler (`scontrol show job`, which remembers a job for MinJobAge;
+sacct when an accounting database answers) and submitit's own outcome file:
+timeout, cancelled, node failure (runtime_failed), preempted.
+
+Faults inside the job (see SweepTask): Slurm sends USR2 shortly before the time
+limit and on preemption (submitit's --signal). At the time limit the task
+records a timeout result itself (with the stage it was in) and is not requeued:
+it would only time out again. On preemption it records the interrupted attempt
+and asks submitit to requeue it; the next attempt starts over (builds come from
+the object cache).
+
+Resume: a driver started again reads slurm.json, asks squeue which recorded
+tasks are still queued or running, and watches those instead of submitting them
+again; the rest go out as a new array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from sweep import atomic
+from sweep.dispatch import PendingJob, Progress, _lost
+from sweep.errors import SweepError
+from sweep.job import JobResult, _now, read_result, run_job, write_result
+from sweep.render import JobConfig
+from sweep.space import Slurm
+
+LIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD",
+               "REQUEUE_FED", "SPECIAL_EXIT", "STOPPED", "SIGNALING", "STAGE_OUT"}
+STATE_TO_STATUS = {"TIMEOUT": "timeout", "CANCELLED": "cancelled", "PREEMPTED": "preempted", "NODE_FAIL": "runtime_failed",
+                   "OUT_OF_MEMORY": "runtime_failed", "FAILED": "runtime_failed", "BOOT_FAIL": "runtime_failed",
+                   "DEADLINE": "timeout", "COMPLETED": "runtime_failed"}
+
+
+@dataclass
+class SchedulerStats:
+    """How often the driver asked the scheduler (reported after a run)."""
+
+    squeue_calls: int = 0
+    scontrol_calls: int = 0
+    sacct_calls: int = 0
+    submissions: int = 0
+
+
+STATS = SchedulerStats()
+
+
+# ---------------------------------------------------------------------------
+# The task a Slurm job runs
+# ---------------------------------------------------------------------------
+
+
+class SweepTask:
+    """run_job, made checkpointable for submitit: records timeouts, requeues on preemption."""
+
+    def __init__(self, time_min: int):
+        self.time_min = time_min
+        self.started = time.time()
+
+    def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
+        self.started = time.time()
+        return run_job(job_dir, stages)
+
+    def timed_out(self) -> bool:
+        # submitit's own rule (SignalHandler.has_timed_out): past the guaranteed walltime
+        limit = self.time_min * 60
+        return time.time() - self.started >= min(limit * 0.8, limit - 10 * 60) if limit > 0 else False
+
+    def checkpoint(self, job_dir: str, stages: str):
+        import submitit
+
+        d = Path(job_dir)
+        cfg = JobConfig.load(d)
+        stage = ""
+        try:
+            stage = json.loads((d / "state.json").read_text()).get("stage", "")
+        except (OSError, ValueError):
+            pass
+        previous = read_result(d)
+        history = ()
+        if previous and previous.config_hash == cfg.config_hash:
+            history = previous.history + ({"status": previous.status, "stage": previous.stage, "reason": previous.reason},)
+        log = _task_log(d)
+        if self.timed_out():
+            write_result(d, JobResult(
+                sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status="timeout",
+                stage=stage or "job", reason=f"hit the {self.time_min}-minute time limit during {stage or 'the job'}; "
+                                             "raise it (--time or slurm.time_min)",
+                log=log, role=cfg.role, history=history, finished_at=_now()))
+            (d / "state.json").unlink(missing_ok=True)
+            return None  # no requeue: it would time out again
+        write_result(d, JobResult(
+            sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status="preempted",
+            stage=stage or "job", reason=f"preempted on {socket.gethostname()} during {stage or 'the job'}; requeued",
+            log=log, role=cfg.role, history=history, finished_at=_now()))
+        return submitit.helpers.DelayedSubmission(SweepTask(self.time_min), job_dir, stages)
+
+
+def _task_log(job_dir: Path) -> str:
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    folder = os.environ.get("SWEEP_SLURM_LOG_DIR", "")
+    if array and task and folder:
+        return str(Path(folder) / f"{array}_{task}_0_log.out")
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# Scheduler queries
+# ---------------------------------------------------------------------------
+
+
+def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return subprocess.CompletedProcess(cmd, 1, "", str(e))
+
+
+def queue_states(array_ids: list[str]) -> dict[str, str]:
+    """'ARRAY_TASK' -> state for every task of these arrays still in the queue (one squeue call)."""
+    if not array_ids:
+        return {}
+    STATS.squeue_calls += 1
+    r = _run(["squeue", "-h", "-r", "-j", ",".join(array_ids), "-o", "%i|%T"])
+    out = {}
+    if r.returncode != 0:
+        if "Invalid job id" in r.stderr:  # every listed array has left the queue
+            return {}
+        raise SweepError(f"squeue failed: {r.stderr.strip() or r.stdout.strip()}; is the Slurm controller reachable?")
+    for line in r.stdout.splitlines():
+        jid, _, state = line.strip().partition("|")
+        if jid:
+            out[jid] = state.split()[0] if state else ""
+    return out
+
+
+def final_state(job_id: str) -> str:
+    """A finished task's state: scontrol while Slurm remembers it (MinJobAge), else sacct when it has data."""
+    STATS.scontrol_calls += 1
+    r = _run(["scontrol", "show", "job", job_id])
+    m = re.search(r"JobState=(\S+)", r.stdout)
+    if r.returncode == 0 and m:
+        return m.group(1)
+    if shutil.which("sacct"):
+        STATS.sacct_calls += 1
+        r = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"])
+        lines = [l.split()[0] for l in r.stdout.splitlines() if l.strip()]
+        if r.returncode == 0 and lines:
+            return lines[-1]
+    return "UNKNOWN"
+
+
+def _submitit_outcome(folder: Path, job_id: str) -> str:
+    """submitit's result file for a task: 'timed-out' and similar reasons, when it wrote one."""
+    try:
+        import pickle
+
+        with open(folder / f"{job_id}_0_result.pkl", "rb") as f:
+            outcome, value = pickle.load(f)
+        return f"{outcome}: {value}"[:300]
+    except Exception:  # absent or unreadable: nothing to add
+        return ""
+
+
+# ---------------------------------------------------------------------------
+# Submission and watching
+# ---------------------------------------------------------------------------
+
+
+def executor_parameters(s: Slurm, sweep: str) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for the space's (and command line's) Slurm settings."""
+    params: dict[str, Any] = {
+        "job_name": f"sweep-{sweep}", "time": s.time_min, "cpus_per_task": s.cpus_per_job,
+        "array_parallelism": s.array_parallelism, "stderr_to_stdout": True,
+        # USR2 must come before the limit, even for a 1-minute test job
+        "signal_delay_s": int(min(90, max(15, s.time_min * 60 // 4))),
+    }
+    if s.gpus_per_job:
+        params["gpus_per_node"] = s.gpus_per_job
+    for key in ("partition", "account", "qos", "constraint", "mem"):
+        v = getattr(s, key)
+        if v:
+            params[key] = v
+    extra: dict[str, Any] = {}
+    for opt in s.extra_sbatch:
+        m = re.fullmatch(r"--([A-Za-z][A-Za-z0-9_-]*)(?:=(.*))?", opt.strip())
+        if not m:
+            raise SweepError(f"slurm extra option {opt!r} must look like --name or --name=value (an sbatch option)")
+        extra[m.group(1).replace("_", "-")] = m.group(2) if m.group(2) is not None else True
+    if extra:
+        params["additional_parameters"] = extra
+    if s.setup:
+        params["setup"] = list(s.setup)
+    return params
+
+
+def log_folder(sweep_dir: Path, s: Slurm) -> Path:
+    return Path(s.log_dir).expanduser().resolve() if s.log_dir else Path(sweep_dir) / "_slurm"
+
+
+def _records_path(sweep_dir: Path) -> Path:
+    return Path(sweep_dir) / "_dispatch" / "slurm.json"
+
+
+def load_records(sweep_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads(_records_path(sweep_dir).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep: str) -> dict[str, Any]:
+    """One sbatch for the whole batch; returns (and records) the submission."""
+    import submitit
+
+    folder = log_folder(sweep_dir, s)
+    ex = submitit.SlurmExecutor(folder=str(folder), max_num_timeout=0)
+    params = executor_parameters(s, sweep)
+    params.setdefault("setup", [])
+    params["setup"] = [f"export SWEEP_SLURM_LOG_DIR={folder}"] + params["setup"]
+    try:
+        ex.update_parameters(**params)
+    except ValueError as e:
+        raise SweepError(f"Slurm settings rejected: {e}") from None
+    task = SweepTask(s.time_min)
+    try:
+        sjobs = ex.map_array(task, [str(j.dir) for j in jobs], [stages] * len(jobs))
+    except Exception as e:  # sbatch refused: say why, in one line
+        msg = str(e).strip().splitlines()
+        raise SweepError(f"sbatch refused the array: {msg[-1] if msg else e}; check partition/account/qos/gres "
+                         f"(`sinfo`), or the options in the space file's slurm: section") from None
+    STATS.submissions += 1
+    array_id = sjobs[0].job_id.split("_")[0]
+    script = folder / f"{array_id}_submission.sh"
+    for i, j in enumerate(jobs):
+        if script.is_file():
+            text = script.read_text()
+            atomic.write_text(j.dir / "slurm_array.sbatch",
+                              f"# array {array_id}, task {i} of {len(jobs)} (this folder); the script every task ran:\n{text}")
+    record = {"array_id": array_id, "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
+              "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": _now(), "log_dir": str(folder)}
+    records = load_records(sweep_dir) + [record]
+    atomic.write_json(_records_path(sweep_dir), records)
+    return record
+
+
+def run_array(jobs: list[PendingJob], stages: str, progress: Progress, on_result: Callable[[JobResult], None],
+              sweep_dir: Path, s: Slurm, poll_s: float = 10.0) -> None:
+    """Submit what is not already queued, then watch every task until it has left the queue."""
+    if not jobs:
+        return
+    sweep = JobConfig.load(jobs[0].dir).sweep
+    # Tasks a previous driver submitted and the scheduler still holds: watch, do not resubmit.
+    records = load_records(sweep_dir)
+    live = queue_states([r["array_id"] for r in records])
+    watching: dict[str, tuple[PendingJob, str, str]] = {}   # job id "A_i" -> (job, log folder, stages)
+    fresh = []
+    by_dir = {str(j.dir): j for j in jobs}
+    attached = set()
+    for r in records:
+        for i, (d, h) in enumerate(zip(r["dirs"], r["hashes"])):
+            jid = f"{r['array_id']}_{i}"
+            if d in by_dir and by_dir[d].config_hash == h and live.get(jid) in LIVE_STATES and d not in attached:
+                watching[jid] = (by_dir[d], r["log_dir"], r["stages"])
+                attached.add(d)
+    for j in jobs:
+        if str(j.dir) not in attached:
+            fresh.append(j)
+    if attached:
+        progress._print(f"  {len(attached)} job(s) still queued from an earlier run: watching them, not resubmitting", True)
+    if fresh:
+        rec = submit(fresh, stages, sweep_dir, s, sweep)
+        for i, j in enumerate(fresh):
+            watching[f"{rec['array_id']}_{i}"] = (j, rec["log_dir"], stages)
+        progress._print(f"  submitted job array {rec['array_id']} ({len(fresh)} tasks, at most {s.array_parallelism} at once)", True)
+    arrays = sorted({jid.split("_")[0] for jid in watching})
+    while watching:
+        states = queue_states(arrays)
+        running = sum(1 for jid in watching if states.get(jid) not in (None, "PENDING"))
+        for jid, (j, folder, st) in list(watching.items()):
+            if jid in states:
+                continue
+            del watching[jid]
+            on_result(_finished(j, jid, Path(folder), st))
+        progress.show(running=running)
+        if watching:
+            time.sleep(poll_s)
+
+
+def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResult:
+    """The result of a task that has left the queue: its own record, else the scheduler's verdict."""
+    r = read_result(j.dir)
+    if r is not None and r.config_hash == j.config_hash and r.status != "preempted":
+        return r
+    log = folder / f"{job_id}_0_log.out"
+    if stages == "build":  # a dry run records a successful build in built.json, not result.json
+        try:
+            built = json.loads((j.dir / "built.json").read_text())
+            if built.get("config_hash") == j.config_hash:
+                cfg = JobConfig.load(j.dir)
+                return JobResult(sweep=cfg.sweep, tag=j.tag, config_hash=j.config_hash, macros=cfg.macros, status="ok",
+                                 stage="build", reason="built only (dry run): not measured", log=str(log))
+        except (OSError, ValueError):
+            pass
+    state = final_state(job_id).split()[0].rstrip("+")
+    status = STATE_TO_STATUS.get(state, "runtime_failed")
+    reason = {"timeout": "hit the Slurm time limit before writing a result; raise --time",
+              "cancelled": "cancelled (scancel, or an administrator)",
+              "preempted": "preempted and not requeued"}.get(status, f"the job ended as {state} without a result")
+    if state == "NODE_FAIL":
+        reason = "its node failed (NODE_FAIL)"
+    outcome = _submitit_outcome(folder, job_id)
+    if "timed-out" in outcome and status != "cancelled":
+        status, reason = "timeout", "hit the Slurm time limit; raise --time"
+    return _lost(j, reason, log, status=status, stage="scheduler")

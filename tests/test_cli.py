@@ -1,0 +1,115 @@
+"""The command line: thin over sweep.pipeline; user errors are one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweep import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, env=None, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=1800)
+
+
+def no_gpu_env(tmp_path):
+    import os
+
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def test_no_arguments_without_a_gpu_says_what_is_missing_in_one_line(tmp_path):
+    p = run_cli("--jobs-dir", str(tmp_path / "j"), env=no_gpu_env(tmp_path))
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: ")
+    assert "no GPU visible here" in p.stderr and "--dry-run" in p.stderr
+    assert not (tmp_path / "j" / "seed").exists() or not any((tmp_path / "j" / "seed").glob("R*"))
+
+
+def test_help_explains_the_default_sweep_and_shows_examples():
+    p = run_cli("--help")
+    assert p.returncode == 0
+    assert "spaces/seed.yaml" in p.stdout and "examples:" in p.stdout and "--dry-run" in p.stdout
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ("parameters: {A: {values: [1]}}\nstrategy: magic\n", "not a strategy; choose one of tuples, grid"),
+    ("parameters: {a_lower: {values: [1]}}\n", "is not a macro name"),
+    ("parameters: {A: {values: [1, 1.5]}}\n", "1.5 is not an integer"),
+], ids=["strategy", "macro", "float"])
+def test_bad_space_file_exits_1_naming_the_file_and_renders_nothing(tmp_path, body, fragment):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntarget: engine\n" + body)
+    p = run_cli("run", str(bad), "--jobs-dir", str(tmp_path / "j"), "--dry-run", "--arch", "sm_90")
+    assert p.returncode == 1 and str(bad) in p.stderr and fragment in p.stderr
+    assert not (tmp_path / "j").exists()
+
+
+def test_missing_space_file_is_one_line(tmp_path):
+    p = run_cli("run", str(tmp_path / "nope.yaml"))
+    assert p.returncode == 1 and "cannot read space file" in p.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_dry_run_of_the_seed_space_really_compiles_every_tuple_with_nvcc(tmp_path):
+    jobs = tmp_path / "jobs"
+    p = run_cli("run", "spaces/seed.yaml", "--dry-run", "--arch", "sm_90", "--executor", "local", "--jobs-dir", str(jobs),
+                "--results-dir", str(tmp_path / "results"), env=no_gpu_env(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    built = sorted(d.name for d in (jobs / "seed").iterdir() if (d / "build" / "gpt2_forward").is_file())
+    assert built == sorted(["R4_G4_E3x3x3_L4_P4_F16", "R8_G8_E4x4x4_L8_P8_F16", "R16_G16_E5x5x5_L16_P16_F16",
+                            "R32_G32_E6x6x6_L32_P32_F16", "R64_G64_E7x7x7_L64_P64_F16", "R128_G128_E8x8x8_L128_P128_F16",
+                            "R256_G256_E9x9x9_L256_P256_F16", "R512_G512_E10x10x10_L512_P512_F16",
+                            "R1024_G1024_E10x10x10_L1024_P1024_F16"])
+    conf = (jobs / "seed" / "R128_G128_E8x8x8_L128_P128_F16" / "conf.cuh").read_text()
+    assert "#define RESIDUAL_BLOCK_SIZE 128" in conf and "#define ENCODER_BLOCK_Z 8" in conf
+    # the object cache: after the first tuple, only the five swept families recompile
+    later = json.loads((jobs / "seed" / "R128_G128_E8x8x8_L128_P128_F16" / "built.json").read_text())["build"]
+    assert len(later["compiled"]) <= 5 < len(later["cached"])
+
+
+def test_status_reads_a_sweep_from_its_files_alone(toy_sweep, capsys):
+    _, jobs, _, _ = toy_sweep
+    assert cli.main(["status", "toy", "--jobs-dir", str(jobs)]) == 0
+    out = capsys.readouterr().out
+    assert "toy: ok 14, skipped 4, verify_failed 4" in out
+    assert "A96_B32x1: verify_failed (verify: toy_check exit 1" in out
+
+
+def test_status_json_is_machine_readable(toy_sweep, capsys):
+    _, jobs, _, _ = toy_sweep
+    cli.main(["status", "toy", "--jobs-dir", str(jobs), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data[0]["counts"]["ok"] == 14 and len(data[0]["failures"]) == 4
+
+
+def test_best_prints_the_best_conf_cuh(toy_sweep, capsys):
+    _, _, results, _ = toy_sweep
+    assert cli.main(["best", "toy", "--results-dir", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "#define ALPHA_BLOCK 128" in out and "#define BETA_X 64" in out
+
+
+def test_best_of_an_unknown_sweep_names_the_command_to_run(tmp_path, capsys):
+    assert cli.main(["best", "nope", "--results-dir", str(tmp_path)]) == 1
+    assert "config_sweep.py collect nope" in capsys.readouterr().err
+
+
+def test_clean_keeps_measurements_unless_asked(toy_sweep, tmp_path, capsys):
+    _, jobs, results, _ = toy_sweep
+    copy = tmp_path / "jobs"
+    shutil.copytree(jobs / "toy", copy / "toy")
+    assert cli.main(["clean", "toy", "--jobs-dir", str(copy), "--results-dir", str(tmp_path / "r")]) == 0
+    assert not any(copy.glob("toy/*/build")) and len(list(copy.glob("toy/*/result.json"))) == 22
+    assert cli.main(["clean", "toy", "--all", "--jobs-dir", str(copy), "--results-dir", str(tmp_path / "r")]) == 0
+    assert not (copy / "toy").exists()

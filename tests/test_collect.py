@@ -1,0 +1,54 @@
+"""Collecting result files into tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from sweep import collect
+from sweep.errors import SweepError
+
+
+def test_tables_have_one_row_per_job_and_per_job_kernel_shape(toy_sweep):
+    _, jobs, results, _ = toy_sweep
+    c = collect.collect(jobs / "toy")
+    sweep_rows = c.configs[c.configs["role"] == "sweep"]
+    assert len(sweep_rows) == 20 and set(c.configs["role"]) == {"sweep", "baseline", "best"}
+    assert sweep_rows["status"].value_counts().to_dict() == {"ok": 12, "verify_failed": 4, "skipped": 4}
+    ok_tags = set(c.configs[c.configs["status"] == "ok"]["tag"])
+    assert set(c.measurements["tag"]) == ok_tags
+    assert len(c.measurements) == 2 * len(ok_tags)  # alpha and beta, one launch shape each
+    row = c.measurements[(c.measurements["tag"] == "A128_B64x4") & (c.measurements["kernel"] == "alpha_kernel")].iloc[0]
+    assert (row["ALPHA_BLOCK"], row["block"], row["iterations"], row["instances"]) == (128, "128x1x1", 7, 7)
+    assert row["median_ns"] > 0 and row["total_std_ns"] > 0
+
+
+def test_written_tables_round_trip_as_parquet_and_csv(toy_sweep):
+    _, _, results, _ = toy_sweep
+    loaded = collect.load_tables(results / "toy")
+    csv = pd.read_csv(results / "toy" / "measurements.csv")
+    assert len(loaded.measurements) == len(csv) and list(loaded.measurements.columns) == list(csv.columns)
+
+
+def test_planned_jobs_without_results_are_pending(toy_sweep, tmp_path):
+    import shutil
+
+    _, jobs, _, _ = toy_sweep
+    copy = tmp_path / "toy"
+    shutil.copytree(jobs / "toy", copy, ignore=shutil.ignore_patterns("build"))
+    (copy / "A64_B32x1" / "result.json").unlink()
+    (copy / "A64_B32x4" / "result.json").unlink()
+    (copy / "A64_B32x4" / "state.json").write_text("{}")
+    c = collect.collect(copy)
+    status = dict(zip(c.configs["tag"], c.configs["status"]))
+    assert status["A64_B32x1"] == "pending" and status["A64_B32x4"] == "running"
+
+
+def test_folder_that_is_not_a_sweep_names_the_command_to_run(tmp_path):
+    with pytest.raises(SweepError, match="config_sweep.py run"):
+        collect.collect(tmp_path)
+
+
+def test_loading_tables_that_were_never_collected_says_so(tmp_path):
+    with pytest.raises(SweepError, match="config_sweep.py collect"):
+        collect.load_tables(tmp_path)

@@ -1,0 +1,102 @@
+"""Dispatching jobs: the local executor's one job per GPU, resume, retry rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from sweep import dispatch, pipeline
+from sweep.job import JobResult, write_result
+from sweep.render import JobConfig
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def test_local_executor_runs_one_job_per_visible_gpu_at_a_time(write_space, dirs, fake_gpus, monkeypatch):
+    monkeypatch.setenv("TOY_BENCH_SLEEP_MS", "1500")
+    jobs, results = dirs
+    space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [64, 128, 256, 512], "kernels": ["alpha_kernel"]},
+                                    "BETA_X": {"tag": "B", "values": [32], "kernels": ["beta_kernel"]},
+                                    "BETA_Y": {"tag": "B", "values": [4], "kernels": ["beta_kernel"]}},
+                        run={"verify": False})
+    # build first (a dry run), so measurements are not paced by one build at a time on a small machine
+    opts = dict(executor="local", jobs_root=jobs, results_root=results, confirm=False, report=False, poll_s=0.05)
+    pipeline.run(space, pipeline.Options(dry_run=True, **opts))
+    t0 = time.monotonic()
+    s = pipeline.run(space, pipeline.Options(**opts))
+    wall = time.monotonic() - t0
+    assert s.counts == {"ok": 4}
+    gpus, spans = [], []
+    for d in sorted((jobs / "toy").glob("A*")):
+        r = json.loads((d / "result.json").read_text())
+        gpus.append(r["env"]["gpu"])
+        spans.append(r["timings"]["profile"])
+    assert sorted(set(gpus)) == ["toy (CUDA_VISIBLE_DEVICES=0)", "toy (CUDA_VISIBLE_DEVICES=1)"]
+    assert gpus.count("toy (CUDA_VISIBLE_DEVICES=0)") == 2 and min(spans) >= 1.5
+    assert wall < 4 * 1.5  # four 1.5 s measurements on two GPUs overlap
+
+
+def test_second_run_resumes_and_measures_nothing_again(write_space, dirs, fake_gpus):
+    jobs, results = dirs
+    space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [64, 96, 128], "kernels": ["alpha_kernel"]},
+                                    "BETA_X": {"tag": "B", "values": [32], "kernels": ["beta_kernel"]},
+                                    "BETA_Y": {"tag": "B", "values": [4], "kernels": ["beta_kernel"]}})
+    opts = pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, confirm=False, report=False)
+    first = pipeline.run(space, opts)
+    stamps = {d.name: (d / "result.json").stat().st_mtime_ns for d in (jobs / "toy").glob("A*")}
+    again = pipeline.run(space, opts)
+    assert first.counts == {"ok": 2, "verify_failed": 1} and again.counts == {}
+    assert stamps == {d.name: (d / "result.json").stat().st_mtime_ns for d in (jobs / "toy").glob("A*")}
+    assert again.best.config["ALPHA_BLOCK"] == 128
+
+
+def test_retry_failed_reruns_failures_but_not_one_that_failed_the_same_way_twice(write_space, dirs, fake_gpus):
+    jobs, results = dirs
+    space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [96], "kernels": ["alpha_kernel"]},
+                                    "BETA_X": {"tag": "B", "values": [32], "kernels": ["beta_kernel"]},
+                                    "BETA_Y": {"tag": "B", "values": [4], "kernels": ["beta_kernel"]}})
+    d = jobs / "toy" / "A96_B32x4"
+    opts = pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, confirm=False, report=False)
+    pipeline.run(space, opts)
+    cfg = JobConfig.load(d)
+    # a failure the scheduler recorded (not final): retried with --retry-failed
+    write_result(d, JobResult(sweep="toy", tag=d.name, config_hash=cfg.config_hash, macros=cfg.macros,
+                              status="runtime_failed", stage="job", reason="node died"))
+    assert dispatch.should_run(d, cfg.config_hash, retry_failed=False) == (False, "runtime_failed (use --retry-failed to run it again)")
+    assert dispatch.should_run(d, cfg.config_hash, retry_failed=True) == (True, "")
+    write_result(d, JobResult(sweep="toy", tag=d.name, config_hash=cfg.config_hash, macros=cfg.macros,
+                              status="runtime_failed", stage="job", reason="node died",
+                              history=({"status": "runtime_failed", "stage": "job", "reason": "node died"},)))
+    go, why = dispatch.should_run(d, cfg.config_hash, retry_failed=True)
+    assert not go and "failed the same way twice" in why
+
+
+def test_a_result_for_another_config_hash_is_not_done(tmp_path):
+    write_result(tmp_path, JobResult(sweep="s", tag="t", config_hash="old", macros={}, status="ok"))
+    assert dispatch.should_run(tmp_path, "new", retry_failed=False) == (True, "")
+
+
+def test_a_job_another_local_driver_runs_is_not_started_twice(tmp_path):
+    import os
+
+    (tmp_path / "state.json").write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid()}))
+    assert dispatch.running_elsewhere(tmp_path)
+    (tmp_path / "state.json").write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 12345}))
+    assert not dispatch.running_elsewhere(tmp_path)
+
+
+def test_progress_line_counts_done_failed_running_and_queued():
+    import io
+
+    out = io.StringIO()
+    p = dispatch.Progress("s", 5, stream=out)
+    p.finished(JobResult(sweep="s", tag="a", config_hash="h", macros={}, status="ok"))
+    p.finished(JobResult(sweep="s", tag="b", config_hash="h", macros={}, status="verify_failed", stage="verify",
+                         reason="wrong", log="/x/verify.log"))
+    p.show(running=1)
+    text = out.getvalue()
+    assert "b: verify_failed (verify: wrong) -> /x/verify.log" in text
+    assert "2/5 done (ok 1, failed 1, skipped 0) | 1 running | 2 queued" in text

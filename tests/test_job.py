@@ -1,0 +1,109 @@
+"""One job on a node: build -> verify -> profile -> result.json, and its failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweep import render, target
+from sweep.errors import SweepError
+from sweep.job import Job, JobResult, Tools, expand, read_result, write_result
+from sweep.space import config_hash, make_config
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+@pytest.fixture
+def job_for(write_space, tmp_path):
+    """job_for(ALPHA_BLOCK=..., BETA_X=..., backend=...) -> a rendered toy job folder."""
+    def _make(alpha=128, beta_x=64, beta_y=4, backend="events") -> Path:
+        space = target.load(write_space(profile={"backend": backend}))
+        c = make_config(space, {"ALPHA_BLOCK": alpha, "BETA_X": beta_x, "BETA_Y": beta_y})
+        jc = render.job_config(space, c, f"A{alpha}_B{beta_x}x{beta_y}", config_hash(space, c, "d"), "abc123")
+        r = render.render_job(space, jc, tmp_path / "jobs", tmp_path / "cache")
+        return render.write_job(r)
+    return _make
+
+
+def test_good_config_records_ok_with_measurements_timings_and_build_facts(job_for):
+    r = Job(job_for()).run()
+    assert r.status == "ok" and r.reason == ""
+    kernels = {m.kernel: m for m in r.measurements}
+    assert set(kernels) == {"alpha_kernel", "beta_kernel"}
+    assert kernels["alpha_kernel"].block == (128, 1, 1) and len(kernels["alpha_kernel"].iter_total_ns) == 7
+    assert set(r.timings) >= {"build", "verify", "profile", "parse", "total"}
+    assert r.build["compiled"] and r.env["gpu"].startswith("toy")
+    assert read_result(job_for()) == r  # result.json round-trips
+
+
+def test_wrong_results_are_verify_failed_and_never_profiled(job_for):
+    d = job_for(alpha=96)
+    r = Job(d).run()
+    assert (r.status, r.stage) == ("verify_failed", "verify")
+    assert "ALPHA_BLOCK=96 computes wrong results" in r.reason and r.log.endswith("verify.log")
+    assert r.measurements == () and not (d / "events.json").exists()
+
+
+def test_static_assert_is_skipped_with_the_rule(job_for):
+    r = Job(job_for(alpha=1024)).run()
+    assert (r.status, r.stage) == ("skipped", "build")
+    assert r.reason == "static_assert: ALPHA_BLOCK must be <= 512 (toy rule)"
+
+
+def test_crashing_program_is_runtime_failed_with_the_signal(job_for):
+    r = Job(job_for(beta_x=3)).run()
+    assert (r.status, r.stage) == ("runtime_failed", "profile")
+    assert "toy_bench was killed by SIGABRT" in r.reason and r.log.endswith("profile.log")
+
+
+def test_missing_profiler_is_runtime_failed_naming_the_variable_to_set(job_for):
+    d = job_for(backend="nsys")
+    r = Job(d, tools=Tools(nsys=None, ncu=None)).run()
+    assert r.status == "runtime_failed" and "set NSYS=/path/to/nsys" in r.reason
+
+
+def test_second_attempt_keeps_the_first_in_history(job_for):
+    d = job_for(alpha=96)
+    first = Job(d).run()
+    second = Job(d).run()
+    assert second.attempt == 2 and second.history == ({"status": first.status, "stage": first.stage, "reason": first.reason},)
+
+
+def test_job_leaves_no_state_file_when_done(job_for):
+    d = job_for()
+    Job(d).run()
+    assert not (d / "state.json").exists()
+
+
+def test_result_of_another_schema_is_refused_with_the_command_to_run(tmp_path):
+    (tmp_path / "result.json").write_text(json.dumps({"schema": "sweep-result/0"}))
+    with pytest.raises(SweepError, match="config_sweep.py clean"):
+        read_result(tmp_path)
+
+
+def test_damaged_result_counts_as_not_done(tmp_path):
+    (tmp_path / "result.json").write_text('{"schema": "sweep-res')
+    assert read_result(tmp_path) is None
+
+
+def test_result_is_written_atomically_without_temporary_leftovers(tmp_path):
+    r = JobResult(sweep="s", tag="t", config_hash="h", macros={"A": 1}, status="ok")
+    write_result(tmp_path, r)
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+@pytest.mark.parametrize("words, expected", [
+    (["{build}/prog", "-b", "{batch}", "{args}"], ["/j/build/prog", "-b", "4", "--fusion", "none"]),
+    (["--json={events_json}"], ["--json=/j/events.json"]),
+])
+def test_command_templates_expand_placeholders_and_args(words, expected):
+    values = {"build": "/j/build", "batch": 4, "events_json": "/j/events.json"}
+    assert expand(words, values, ["--fusion", "none"]) == expected
+
+
+def test_unknown_placeholder_names_the_allowed_ones():
+    with pytest.raises(SweepError, match="uses 'nope'; placeholders: batch"):
+        expand(["{nope}"], {"batch": 1}, [])

@@ -1,0 +1,77 @@
+"""The object cache: content-addressed nvcc objects shared by job folders."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TOY_TARGET
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "objcache.py"
+
+
+def build(tmp: Path, name: str, conf: str, cache: Path, flags: str = "-O2") -> str:
+    """make the toy target with `conf` as conf.cuh through the cache; returns make's output."""
+    job = tmp / name
+    job.mkdir()
+    (job / "conf.cuh").write_text(conf)
+    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {cache} -- nvcc"
+    p = subprocess.run(["make", "-C", str(TOY_TARGET), f"CONF_DIR={job}", f"BUILD_DIR={job}/build", f"NVCC={nvcc}",
+                        f"NVCCFLAGS={flags}"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout + p.stderr
+
+
+def hits_misses(out: str) -> tuple[set[str], set[str]]:
+    hits = {Path(l.split()[2]).name for l in out.splitlines() if l.startswith("objcache: hit")}
+    misses = {Path(l.split()[2]).name for l in out.splitlines() if l.startswith("objcache: miss")}
+    return hits, misses
+
+
+def test_changing_one_macro_recompiles_only_the_objects_that_read_it(tmp_path):
+    # BETA_Y is read by beta.cu and toy_bench.cu (which prints it), not by alpha.cu or toy_check.cu
+    cache = tmp_path / "cache"
+    first = build(tmp_path, "a", "#define ALPHA_BLOCK 64\n#define BETA_Y 1\n", cache)
+    assert hits_misses(first) == (set(), {"alpha.o", "beta.o", "toy_bench.o", "toy_check.o"})
+    second = build(tmp_path, "b", "#define ALPHA_BLOCK 64\n#define BETA_Y 4\n", cache)
+    hits, misses = hits_misses(second)
+    assert misses == {"beta.o", "toy_bench.o"} and hits == {"alpha.o", "toy_check.o"}
+
+
+def test_cached_object_is_identical_to_a_fresh_compile_and_links(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache)
+    build(tmp_path, "b", "#define ALPHA_BLOCK 64\n// only a comment differs\n", cache)
+    assert (tmp_path / "a/build/alpha.o").read_bytes() == (tmp_path / "b/build/alpha.o").read_bytes()
+    assert subprocess.run([tmp_path / "b/build/toy_check"]).returncode == 0
+
+
+def test_different_flags_miss_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache, flags="-O2")
+    hits, misses = hits_misses(build(tmp_path, "b", "#define ALPHA_BLOCK 64\n", cache, flags="-O1"))
+    assert hits == set() and "alpha.o" in misses
+
+
+def test_hit_writes_the_dependency_file_make_asked_for(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache)
+    build(tmp_path, "b", "#define ALPHA_BLOCK 64\n", cache)
+    dep = (tmp_path / "b/build/alpha.d").read_text()
+    assert dep.startswith(str(tmp_path / "b/build/alpha.o") + ":")
+    assert str(tmp_path / "b/conf.cuh") in dep and "common.h" in dep
+
+
+def test_a_failing_compile_reports_the_compiler_error_and_caches_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    src = tmp_path / "bad.cu"
+    src.write_text("int f() { return undefined_name; }\n")
+    p = subprocess.run([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", "nvcc", "-c", str(src), "-o",
+                        str(tmp_path / "bad.o")], capture_output=True, text=True)
+    assert p.returncode != 0 and "undefined_name" in p.stderr
+    assert not any(cache.rglob("*.o"))

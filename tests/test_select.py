@@ -1,0 +1,85 @@
+"""Picking launch sizes: fastest per group, margin over the runner-up, beyond-noise test."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from sweep import select, target
+
+
+def test_toy_sweep_picks_the_known_optima_beyond_noise(toy_sweep):
+    space_path, _, _, summary = toy_sweep
+    best = summary.best
+    by_kernel = {c.kernels: c for c in best.choices}
+    alpha, beta = by_kernel[("alpha_kernel",)], by_kernel[("beta_kernel",)]
+    assert alpha.values == {"ALPHA_BLOCK": 128} and beta.values == {"BETA_X": 64, "BETA_Y": 4}
+    assert alpha.runner_up.values == {"ALPHA_BLOCK": 256} or alpha.runner_up.values == {"ALPHA_BLOCK": 64}
+    assert alpha.margin == pytest.approx(0.3, abs=0.05) and alpha.beyond_noise
+    # verify_failed (96) and skipped (1024) values are never candidates
+    assert {c.values["ALPHA_BLOCK"] for c in alpha.candidates} == {64, 128, 256}
+    assert best.config == {"ALPHA_BLOCK": 128, "BETA_X": 64, "BETA_Y": 4}
+
+
+def test_confirmation_compares_combined_best_with_defaults_and_sum_of_bests(toy_sweep):
+    _, _, results, summary = toy_sweep
+    conf = summary.confirmation
+    assert conf["best_vs_sum_of_bests"] == pytest.approx(1.0, abs=0.02)  # toy kernels do not interact
+    assert conf["speedup_vs_default"] > 1.2
+    assert (results / "toy" / "best" / "conf.cuh").read_text().count("#define") == 3
+
+
+def frame(rows):
+    """Measurements as collect writes them, for kernel k of parameter P."""
+    out = []
+    for tag, p, ns, std in rows:
+        out.append({"tag": tag, "role": "sweep", "status": "ok", "P": p, "kernel": "k", "total_median_ns": ns,
+                    "total_std_ns": std})
+    return pd.DataFrame(out)
+
+
+@pytest.fixture
+def one_param_space(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\ntarget: {name: t, dir: %s, profile: [x]}\n"
+                    "parameters:\n  P: {tag: P, values: [1, 2, 3], kernels: [k]}\n" % (tmp_path,))
+    (tmp_path / "Makefile").write_text("all:\n")
+    return target.load(path)
+
+
+def test_a_margin_smaller_than_the_spread_is_within_noise(one_param_space):
+    m = frame([("a", 1, 1000.0, 20.0), ("b", 2, 1010.0, 20.0), ("c", 3, 2000.0, 20.0)])
+    c = select.choose(one_param_space, m, ("P",))
+    assert c.values == {"P": 1} and c.runner_up.values == {"P": 2}
+    assert c.margin == pytest.approx(0.01)
+    assert c.noise_ns == pytest.approx(2 * math.sqrt(20.0**2 + 20.0**2))
+    assert not c.beyond_noise and "noise" in c.note
+
+
+def test_a_margin_larger_than_the_spread_is_beyond_noise(one_param_space):
+    c = select.choose(one_param_space, frame([("a", 1, 1000.0, 5.0), ("b", 2, 1100.0, 5.0)]), ("P",))
+    assert c.beyond_noise and c.margin == pytest.approx(0.1)
+
+
+def test_a_value_measured_in_several_jobs_counts_with_its_median(one_param_space):
+    m = frame([("a1", 1, 900.0, 1.0), ("a2", 1, 1300.0, 1.0), ("a3", 1, 1200.0, 1.0), ("b", 2, 1100.0, 1.0)])
+    c = select.choose(one_param_space, m, ("P",))
+    assert c.values == {"P": 2}  # value 1's median (1200) loses despite its one fast job
+    assert {x.values["P"]: x.jobs for x in c.candidates} == {1: 3, 2: 1}
+
+
+def test_failed_jobs_and_other_roles_are_never_candidates(one_param_space):
+    m = frame([("a", 1, 1000.0, 1.0), ("b", 2, 500.0, 1.0), ("c", 3, 400.0, 1.0)])
+    m.loc[m["tag"] == "b", "status"] = "verify_failed"
+    m.loc[m["tag"] == "c", "role"] = "baseline"
+    c = select.choose(one_param_space, m, ("P",))
+    assert c.values == {"P": 1} and c.runner_up is None and "only one value" in c.note
+
+
+def test_parameters_whose_kernels_never_ran_keep_their_default_and_are_named(one_param_space):
+    m = frame([("a", 1, 1000.0, 1.0)])
+    m["kernel"] = "other_kernel"
+    best = select.select(one_param_space, m)
+    assert best.unmeasured == ("P",) and "no launch of k" in best.notes[0]
