@@ -285,8 +285,9 @@ def finish(space: Space, sw: _Sweep, results_dir: Path, confirm: bool) -> tuple[
             from sweep import report
 
             report.write_report(results_dir, space=space)
-        except ImportError:
-            pass
+        except Exception as e:  # the report is a view: the results above are already written
+            print(f"warning: report.html not written ({type(e).__name__}: {e}); the tables and best/conf.cuh are; "
+                  f"retry with `python config_sweep.py report {space.name}`", file=sys.stderr)
     return best, conf
 
 

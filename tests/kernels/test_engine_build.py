@@ -1,0 +1,95 @@
+"""The engine compiles for sm_80 and sm_90, with default and non-default conf.cuh,
+and an illegal conf.cuh fails with its static_assert's message (real nvcc)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "kernels"
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def make(tmp: Path, conf: str | None, arch: str, targets=("all",), jobs: int = 2) -> subprocess.CompletedProcess:
+    args = ["make", "-C", str(KERNELS), f"-j{jobs}", f"BUILD_DIR={tmp / 'build'}", f"ARCH={arch}", *targets]
+    if conf is not None:
+        (tmp / "conf.cuh").write_text(conf)
+        args.append(f"CONF_DIR={tmp}")
+    return subprocess.run(args, capture_output=True, text=True, timeout=3000)
+
+
+def test_every_program_builds_for_sm80_and_sm90_with_the_default_launch_sizes(tmp_path):
+    p = make(tmp_path, None, "sm_80 sm_90", ("all", "check", "bench"))
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    for prog in ("gpt2_forward", "gpt2_verify", "gpt2_generate", "kernel_check", "kernel_bench"):
+        exe = tmp_path / "build" / prog
+        assert exe.is_file()
+        if shutil.which("cuobjdump"):
+            elfs = subprocess.run(["cuobjdump", "--list-elf", str(exe)], capture_output=True, text=True).stdout
+            assert "sm_80" in elfs and "sm_90" in elfs
+    flags = (tmp_path / "build" / "obj" / "flags.txt").read_text()
+    assert "code=sm_80" in flags and "code=sm_90" in flags
+
+
+NON_DEFAULT = {
+    "small-blocks": "#define RESIDUAL_BLOCK_SIZE 4\n#define GELU_BLOCK_SIZE 8\n#define LAYERNORM_BLOCK_SIZE 16\n"
+                    "#define PREPARE_BLOCK_SIZE 32\n#define RESLN_BLOCK_SIZE 32\n#define SOFTMAX_BLOCK_SIZE 1\n",
+    "cube-encoder-and-tiles": "#define ENCODER_BLOCK_X 5\n#define ENCODER_BLOCK_Y 5\n#define ENCODER_BLOCK_Z 5\n"
+                              "#define MATMUL_TILE 32\n#define MATMUL_BM 64\n#define MATMUL_BN 128\n#define MATMUL_BK 16\n"
+                              "#define MATMUL_TM 4\n#define MATMUL_TN 8\n",
+    "attention-tiles": "#define ATTENTION_BR 128\n#define ATTENTION_BC 32\n#define ATTENTION_TM 4\n#define ATTENTION_TN 2\n"
+                       "#define ATTENTION_DECODE_BLOCK_SIZE 128\n#define MATVEC_BLOCK_SIZE 512\n#define MATVEC_MAX_ROWS 4\n",
+}
+
+
+@pytest.mark.parametrize("name", list(NON_DEFAULT))
+def test_engine_builds_with_a_non_default_conf_cuh(tmp_path, name):
+    p = make(tmp_path, NON_DEFAULT[name], "sm_90", ("all", "check"))
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+
+
+ILLEGAL = [
+    ("RESIDUAL_BLOCK_SIZE 2048", "residual", "RESIDUAL_BLOCK_SIZE must be between 1 and 1024"),
+    ("LAYERNORM_BLOCK_SIZE 48", "layernorm", "LAYERNORM_BLOCK_SIZE must be a power of two up to 32 or a multiple of 32"),
+    ("ENCODER_BLOCK_X 16\n#define ENCODER_BLOCK_Y 16\n#define ENCODER_BLOCK_Z 16", "encoder",
+     "ENCODER_BLOCK_X * ENCODER_BLOCK_Y * ENCODER_BLOCK_Z must be <= 1024"),
+    ("MATMUL_TILE 33", "matmul", "MATMUL_TILE must be 1..32"),
+    ("MATMUL_BM 100", "matmul", "MATMUL_BM must be a multiple of MATMUL_TM"),
+    ("MATMUL_BK 64\n#define MATMUL_BM 256", "matmul", "over the 48 KB static limit"),
+    ("ATTENTION_BC 64\n#define ATTENTION_TN 1", "attention", "must divide 32"),
+    ("ATTENTION_DECODE_BLOCK_SIZE 100", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+]
+
+
+@pytest.mark.parametrize("define, family, message", ILLEGAL, ids=[i[0].split()[0] for i in ILLEGAL])
+def test_illegal_conf_cuh_fails_to_compile_with_the_static_assert_message(tmp_path, define, family, message):
+    (tmp_path / "conf.cuh").write_text(f"#define {define}\n")
+    p = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{tmp_path}", f"-I{KERNELS}", "-c",
+                        str(KERNELS / "units" / f"{family}.cu"), "-o", str(tmp_path / "x.o")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0
+    assert f'static assertion failed with "{message}' in p.stdout + p.stderr or message in p.stdout + p.stderr
+
+
+def test_the_readme_table_lists_every_launch_macro_with_its_default():
+    defaults = {}
+    for header in KERNELS.glob("*.cuh"):
+        for macro, value in re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", header.read_text()):
+            defaults[macro] = int(value)
+    table = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", (KERNELS / "README.md").read_text(), re.M))
+    assert {k: int(v) for k, v in table.items()} == defaults
+
+
+def test_every_family_header_is_compiled_as_its_own_unit():
+    families = {p.stem for p in KERNELS.glob("*.cuh")} - {"common", "rownorm"}
+    units = {p.stem for p in (KERNELS / "units").glob("*.cu")}
+    assert families == units
+    makefile = (KERNELS / "Makefile").read_text()
+    listed = set(re.search(r"^FAMILIES := (.*)$", makefile, re.M).group(1).split())
+    assert listed == units
