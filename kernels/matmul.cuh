@@ -10,13 +10,20 @@
 //      computes a BM x BN tile through BK-deep slices of A and W staged
 //      transposed in shared memory; each thread keeps a TM x TN tile of
 //      accumulators in registers, so every shared-memory load feeds TM or TN
-//      FMAs. Loads are float4 along K when K % 4 == 0.
+//      FMAs. Loads are float4 along K when K % 4 == 0. Shared memory is double
+//      buffered: the next slice's global loads are issued before the current
+//      slice's FMAs and stored after them, one barrier per slice. Tile rows are
+//      padded by 4 floats so the transposed stores spread over the banks.
+//      A grid with fewer blocks than multiprocessors splits K across blocks
+//      (split-K) and sums the slices in a second kernel, in a fixed order.
 //   3. cuBLAS SGEMM (--matmul cublas): the reference path (FP32, no TF32).
 //   4. matvec_kernel: for M <= MATVEC_MAX_ROWS (decoding, short prefills with
 //      --matmul own), one warp per output column, so all of N's columns run at
 //      once instead of N/BN blocks; each weight row is read once for all M rows.
 //      The bias/gelu/residual epilogue is fused: a launch per step matters there.
 #pragma once
+#include <algorithm>
+
 #include "common.cuh"
 
 // ---- launch sizes (conf.cuh) ----------------------------------------------
@@ -47,8 +54,8 @@ static_assert((MATMUL_BM / MATMUL_TM) * (MATMUL_BN / MATMUL_TN) >= 32 &&
                   (MATMUL_BM / MATMUL_TM) * (MATMUL_BN / MATMUL_TN) <= 1024,
               "MATMUL threads per block, (BM/TM)*(BN/TN), must be between 32 and 1024");
 static_assert(MATMUL_BK % 4 == 0, "MATMUL_BK must be a multiple of 4 (tiles load float4 along K)");
-static_assert((MATMUL_BM + MATMUL_BN) * MATMUL_BK * 4 <= 48 * 1024,
-              "MATMUL tiles need (BM+BN)*BK*4 bytes of shared memory, over the 48 KB static limit");
+static_assert(2 * (MATMUL_BM + MATMUL_BN + 8) * MATMUL_BK * 4 <= 48 * 1024,
+              "MATMUL tiles need 2*(BM+BN+8)*BK*4 bytes of shared memory (double-buffered), over the 48 KB static limit");
 static_assert(MATMUL_TM * MATMUL_TN <= 256, "MATMUL_TM * MATMUL_TN accumulators per thread must be <= 256 (registers)");
 
 #ifndef MATVEC_BLOCK_SIZE
@@ -83,33 +90,52 @@ __global__ void __launch_bounds__(TILE* TILE) matmul_tiled_kernel(float* __restr
 }
 
 // ---- version 2: register-blocked ------------------------------------------
-// Copies rows r0..r0+ROWS, columns k0..k0+BK of the row-major R x K matrix G into
-// S[k][r] (transposed), zero-filling outside the matrix.
+// One tile's global loads, held in registers so they can be issued before the
+// current tile's FMAs and stored to shared memory after them (prefetching).
+// Rows r0..r0+ROWS and columns k..k+BK of the row-major R x K matrix G (ld = K),
+// zero outside the matrix or past ke, the end of this block's K range.
 template <int ROWS, int BK, int NT, bool VEC>
-__device__ __forceinline__ void matmul_stage_transposed(float (*S)[ROWS], const float* __restrict__ G, int r0, int k0,
-                                                        int R, int K) {
-    if constexpr (VEC) {  // K % 4 == 0: a float4 never crosses the end of a row
-        constexpr int GROUPS = ROWS * BK / 4;
+struct MatmulStage {
+    static constexpr int GROUPS = VEC ? ROWS * BK / 4 : ROWS * BK;  // float4s (or floats) per tile
+    static constexpr int PER_THREAD = (GROUPS + NT - 1) / NT;
+    float4 v4[VEC ? PER_THREAD : 1];
+    float v1[VEC ? 1 : PER_THREAD];
+
+    __device__ __forceinline__ void load(const float* __restrict__ G, int r0, int k, int R, int K, int ke) {
 #pragma unroll
-        for (int g = threadIdx.x; g < GROUPS; g += NT) {
-            const int r = g / (BK / 4), kq = (g % (BK / 4)) * 4;
-            const int gr = r0 + r, gk = k0 + kq;
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (gr < R && gk < K) v = *reinterpret_cast<const float4*>(G + (size_t)gr * K + gk);
-            S[kq + 0][r] = v.x;
-            S[kq + 1][r] = v.y;
-            S[kq + 2][r] = v.z;
-            S[kq + 3][r] = v.w;
-        }
-    } else {
-#pragma unroll
-        for (int e = threadIdx.x; e < ROWS * BK; e += NT) {
-            const int r = e / BK, kk = e % BK;
-            const int gr = r0 + r, gk = k0 + kk;
-            S[kk][r] = (gr < R && gk < K) ? G[(size_t)gr * K + gk] : 0.0f;
+        for (int i = 0; i < PER_THREAD; ++i) {
+            const int g = threadIdx.x + i * NT;
+            if constexpr (VEC) {  // K and ke are multiples of 4: a float4 never crosses ke
+                const int r = g / (BK / 4), kq = (g % (BK / 4)) * 4;
+                v4[i] = (g < GROUPS && r0 + r < R && k + kq < ke)
+                            ? *reinterpret_cast<const float4*>(G + (size_t)(r0 + r) * K + k + kq)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                const int r = g / BK, kk = g % BK;
+                v1[i] = (g < GROUPS && r0 + r < R && k + kk < ke) ? G[(size_t)(r0 + r) * K + k + kk] : 0.0f;
+            }
         }
     }
-}
+
+    // Into S[k][r], transposed, rows padded (PAD) so these strided stores spread over the banks.
+    template <int PAD>
+    __device__ __forceinline__ void store(float (*S)[PAD]) const {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) {
+            const int g = threadIdx.x + i * NT;
+            if (g >= GROUPS) break;
+            if constexpr (VEC) {
+                const int r = g / (BK / 4), kq = (g % (BK / 4)) * 4;
+                S[kq + 0][r] = v4[i].x;
+                S[kq + 1][r] = v4[i].y;
+                S[kq + 2][r] = v4[i].z;
+                S[kq + 3][r] = v4[i].w;
+            } else {
+                S[g % BK][g / BK] = v1[i];
+            }
+        }
+    }
+};
 
 template <int N_>
 __device__ __forceinline__ void matmul_load_regs(float (&reg)[N_], const float* src) {
@@ -125,14 +151,20 @@ __device__ __forceinline__ void matmul_load_regs(float (&reg)[N_], const float* 
     }
 }
 
+// blockIdx.z selects a slice of K (split-K): slice z covers [z*k_chunk, (z+1)*k_chunk)
+// and writes its partial tile to out + z*M*N, which matmul_splitk_reduce_kernel sums.
 template <int BM, int BN, int BK, int TM, int TN, bool VEC>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_kernel(float* __restrict__ out, const float* __restrict__ A,
-                                                                       const float* __restrict__ W, int M, int N, int K) {
+                                                                       const float* __restrict__ W, int M, int N, int K,
+                                                                       int k_chunk) {
     constexpr int NT = (BM / TM) * (BN / TN);
-    __shared__ __align__(16) float As[BK][BM];
-    __shared__ __align__(16) float Ws[BK][BN];
+    constexpr int PM = BM + 4, PN = BN + 4;  // +4 floats: keeps rows 16-byte aligned, moves banks
+    __shared__ __align__(16) float As[2][BK][PM];
+    __shared__ __align__(16) float Ws[2][BK][PN];
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int kb = blockIdx.z * k_chunk, ke = min(K, kb + k_chunk);
+    out += (size_t)blockIdx.z * M * N;
 
     float acc[TM][TN];
 #pragma unroll
@@ -141,20 +173,36 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_kernel(float* __
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
     float a[TM], w[TN];
 
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        matmul_stage_transposed<BM, BK, NT, VEC>(As, A, m0, k0, M, K);
-        matmul_stage_transposed<BN, BK, NT, VEC>(Ws, W, n0, k0, N, K);
-        __syncthreads();
+    MatmulStage<BM, BK, NT, VEC> sa;
+    MatmulStage<BN, BK, NT, VEC> sw;
+    sa.load(A, m0, kb, M, K, ke);
+    sw.load(W, n0, kb, N, K, ke);
+    sa.store(As[0]);
+    sw.store(Ws[0]);
+    __syncthreads();
+
+    int buf = 0;
+    for (int k0 = kb; k0 < ke; k0 += BK) {
+        const bool more = k0 + BK < ke;
+        if (more) {  // issue the next tile's loads now; they land while we compute
+            sa.load(A, m0, k0 + BK, M, K, ke);
+            sw.load(W, n0, k0 + BK, N, K, ke);
+        }
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
-            matmul_load_regs<TM>(a, &As[k][ty * TM]);
-            matmul_load_regs<TN>(w, &Ws[k][tx * TN]);
+            matmul_load_regs<TM>(a, &As[buf][k][ty * TM]);
+            matmul_load_regs<TN>(w, &Ws[buf][k][tx * TN]);
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], w[j], acc[i][j]);
         }
+        if (more) {  // the other buffer: nobody reads it until after the barrier
+            sa.store(As[buf ^ 1]);
+            sw.store(Ws[buf ^ 1]);
+        }
         __syncthreads();
+        buf ^= 1;
     }
 
     const bool vec_store = TN % 4 == 0 && (N % 4) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
@@ -175,6 +223,15 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_kernel(float* __
             }
         }
     }
+}
+
+// out[i] = sum over s of partial[s * MN + i], in order (deterministic, unlike atomics).
+__global__ void matmul_splitk_reduce_kernel(float* __restrict__ out, const float* __restrict__ partial, long long MN, int S) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= MN) return;
+    float v = 0.0f;
+    for (int s = 0; s < S; ++s) v += partial[s * MN + i];
+    out[i] = v;
 }
 
 // ---- version 4: matvec (M <= MATVEC_MAX_ROWS) -----------------------------
@@ -263,13 +320,52 @@ int matmul_tiled_sized(float* out, const float* A, const float* W, int M, int N,
     return engine_launch("matmul", "matmul_tiled_kernel", matmul_tiled_kernel<TILE>, grid, block, 0, stream, out, A, W, M, N, K);
 }
 
+// How many K slices a grid of `blocks` needs to put a block on every multiprocessor
+// (split-K): a short-and-wide product (a 64-token prompt: 6 to 24 blocks) would
+// otherwise leave most of the GPU idle while a few blocks walk all of K.
+inline int matmul_split_k(long long blocks, int K, int BK) {
+    static int sms = 0;
+    if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 1;
+    if (blocks >= sms) return 1;
+    const int max_slices = std::max(1, K / (4 * BK));  // each slice walks at least 4 tiles
+    return (int)std::min<long long>(max_slices, (2LL * sms + blocks - 1) / blocks);
+}
+
+// Scratch for split-K partial tiles; grows, never shrinks (one per process).
+inline float* matmul_workspace(size_t floats) {
+    static float* ws = nullptr;
+    static size_t have = 0;
+    if (floats > have) {
+        if (ws) cudaFree(ws);
+        ws = nullptr;
+        have = 0;
+        if (cudaCheck(cudaMalloc(&ws, floats * sizeof(float)))) return nullptr;
+        have = floats;
+    }
+    return ws;
+}
+
 template <int BM, int BN, int BK, int TM, int TN>
 int matmul_own_sized(float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {
-    const dim3 block((BM / TM) * (BN / TN)), grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM));
+    const dim3 block((BM / TM) * (BN / TN));
+    dim3 grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM), 1);
     if (grid.y > 65535) { fprintf(stderr, "matmul: M=%d needs %u row blocks, over CUDA's 65535\n", M, grid.y); return -1; }
-    if (K % 4 == 0 && aligned16(A, W))
-        return engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, true>, grid, block, 0, stream, out, A, W, M, N, K);
-    return engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, false>, grid, block, 0, stream, out, A, W, M, N, K);
+    const bool vec = K % 4 == 0 && aligned16(A, W);
+    int slices = matmul_split_k((long long)grid.x * grid.y, K, BK);
+    int chunk = K;
+    if (slices > 1) {
+        chunk = CEIL_DIV(CEIL_DIV(K, slices), BK) * BK;  // whole tiles (and so multiples of 4)
+        slices = CEIL_DIV(K, chunk);
+    }
+    float* dst = out;
+    if (slices > 1 && !(dst = matmul_workspace((size_t)slices * M * N))) return -1;
+    grid.z = slices;
+    const int err = vec ? engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, true>, grid, block, 0, stream, dst, A, W, M, N, K, chunk)
+                        : engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, false>, grid, block, 0, stream, dst, A, W, M, N, K, chunk);
+    if (err || slices == 1) return err;
+    const long long MN = (long long)M * N;
+    return engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel, dim3((unsigned)CEIL_DIV(MN, 256LL)),
+                         dim3(256), 0, stream, out, (const float*)dst, MN, slices);
 }
 
 int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {

@@ -75,10 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("sweep", nargs="?", help="sweep name (default: every sweep under --jobs-dir)" if name == "status" else "sweep name")
         p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text")
         _add_common(p)
-    c = sub.add_parser("compare", help="two sweeps side by side (HTML and markdown)")
-    c.add_argument("a")
-    c.add_argument("b")
-    c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    c = sub.add_parser("compare", help="two sweeps side by side (HTML and markdown)",
+                       description="Compare two collected sweeps (two GPUs, or before/after a kernel change): each "
+                                   "group's picks and best times, the ratio B/A, common values side by side. Writes "
+                                   "results/compare-A-vs-B.html and .md.")
+    c.add_argument("a", help="first sweep name (the reference: ratios are B/A)")
+    c.add_argument("b", help="second sweep name")
+    c.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="text: the HTML's path; markdown: the .md on stdout; json: the comparison")
     _add_common(c)
     cl = sub.add_parser("clean", help="remove a sweep's build products (its measurements stay)")
     cl.add_argument("sweep")
@@ -158,18 +162,47 @@ def best(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    """Re-collect from the jobs dir when there is one (else the results as collected), write
+    report.html and report.md, and print the path (text), report.md, the summary (json) or
+    the path of measurements.csv (csv)."""
     from sweep import report as report_mod
 
-    path = report_mod.write_report(args.results_dir / args.sweep, jobs_dir=args.jobs_dir / args.sweep, fmt=args.format)
-    print(path)
+    if not args.sweep:
+        raise SweepError("report needs a sweep name: `python config_sweep.py report SWEEP` "
+                         "(`python config_sweep.py status` lists them)")
+    jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
+    if (jobs_dir / "sweep.json").is_file():
+        best, _ = pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
+        if best is None or not (results_dir / "report.html").is_file():  # nothing measured yet: finish wrote no report
+            report_mod.write_report(results_dir, jobs_dir=jobs_dir)
+    elif (results_dir / "configs.parquet").is_file():
+        report_mod.write_report(results_dir)
+    else:
+        raise SweepError(f"no sweep {args.sweep!r}: neither {jobs_dir} nor collected results in {results_dir}; run "
+                         f"`python config_sweep.py run SPACE.yaml --name {args.sweep}` first (or pass --jobs-dir / "
+                         "--results-dir where it ran)")
+    if args.format == "markdown":
+        print((results_dir / "report.md").read_text(), end="")
+    elif args.format == "json":
+        print(json.dumps(report_mod.summary_json(results_dir), indent=2, default=str))
+    elif args.format == "csv":
+        print(results_dir / "measurements.csv")
+    else:
+        print(results_dir / "report.html")
     return 0
 
 
 def compare(args: argparse.Namespace) -> int:
+    """Two collected sweeps side by side: writes results/compare-A-vs-B.html and .md."""
     from sweep import report as report_mod
 
-    out = report_mod.write_compare(args.results_dir, args.a, args.b, fmt=args.format)
-    print(out)
+    html = report_mod.write_compare(args.results_dir, args.a, args.b)
+    if args.format == "markdown":
+        print(html.with_suffix(".md").read_text(), end="")
+    elif args.format == "json":
+        print(json.dumps(report_mod.compare_summary(args.results_dir, args.a, args.b), indent=2, default=str))
+    else:
+        print(html)
     return 0
 
 

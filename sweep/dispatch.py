@@ -187,7 +187,11 @@ def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result
     queued = list(jobs)
     ready: list[PendingJob] = []
     building: dict[Future, PendingJob] = {}
-    measuring: dict[int, tuple[object, PendingJob]] = {}
+    # Two jobs per GPU: one measuring, the next already started and waiting on the
+    # GPU's lock (sweep.job.gpu_lock), so process start-up and the last profile's
+    # post-processing overlap GPU time while measurements stay exclusive.
+    measuring: dict[int, list[tuple[object, PendingJob]]] = {g: [] for g in gpus}
+    folder.mkdir(parents=True, exist_ok=True)
     pool = ThreadPoolExecutor(max_workers=build_parallel)
 
     # make -j shares the CPUs among the builds running at once
@@ -198,7 +202,7 @@ def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result
         return None if (result.status == "ok" and stages != "build") else result
 
     try:
-        while queued or building or ready or measuring:
+        while queued or building or ready or any(measuring.values()):
             while queued and len(building) < build_parallel:
                 j = queued.pop(0)
                 building[pool.submit(build_one, j)] = j
@@ -210,18 +214,23 @@ def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result
                 else:  # a failed build, or a dry run's end
                     on_result(result)
             for g in gpus:
-                if g not in measuring and ready:
+                while ready and len(measuring[g]) < 2:
                     j = ready.pop(0)
-                    measuring[g] = (executors[g].submit(run_job, str(j.dir), "measure"), j)
-            for g, (sjob, j) in list(measuring.items()):
-                if sjob.done():
-                    del measuring[g]
+                    os.environ["SWEEP_GPU_LOCK"] = str(folder / f"gpu{g}.lock")  # the job's environment, copied at submit
+                    try:
+                        measuring[g].append((executors[g].submit(run_job, str(j.dir), "measure"), j))
+                    finally:
+                        os.environ.pop("SWEEP_GPU_LOCK", None)
+            for g in gpus:
+                for entry in [e for e in measuring[g] if e[0].done()]:
+                    measuring[g].remove(entry)
+                    sjob, j = entry
                     try:
                         on_result(JobResult.from_dict(sjob.result()))
                     except Exception as e:  # the job process died: keep a record, go on
                         on_result(_lost(j, f"the job process failed: {str(e).strip().splitlines()[-1][:200]}",
                                         sjob.paths.stderr))
-            progress.show(running=len(building) + len(measuring))
+            progress.show(running=len(building) + sum(len(v) for v in measuring.values()))
             time.sleep(poll_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -59,6 +59,7 @@ class JobResult:
     forward_ms: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)    # seconds: build, verify, profile, parse, total
+    intervals: dict[str, list[float]] = field(default_factory=dict)  # stage -> [start, end], epoch seconds
     build: dict[str, Any] = field(default_factory=dict)        # compiled / cached objects
     role: str = "sweep"
     attempt: int = 1
@@ -116,6 +117,42 @@ class Tools:
         return cls(os.environ.get("NSYS") or shutil.which("nsys"), os.environ.get("NCU") or shutil.which("ncu"))
 
 
+class gpu_lock:
+    """Exclusive use of this job's GPU for its measuring stages, when the local executor
+    runs a second job per GPU ahead (SWEEP_GPU_LOCK names the GPU's lock file): the
+    next job starts and the last one's profile is post-processed while this one runs,
+    yet no two jobs ever measure on one GPU at once."""
+
+    def __enter__(self) -> "gpu_lock":
+        self.f = None
+        path = os.environ.get("SWEEP_GPU_LOCK")
+        if path:
+            import fcntl
+
+            self.f = open(path, "a")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.f is not None:
+            import fcntl
+
+            fcntl.flock(self.f, fcntl.LOCK_UN)
+            self.f.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """What the profile run left for parsing."""
+
+    backend: str
+    log: Path
+    output: Path           # events.json, the .nsys-rep, or ncu's CSV
+    stdout: str
+    tool: str = ""
+    iterations: int | None = None
+
+
 class JobFailed(Exception):
     def __init__(self, status: str, stage: str, reason: str, log: Path | None = None):
         super().__init__(reason)
@@ -170,6 +207,7 @@ class Job:
         self.tools = tools or Tools.find()
         self.timeout_s = timeout_s
         self.timings: dict[str, float] = {}
+        self.intervals: dict[str, list[float]] = {}
         self.build_info: dict[str, Any] = {}
         self.env: dict[str, Any] = {"host": socket.gethostname(), "commit": self.cfg.commit,
                                     "backend": self.cfg.profile["backend"]}
@@ -187,6 +225,10 @@ class Job:
             values["iterations"] = iterations
         return expand(list(self.cfg.target["profile"]) + list(extra), values, list(self.cfg.run["args"]))
 
+    def mark(self, stage: str, start: float) -> None:
+        """Record a stage's wall-clock interval (epoch seconds), for overhead accounting."""
+        self.intervals[stage] = [start, time.time()]
+
     def state(self, stage: str) -> None:
         atomic.write_json(self.dir / "state.json", {"stage": stage, "host": socket.gethostname(), "pid": os.getpid(),
                                                      "started": _now(), "slurm_job": os.environ.get("SLURM_JOB_ID", "")})
@@ -197,8 +239,10 @@ class Job:
         t0 = time.monotonic()
         arch = os.environ.get("SWEEP_ARCH") or build_mod.resolve_arch(self.cfg.build["arch"])
         jobs = self.cfg.build.get("jobs", 0) or int(os.environ.get("SWEEP_BUILD_JOBS") or 0)
+        start = time.time()
         out = build_mod.build(self.dir, arch, jobs, self.timeout_s)
         self.timings["build"] = time.monotonic() - t0
+        self.mark("build", start)
         self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached)}
         if not out.ok:
             raise JobFailed(out.status, "build", out.reason, out.log)
@@ -213,12 +257,14 @@ class Job:
             raise JobFailed("runtime_failed", "build", "built.json belongs to another configuration: build again")
         self.build_info = built.get("build", {})
         self.timings["build"] = built.get("seconds", 0.0)
+        if built.get("interval"):
+            self.intervals["build"] = built["interval"]
 
     def verify(self) -> None:
         if not self.cfg.run.get("verify", True) or not self.cfg.target["verify"]:
             return
         self.state("verify")
-        t0 = time.monotonic()
+        t0, start = time.monotonic(), time.time()
         log = self.dir / "verify.log"
         log.write_text("")
         for template in self.cfg.target["verify"]:
@@ -228,16 +274,17 @@ class Job:
                 raise JobFailed("verify_failed", "verify",
                                 f"{Path(cmd[0]).name} exit {p.returncode}: {_last_line(p.stderr) or _last_line(p.stdout)}", log)
         self.timings["verify"] = time.monotonic() - t0
+        self.mark("verify", start)
 
-    def profile(self) -> tuple[list[Measurement], dict[str, float]]:
-        from sweep.profile import events, ncu, nsys
+    def capture(self) -> "Capture":
+        """Run the timing program under the backend (needs the GPU)."""
+        from sweep.profile import ncu, nsys
 
         self.state("profile")
         backend = self.cfg.profile["backend"]
         log = self.dir / "profile.log"
         log.write_text("")
-        t0 = time.monotonic()
-        forward: dict[str, float] = {}
+        t0, start = time.monotonic(), time.time()
         if backend == "events":
             if not self.cfg.target["events"]:
                 raise JobFailed("runtime_failed", "profile", f"target {self.cfg.target['name']} has no events timing; use nsys or ncu")
@@ -245,11 +292,7 @@ class Job:
             out.unlink(missing_ok=True)
             p = _run(self.program(list(self.cfg.target["events"])), log, "profile", self.timeout_s)
             self._check(p, log)
-            self.timings["profile"] = time.monotonic() - t0
-            t1 = time.monotonic()
-            text = self._read(out, log)
-            ms, forward = events.parse_json(text, source=str(out)), events.forward_ms(text, source=str(out))
-            p = subprocess.CompletedProcess(p.args, 0, text, "")  # device facts come from the JSON file
+            cap = Capture(backend, log, out, p.stdout)
         elif backend == "nsys":
             tool = self._tool("nsys", self.tools.nsys)
             base = self.dir / "profile"
@@ -257,12 +300,7 @@ class Job:
             rep.unlink(missing_ok=True)
             p = _run(nsys.profile_command(self.program(), base, tool), log, "profile", self.timeout_s)
             self._check(p, log)
-            forward = _forward_from_stdout(p.stdout)
-            self.timings["profile"] = time.monotonic() - t0
-            t1 = time.monotonic()
-            sqlite = base.with_suffix(".sqlite")
-            self._check(_run(nsys.export_command(rep, sqlite, tool), log, "parse", self.timeout_s), log, "parse")
-            ms = nsys.parse_sqlite(sqlite)
+            cap = Capture(backend, log, rep, p.stdout, tool)
         elif backend == "ncu":
             tool = self._tool("ncu", self.tools.ncu)
             iters = int(self.cfg.profile.get("ncu_iterations", 3))
@@ -270,16 +308,34 @@ class Job:
             csv.unlink(missing_ok=True)
             p = _run(ncu.profile_command(self.program(iterations=iters), csv, tool), log, "profile", self.timeout_s)
             self._check(p, log)
-            forward = _forward_from_stdout(p.stdout)
-            self.timings["profile"] = time.monotonic() - t0
-            t1 = time.monotonic()
-            ms = ncu.parse_csv(self._read(csv, log), iterations=iters)
+            cap = Capture(backend, log, csv, p.stdout, tool, iters)
         else:
             raise JobFailed("runtime_failed", "profile", f"unknown backend {backend!r}")
+        self.timings["profile"] = time.monotonic() - t0
+        self.mark("profile", start)
+        return cap
+
+    def parse(self, cap: "Capture") -> tuple[list[Measurement], dict[str, float]]:
+        """Turn a capture into Measurements (CPU only: runs outside the GPU lock)."""
+        from sweep.profile import events, ncu, nsys
+
+        t1, start = time.monotonic(), time.time()
+        stdout = cap.stdout
+        if cap.backend == "events":
+            text = self._read(cap.output, cap.log)
+            ms, forward = events.parse_json(text, source=str(cap.output)), events.forward_ms(text, source=str(cap.output))
+            stdout = text  # device facts come from the JSON file
+        elif cap.backend == "nsys":
+            sqlite = cap.output.with_suffix(".sqlite")
+            self._check(_run(nsys.export_command(cap.output, sqlite, cap.tool), cap.log, "parse", self.timeout_s), cap.log, "parse")
+            ms, forward = nsys.parse_sqlite(sqlite), _forward_from_stdout(cap.stdout)
+        else:
+            ms, forward = ncu.parse_csv(self._read(cap.output, cap.log), iterations=cap.iterations), _forward_from_stdout(cap.stdout)
         self.timings["parse"] = time.monotonic() - t1
+        self.mark("parse", start)
         if not ms:
-            raise JobFailed("runtime_failed", "parse", "the profile holds no kernel launches in the timed iterations", log)
-        self.env.update(_device_from_stdout(p.stdout))
+            raise JobFailed("runtime_failed", "parse", "the profile holds no kernel launches in the timed iterations", cap.log)
+        self.env.update(_device_from_stdout(stdout))
         return ms, forward
 
     def _tool(self, name: str, path: str | None) -> str:
@@ -315,8 +371,10 @@ class Job:
             if stages == "measure":
                 self._load_built()
             if stages in ("all", "measure"):
-                self.verify()
-                ms, forward = self.profile()
+                with gpu_lock():
+                    self.verify()
+                    cap = self.capture()
+                ms, forward = self.parse(cap)
             status, stage, reason, log = "ok", "", "", ""
             if stages == "build":
                 stage, reason = "build", "built only (dry run): not measured"
@@ -328,12 +386,13 @@ class Job:
         result = JobResult(
             sweep=self.cfg.sweep, tag=self.cfg.tag, config_hash=self.cfg.config_hash, macros=self.cfg.macros,
             status=status, stage=stage, reason=reason, log=log, measurements=tuple(ms), forward_ms=forward,
-            env=self.env, timings=self.timings, build=self.build_info, role=self.cfg.role, attempt=attempt,
+            env=self.env, timings=self.timings, intervals=self.intervals, build=self.build_info, role=self.cfg.role, attempt=attempt,
             history=history, finished_at=_now(),
         )
         if stages == "build" and status == "ok":
             atomic.write_json(self.dir / "built.json", {"config_hash": self.cfg.config_hash, "at": _now(),
-                                                        "build": self.build_info, "seconds": self.timings["build"]})
+                                                        "build": self.build_info, "seconds": self.timings["build"],
+                                                        "interval": self.intervals.get("build")})
         else:
             write_result(self.dir, result)
         (self.dir / "state.json").unlink(missing_ok=True)

@@ -43,7 +43,7 @@ class Options:
     retry_failed: bool = False
     confirm: bool = True                  # run the combined best and the defaults end to end
     report: bool = True
-    poll_s: float = 0.5
+    poll_s: float = 0.1
     slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings
 
 
@@ -175,7 +175,10 @@ def _dispatch(sw: _Sweep, jobs: list[dispatch.PendingJob], progress: dispatch.Pr
 
 
 def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> RunSummary:
-    t0 = time.monotonic()
+    import resource
+
+    t0, started = time.monotonic(), time.time()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     space = apply_overrides(target.load(space_path), **overrides)
     preflight(space, opts)
     sweep_dir = Path(opts.jobs_root) / space.name
@@ -194,6 +197,7 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
         try:
             prev = json.loads(old.read_text())
             manifest["created"] = prev.get("created", manifest["created"])
+            manifest["runs"] = prev.get("runs", [])
         except ValueError:
             pass
     sw = _Sweep(space, opts, sweep_dir, digest, commit, model, manifest)
@@ -248,9 +252,13 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     progress.close()
 
     results_dir = Path(opts.results_root) / space.name
-    if opts.dry_run:
-        return RunSummary(space.name, sweep_dir, results_dir, counts, None, {}, time.monotonic() - t0, note)
-    best, conf = finish(space, sw, results_dir, confirm=opts.confirm)
+    best, conf = (None, {}) if opts.dry_run else finish(space, sw, results_dir, confirm=opts.confirm)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    manifest.setdefault("runs", []).append({  # what bench/sweep_overhead.py --analyze reads
+        "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
+        "dry_run": opts.dry_run, "counts": counts,
+        "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
+    sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
 
 

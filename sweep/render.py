@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from sweep import atomic
 from sweep.errors import SweepError
 from sweep.space import MACRO_RE, NAME_RE, Config, Space
@@ -74,7 +72,9 @@ class RenderedJob:
     config: JobConfig
 
 
-def _env() -> jinja2.Environment:
+def _env():
+    import jinja2  # here, not at import: jobs on GPU nodes read JobConfig without rendering
+
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, autoescape=False)
 

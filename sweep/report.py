@@ -173,7 +173,7 @@ def fmt_ns(ns: float | None) -> str:
         return "—"
     if abs(ns) < 1e4:
         return f"{ns:,.0f} ns"
-    if abs(ns) < 1e7:
+    if abs(ns) < 1e6:
         return f"{ns / 1e3:,.2f} µs"
     return f"{ns / 1e6:,.3f} ms"
 
@@ -194,7 +194,7 @@ def time_unit(max_ns: float) -> tuple[float, str]:
     """Scale and unit for a plot axis whose largest time is max_ns."""
     if max_ns < 1e4:
         return 1.0, "ns"
-    if max_ns < 1e7:
+    if max_ns < 1e6:
         return 1e3, "µs"
     return 1e6, "ms"
 
@@ -301,7 +301,7 @@ def missing(sw: SweepData) -> list[str]:
 
 def _group_failures(sw: SweepData, macros: tuple[str, ...], measured: set[tuple]) -> dict[tuple, dict[str, Any]]:
     """Values of a group (over its first two macros) that no ok job measured, with why:
-    {values: {"statuses": {status: count}, "reason": first reason}}."""
+    {values: {"statuses": {status: count}, "reasons": {status: first reason}}}."""
     keys = [m for m in macros[:2] if m in sw.configs]
     s = _sweep_rows(sw.configs)
     if len(keys) < min(2, len(macros)) or s.empty:
@@ -312,15 +312,20 @@ def _group_failures(sw: SweepData, macros: tuple[str, ...], measured: set[tuple]
         v = tuple(int(r[k]) for k in keys)
         if v in measured:
             continue
-        e = out.setdefault(v, {"statuses": {}, "reason": ""})
+        e = out.setdefault(v, {"statuses": {}, "reasons": {}})
         e["statuses"][r["status"]] = e["statuses"].get(r["status"], 0) + 1
-        if not e["reason"] and isinstance(r.get("reason"), str) and r["reason"]:
-            e["reason"] = r["reason"]
+        if isinstance(r.get("reason"), str) and r["reason"]:
+            e["reasons"].setdefault(r["status"], r["reason"])
     return dict(sorted(out.items()))
 
 
+def _by_weight(statuses: dict[str, int]) -> list[str]:
+    """Statuses, failures first, then the most frequent."""
+    return sorted(statuses, key=lambda k: (k in NOT_FAILED, -statuses[k], k))
+
+
 def _main_status(statuses: dict[str, int]) -> str:
-    return max(statuses, key=lambda k: (k not in NOT_FAILED, statuses[k]))
+    return _by_weight(statuses)[0]
 
 
 def groups(sw: SweepData) -> list[dict[str, Any]]:
@@ -338,15 +343,16 @@ def groups(sw: SweepData) -> list[dict[str, Any]]:
         with _plot_style():
             fig = plot_1d(ch, fails) if len(macros) == 1 else plot_2d(ch, fails, default)
             svg = svg_of(fig, salt)
-        not_measured = [{"values": ", ".join(f"{m}={v}" for m, v in zip(macros, vals)),
-                         "statuses": ", ".join(f"{k} ×{n}" for k, n in e["statuses"].items()), "reason": e["reason"]}
+        not_measured = [{"label": ", ".join(f"{m}={v}" for m, v in zip(macros, vals)),
+                         "statuses": ", ".join(f"{k} ×{e['statuses'][k]}" for k in _by_weight(e["statuses"])),
+                         "reason": e["reasons"].get(_main_status(e["statuses"]), "")}
                         for vals, e in fails.items()]
         best_ns = ch["best"]["ns"]
         out.append({
             "title": ", ".join(macros), "macros": macros, "kernels": ", ".join(ch.get("kernels", [])) or "—",
             "svg": Markup(svg), "chosen": fmt_values(ch["values"]), "note": ch.get("note", ""),
             "not_measured": not_measured,
-            "candidates": [{"values": fmt_values(c["values"]), "ns": fmt_ns(c["ns"]), "std": fmt_ns(c["std_ns"]),
+            "candidates": [{"label": fmt_values(c["values"]), "ns": fmt_ns(c["ns"]), "std": fmt_ns(c["std_ns"]),
                             "jobs": c.get("jobs", ""), "vs_best": fmt_pct((c["ns"] - best_ns) / best_ns) if best_ns else "—",
                             "chosen": c["values"] == ch["values"], "tag": c.get("tag", "")} for c in cands],
             "more_than_two": len(macros) > 2,
@@ -370,16 +376,22 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
     for ch in (sw.best or {}).get("choices", []):
         ru = ch.get("runner_up")
         beyond = "—" if ru is None else ("yes" if ch.get("beyond_noise") else "no")
-        if ru is not None and ch.get("noise_ns") is not None:
-            beyond += f" (noise {fmt_ns(ch['noise_ns'])})"
+        noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
         rows.append({
             "kernels": ", ".join(ch.get("kernels", [])) or "—", "chosen": fmt_values(ch["values"]),
+            "kernel_list": list(ch.get("kernels", [])) or ["—"], "chosen_list": _value_list(ch["values"]),
+            "runner_up_list": _value_list(ru["values"]) if ru else ["—"], "noise": noise,
             "time": f"{fmt_ns(ch['best']['ns'])} ± {fmt_ns(ch['best']['std_ns'])}",
+            "ns": fmt_ns(ch["best"]["ns"]), "std": fmt_ns(ch["best"]["std_ns"]),
             "runner_up": fmt_values(ru["values"]) if ru else "—", "runner_up_time": fmt_ns(ru["ns"]) if ru else "—",
             "margin": fmt_pct(ch.get("margin")), "beyond_noise": beyond, "default": fmt_ns(ch.get("default_ns")),
             "speedup": fmt_ratio(ch.get("speedup_vs_default")), "note": ch.get("note", ""),
         })
     return rows
+
+
+def _value_list(values: dict) -> list[str]:
+    return [f"{k}={v}" for k, v in values.items()]
 
 
 def confirmation_rows(sw: SweepData) -> list[tuple[str, str, str]]:
@@ -450,7 +462,7 @@ def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
         total = float(r.sum())
         vals = {m: _clean(info.at[tag, m]) if tag in info.index and m in info else None for m in macros}
         rows.append({"tag": str(tag), "role": str(info.at[tag, "role"]) if tag in info.index else "",
-                     "values": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
+                     "label": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
                      "kernels": [fmt_ns(_clean(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total})
     rows.sort(key=lambda x: x["total_ns"])
     return kernels, rows
@@ -476,7 +488,11 @@ def svg_of(fig: Figure, salt: str) -> str:
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     svg = text[text.index("<svg"):]
-    return re.sub(r"<svg ", '<svg role="img" ', svg, count=1)
+    # matplotlib numbers its ids per figure (figure_1, axes_1, ...): prefix them, and the
+    # references to them, so that several plots in one page keep their ids unique
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", salt) + "-"
+    svg = re.sub(r'(\sid=")|(href="#)|(url\(#)', lambda m: m.group(0) + prefix, svg)
+    return svg.replace("<svg ", '<svg role="img" ', 1)
 
 
 def _is_pow2(v: int) -> bool:
@@ -519,8 +535,9 @@ def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
     bx = ch["values"][m]
     ax.errorbar([bx], [b["ns"] / scale], yerr=[b["std_ns"] / scale], fmt="o", color=ORANGE, ms=10, capsize=4,
                 zorder=4, label=f"chosen {m}={bx}")
-    ax.annotate(f"chosen {bx}\n{fmt_ns(b['ns'])}", xy=(bx, b["ns"] / scale), xytext=(0, 16), textcoords="offset points",
-                ha="center", va="bottom", color=ORANGE, fontweight="bold", fontsize=8.5)
+    # the pick is the lowest point: its label goes below it, where no line runs
+    ax.annotate(f"chosen {bx}: {fmt_ns(b['ns'])}", xy=(bx, b["ns"] / scale), xytext=(0, -14), textcoords="offset points",
+                ha="center", va="top", color=ORANGE, fontweight="bold", fontsize=8.5)
     if default_ns:
         ax.axhline(default_ns / scale, ls="--", color=GREY, lw=1.2, label=f"default launch sizes: {fmt_ns(default_ns)}")
     seen = set()
@@ -531,7 +548,7 @@ def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
         seen.add(st)
     _x_axis(ax, xs + [v for (v,) in fails])
     lo, hi = ax.get_ylim()
-    ax.set_ylim(lo, hi + (hi - lo) * 0.22)   # room for the annotation
+    ax.set_ylim(lo - (hi - lo) * 0.3, hi)   # room for the pick's label and the × of unmeasured values
     ax.set_xlabel(m)
     ax.set_ylabel(f"time per iteration ({unit})")
     ax.set_title(", ".join(ch.get("kernels", [])) or m, loc="left")
@@ -555,10 +572,11 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
     scale, unit = time_unit(max([c["ns"] + c["std_ns"] for c in cands] + [default_ns or 0]))
     grid = [[cell.get((x, y), math.nan) / scale for x in xs] for y in ys]
 
-    fig = Figure(figsize=(10.5, max(3.2, 0.45 * len(ys) + 1.8)))
+    ordered = sorted(cands, key=lambda c: c["ns"])[:MAX_BARS]
+    height = max(3.2, 0.45 * len(ys) + 1.8, 0.16 * len(ordered) + 1.4)
+    fig = Figure(figsize=(10.5, height))
     ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1], "wspace": 0.45})
-    cmap = matplotlib.colormaps["viridis_r"].copy()
-    cmap.set_bad("#eeeeee")
+    cmap = matplotlib.colormaps["viridis_r"].with_extremes(bad="#eeeeee")
     im = ax.imshow(grid, origin="lower", cmap=cmap, aspect="auto")
     ax.set_xticks(range(len(xs)), [str(x) for x in xs])
     ax.set_yticks(range(len(ys)), [str(y) for y in ys])
@@ -574,37 +592,44 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
             v = grid[j][i]
             if not math.isnan(v):
                 if small:
-                    ax.text(i, j, f"{v:.3g}", ha="center", va="center", fontsize=8,
+                    ax.text(i, j, f"{v:,.0f}" if v >= 100 else f"{v:.3g}", ha="center", va="center", fontsize=8,
                             color="white" if v > mid else "black")
             elif (x, y) in fails:
                 st = _main_status(fails[(x, y)]["statuses"])
                 ax.text(i, j, f"×\n{st}", ha="center", va="center", fontsize=7, color=_status_color(st))
     chosen = (ch["values"][mx], ch["values"][my])
-    ax.add_patch(Rectangle((xs.index(chosen[0]) - 0.5, ys.index(chosen[1]) - 0.5), 1, 1, fill=False, ec=ORANGE, lw=3,
-                           label="chosen"))
+    ax.add_patch(Rectangle((xs.index(chosen[0]) - 0.45, ys.index(chosen[1]) - 0.45), 0.9, 0.9, fill=False, ec=ORANGE,
+                           lw=3))
+    handles = [Rectangle((0, 0), 1, 1, fill=False, ec=ORANGE, lw=3, label="chosen")]
     if default and (default[mx], default[my]) in {(x, y) for x in xs for y in ys}:
-        ax.add_patch(Rectangle((xs.index(default[mx]) - 0.5, ys.index(default[my]) - 0.5), 1, 1, fill=False,
-                               ec="black", lw=1.5, ls="--", label="default"))
+        i, j = xs.index(default[mx]), ys.index(default[my])
+        dark = not math.isnan(grid[j][i]) and grid[j][i] > mid
+        ax.add_patch(Rectangle((i - 0.42, j - 0.42), 0.84, 0.84, fill=False, ec="white" if dark else "black", lw=1.5,
+                               ls="--"))
+        handles.append(Rectangle((0, 0), 1, 1, fill=False, ec="black", lw=1.5, ls="--", label="default"))
     rest = f" (best over {', '.join(macros[2:])})" if len(macros) > 2 else ""
-    ax.set_title(f"{', '.join(ch.get('kernels', [])) or mx}: time per iteration ({unit}){rest}", loc="left")
-    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2)
+    ax.set_title(f"time per iteration ({unit}){rest}", loc="left")
+    below = -0.75 / height    # legends just under the x label, whatever the figure's height
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, below), ncol=2)
     fig.colorbar(im, ax=ax, label=unit, fraction=0.05, pad=0.03)
 
-    ordered = sorted(cands, key=lambda c: c["ns"])[:MAX_BARS]
     labels = ["×".join(str(c["values"][m]) for m in macros) for c in ordered]
     colors = [ORANGE if c["values"] == ch["values"] else BLUE for c in ordered]
     pos = list(range(len(ordered)))[::-1]   # fastest on top
-    bx.barh(pos, [c["ns"] / scale for c in ordered], xerr=[c["std_ns"] / scale for c in ordered], color=colors,
-            capsize=2, height=0.7, error_kw={"lw": 1})
+    # points, not bars from zero: close candidates stay apart, each with its spread
+    for p, c, color in zip(pos, ordered, colors):
+        bx.errorbar([c["ns"] / scale], [p], xerr=[c["std_ns"] / scale], fmt="o", color=color, capsize=2,
+                    ms=7 if color == ORANGE else 4.5, lw=1)
+    bx.set_ylim(-0.7, len(ordered) - 0.3)
     bx.set_yticks(pos, labels)
     bx.set_ylabel("×".join(macros))
     bx.set_xlabel(f"time per iteration ({unit}), ± std over iterations")
     if default_ns:
         bx.axvline(default_ns / scale, ls="--", color=GREY, lw=1.2, label=f"default: {fmt_ns(default_ns)}")
-        bx.legend(loc="upper left", bbox_to_anchor=(0.0, -0.16))
+        bx.legend(loc="upper left", bbox_to_anchor=(0.0, below))
     shown = f"the {len(ordered)} fastest of {len(cands)}" if len(cands) > len(ordered) else "every candidate"
     bx.set_title(f"{shown}; chosen in orange", loc="left")
-    bx.grid(axis="x", alpha=0.3)
+    bx.grid(alpha=0.3)
     return fig
 
 
@@ -640,7 +665,9 @@ def write_report(results_dir: Path, *, space: Space | None = None, jobs_dir: Pat
 
 
 def _md_cell(v: Any) -> str:
-    return str(v).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+    """A markdown table cell: pipes and newlines escaped, and '<' where it could open an HTML tag."""
+    text = str(v).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
 
 
 def _md_table(headers: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
@@ -660,7 +687,8 @@ def markdown(sw: SweepData, ctx: dict[str, Any]) -> str:
         lines += _md_table(["kernel(s)", "chosen", "time/iter", "runner-up", "runner-up time", "margin", "beyond noise",
                             "default time", "speed-up vs default"],
                            [[r["kernels"], r["chosen"], r["time"], r["runner_up"], r["runner_up_time"], r["margin"],
-                             r["beyond_noise"], r["default"], r["speedup"]] for r in ctx["best_rows"]])
+                             r["beyond_noise"] + (f" ({r['noise']})" if r["noise"] else ""), r["default"], r["speedup"]]
+                            for r in ctx["best_rows"]])
     else:
         lines.append("No picks yet.")
     lines += [""] + [f"- note: {_md_cell(n)}" for n in ctx["best_notes"]]
@@ -812,10 +840,11 @@ def write_compare(results_root: Path, a: str, b: str) -> Path:
         "title": ", ".join(g["macros"]), "kernels": ", ".join(sorted(set(g["kernels_a"]) | set(g["kernels_b"]))),
         "pick_a": fmt_values(g["values_a"]), "pick_b": fmt_values(g["values_b"]), "same_pick": g["same_pick"],
         "ns_a": fmt_ns(g["ns_a"]), "ns_b": fmt_ns(g["ns_b"]), "ratio": fmt_ratio(g["ratio"]),
-        "candidates": [{"values": fmt_values(c["values"]), "ns_a": fmt_ns(c["ns_a"]), "ns_b": fmt_ns(c["ns_b"]),
+        "candidates": [{"label": fmt_values(c["values"]), "ns_a": fmt_ns(c["ns_a"]), "ns_b": fmt_ns(c["ns_b"]),
                         "ratio": fmt_ratio(c["ratio"])} for c in g["candidates"]],
     } for g in s["groups"]]
-    conf = [(k, _fmt_conf(k, v["a"]), _fmt_conf(k, v["b"]), fmt_ratio(v["ratio"])) for k, v in s["confirmation"].items()]
+    conf = [(CONF_LABELS.get(k, k), _fmt_conf(k, v["a"]), _fmt_conf(k, v["b"]), fmt_ratio(v["ratio"]))
+            for k, v in s["confirmation"].items()]
     keys = list(s["identity"]["a"])
     ctx = {"a": a, "b": b, "identity": [(k, s["identity"]["a"][k], s["identity"]["b"][k]) for k in keys],
            "svg": svg, "groups": groups, "conf": conf, "only_a": s["groups_only_a"], "only_b": s["groups_only_b"],
@@ -826,6 +855,12 @@ def write_compare(results_root: Path, a: str, b: str) -> Path:
     atomic.write_text(out, _env().get_template("compare.html.j2").render(**ctx))
     atomic.write_text(root / f"compare-{a}-vs-{b}.md", compare_markdown(ctx))
     return out
+
+
+CONF_LABELS = {"best_total_ns": "combined best (swept kernels per iteration)",
+               "default_total_ns": "default launch sizes (swept kernels per iteration)",
+               "sum_of_group_bests_ns": "sum of per-group bests", "best_forward_ms": "forward pass, combined best",
+               "default_forward_ms": "forward pass, default launch sizes"}
 
 
 def _fmt_conf(key: str, v: float | None) -> str:
@@ -843,16 +878,16 @@ def compare_markdown(ctx: dict[str, Any]) -> str:
                         for g in ctx["groups"]]) if ctx["groups"] else ["No parameter group is in both sweeps."]
     for g in ctx["groups"]:
         lines += ["", f"### {g['title']} ({g['kernels']}): common candidates", ""]
-        lines += _md_table(["values", a, b, f"{b}/{a}"], [[c["values"], c["ns_a"], c["ns_b"], c["ratio"]]
+        lines += _md_table(["values", a, b, f"{b}/{a}"], [[c["label"], c["ns_a"], c["ns_b"], c["ratio"]]
                                                          for c in g["candidates"]]) if g["candidates"] else ["None."]
     if ctx["conf"]:
         lines += ["", "## End to end", ""] + _md_table(["", a, b, f"{b}/{a}"], ctx["conf"])
     for label, items in ((f"only in {a}", ctx["only_a"]), (f"only in {b}", ctx["only_b"])):
         if items:
-            lines += ["", f"Groups {label}: " + "; ".join(f"{', '.join(g['macros'])} ({', '.join(g['kernels'])})"
-                                                        for g in items)]
+            lines += ["", f"Groups {label}: " + _md_cell("; ".join(f"{', '.join(g['macros'])} ({', '.join(g['kernels'])})"
+                                                                 for g in items))]
     for label, items in ((f"only in {a}", ctx["kernels_only_a"]), (f"only in {b}", ctx["kernels_only_b"])):
         if items:
-            lines += ["", f"Kernels measured {label}: {', '.join(items)}"]
-    lines += [""] + [f"- note: {n}" for n in ctx["notes"]]
+            lines += ["", f"Kernels measured {label}: {_md_cell(', '.join(items))}"]
+    lines += [""] + [f"- note: {_md_cell(n)}" for n in ctx["notes"]]
     return "\n".join(lines) + "\n"

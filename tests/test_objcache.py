@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOY_TARGET
+TOY_TARGET = Path(__file__).parent / "data" / "toy_target"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "objcache.py"

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     bandwidth_sweep("layernorm_kernel", 8.0 * n_rows, copy_gbs, BLOCKS{}, [&](int blk) { return by_block<Layernorm>(blk, BLOCKS{}, o, a, w, bias, rows, C); });
     bandwidth_sweep("residual_layernorm_kernel", 16.0 * n_rows, copy_gbs, BLOCKS{},
                     [&](int blk) { return by_block<ResLn>(blk, BLOCKS{}, o, o2, a, b, bias, w, bias, rows, C); });
-    {  // encoder: B*T rows of C, each a token row plus a position row in, one row out
+    {  // encoder: B*T rows of C, each a token row plus a position row in, one row out; several block shapes
         const int Tt = std::min(1024, n / C), Bt = std::max(1, n / (Tt * C)), V = 50257;
         float *wte = device_random((size_t)V * C), *wpe = device_random((size_t)Tt * C);
         std::vector<int> tok(Bt * Tt);
@@ -162,13 +162,24 @@ int main(int argc, char** argv) {
         int* dtok;
         cudaCheck(cudaMalloc(&dtok, tok.size() * 4));
         cudaCheck(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
-        const double ms = time_ms([&] { return encoder_forward(o, dtok, wte, wpe, nullptr, Bt, Tt, C, 0); });
-        const double gbs = 12.0 * Bt * Tt * C / (ms * 1e-3) / 1e9;
-        printf("%-24s conf block %dx%dx%d  %8.1f GB/s  %5.1f%% of copy\n", "encoder_kernel", ENCODER_BLOCK_X, ENCODER_BLOCK_Y,
-               ENCODER_BLOCK_Z, gbs, 100 * gbs / copy_gbs);
-        snprintf(row, sizeof(row), "{\"kind\": \"bandwidth\", \"kernel\": \"encoder_kernel\", \"block\": \"%dx%dx%d\", \"gbs\": %.1f, \"fraction_of_copy\": %.4f}",
-                 ENCODER_BLOCK_X, ENCODER_BLOCK_Y, ENCODER_BLOCK_Z, gbs, gbs / copy_gbs);
-        add_json(row);
+        const dim3 shapes[] = {dim3(ENCODER_BLOCK_X, ENCODER_BLOCK_Y, ENCODER_BLOCK_Z), dim3(5, 5, 5), dim3(32, 4, 1),
+                               dim3(64, 4, 1), dim3(128, 2, 1), dim3(192, 1, 1), dim3(256, 1, 1)};
+        double best_gbs = 0;
+        dim3 best(0, 0, 0);
+        std::string per_block;
+        for (const dim3& sh : shapes) {
+            const double ms = time_ms([&] { return encoder_launch(sh, o, dtok, wte, wpe, nullptr, Bt, Tt, C, 0); });
+            const double gbs = 12.0 * Bt * Tt * C / (ms * 1e-3) / 1e9;
+            char key[64];
+            snprintf(key, sizeof(key), "%s\"%ux%ux%u\": %.1f", per_block.empty() ? "" : ", ", sh.x, sh.y, sh.z, gbs);
+            per_block += key;
+            if (gbs > best_gbs) { best_gbs = gbs; best = sh; }
+        }
+        printf("%-24s best block %ux%ux%u  %8.1f GB/s  %5.1f%% of copy\n", "encoder_kernel", best.x, best.y, best.z, best_gbs,
+               100 * best_gbs / copy_gbs);
+        snprintf(row, sizeof(row), "{\"kind\": \"bandwidth\", \"kernel\": \"encoder_kernel\", \"best_block\": \"%ux%ux%u\", \"gbs\": %.1f, \"fraction_of_copy\": %.4f, \"by_block\": {",
+                 best.x, best.y, best.z, best_gbs, best_gbs / copy_gbs);
+        add_json(row + per_block + "}}");
         cudaFree(wte);
         cudaFree(wpe);
         cudaFree(dtok);

@@ -375,6 +375,8 @@ int main() {
         check_matmul(impl, name, 130, 288, 96);
         check_matmul(impl, name, 256, 2304, 768);
         check_matmul(impl, name, 67, 50257, 96);
+        check_matmul(impl, name, 64, 768, 3072);   // few blocks: the own matmul splits K
+        check_matmul(impl, name, 17, 2304, 100);   // split-K with K not a multiple of 4 (scalar loads)
     }
     check_matvec(1, 99, 67);
     check_matvec(3, 768, 768);

@@ -1,0 +1,157 @@
+"""Where a sweep's wall time goes, and what a one-value change rebuilds.
+
+    python bench/sweep_overhead.py [SPACE] [--backend nsys] [--jobs-dir DIR]
+
+Runs SPACE (default spaces/seed.yaml) on the local executor from an empty jobs
+folder, then splits its wall time using every job's stage intervals:
+
+    nvcc            union of the build intervals (make through the object cache)
+    GPU run         union of verify + profile intervals (the programs on the GPU,
+                    under the profiler)
+    post-processing union of parse intervals (nsys export, parsing)
+    framework       wall time covered by none of the above: planning, rendering,
+                    dispatch, polling gaps, collect/select/report
+    model export    the one-time export of the engine's weights (cached afterwards),
+                    reported apart
+
+Stages of different jobs overlap (builds run while the GPU measures), so each
+category is a union of intervals, and the categories can sum to more than the
+wall time. Then it changes one value in one row and runs again: only that
+configuration runs, and only the objects whose macros changed recompile.
+Targets (issue): framework share <= 5%, seed sweep <= 5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from sweep import pipeline, target  # noqa: E402
+
+
+def union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of intervals, clipped to [lo, hi]."""
+    spans = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in spans:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def stage_intervals(sweep_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {"build": [], "gpu": [], "parse": []}
+    for f in sweep_dir.glob("*/result.json"):
+        r = json.loads(f.read_text())
+        iv = r.get("intervals", {})
+        if "build" in iv:
+            out["build"].append(tuple(iv["build"]))
+        for k in ("verify", "profile"):
+            if k in iv:
+                out["gpu"].append(tuple(iv[k]))
+        if "parse" in iv:
+            out["parse"].append(tuple(iv["parse"]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("space", nargs="?", type=Path, default=ROOT / "spaces" / "seed.yaml")
+    ap.add_argument("--backend", default=None)
+    ap.add_argument("--executor", default="local")
+    ap.add_argument("--jobs-dir", type=Path, default=ROOT / "build" / "overhead" / "jobs")
+    ap.add_argument("--results-dir", type=Path, default=ROOT / "build" / "overhead" / "results")
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "sweep-overhead.json")
+    ap.add_argument("--analyze", action="store_true",
+                    help="analyze the sweep already in --jobs-dir (its last run) instead of running it first")
+    a = ap.parse_args()
+
+    space = target.load(a.space)
+    sweep_dir = a.jobs_dir / space.name
+    export_s = float("nan")
+    if not a.analyze:
+        if sweep_dir.exists():
+            shutil.rmtree(sweep_dir)
+        shutil.rmtree(a.jobs_dir / "_cache", ignore_errors=True)  # cold object cache: the first run compiles everything
+        t0 = time.time()
+        pipeline.prepare_model(space, a.jobs_dir)
+        export_s = time.time() - t0
+        pipeline.run(a.space, pipeline.Options(executor=a.executor, jobs_root=a.jobs_dir, results_root=a.results_dir),
+                     backend=a.backend)
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    last = next((r for r in reversed(manifest.get("runs", [])) if not r.get("dry_run")), None)
+    if last is None:
+        raise SystemExit(f"{sweep_dir} has no recorded run; run the sweep (without --analyze) first")
+    start, end, driver_cpu = last["started"], last["finished"], last["driver_cpu_s"]
+    s1_counts = last["counts"]
+    wall = end - start
+    iv = stage_intervals(sweep_dir)
+    nvcc, gpu, post = (union(iv[k], start, end) for k in ("build", "gpu", "parse"))
+    busy = union(iv["build"] + iv["gpu"] + iv["parse"], start, end)
+    framework = wall - busy
+
+    # One value changed in one configuration: only it runs, and only its changed objects compile.
+    raw = yaml.safe_load(a.space.read_text())
+    changed_macro = None
+    if raw.get("tuples", {}).get("rows"):
+        row = raw["tuples"]["rows"][0]
+        col = raw["tuples"]["columns"][0]
+        row[0] = row[0] * 2 if row[0] * 2 not in [r[0] for r in raw["tuples"]["rows"]] else row[0] + 1
+        changed_macro = col
+    tmp_space = a.jobs_dir / f"{space.name}-one-change.yaml"
+    raw["name"] = space.name
+    tmp_space.write_text(yaml.safe_dump(raw, sort_keys=False))
+    before = {p.parent.name for p in sweep_dir.glob("*/result.json")}
+    t1 = time.time()
+    s2 = pipeline.run(tmp_space, pipeline.Options(executor=a.executor, jobs_root=a.jobs_dir, results_root=a.results_dir,
+                                                  confirm=False), backend=a.backend)
+    second_wall = time.time() - t1
+    new_tags = sorted({p.parent.name for p in sweep_dir.glob("*/result.json")} - before)
+    rebuilt = {}
+    for t in new_tags:
+        r = json.loads((sweep_dir / t / "result.json").read_text())
+        rebuilt[t] = {"compiled": [Path(x).name for x in r["build"].get("compiled", [])],
+                      "cached": len(r["build"].get("cached", []))}
+
+    rows = [
+        ("seed sweep wall time", f"{wall:.1f} s", f"{len(list(sweep_dir.glob('*/result.json')))} jobs incl. confirmation"),
+        ("nvcc (union of builds)", f"{nvcc:.1f} s", f"{100 * nvcc / wall:.1f}% of wall"),
+        ("GPU run (verify + profile)", f"{gpu:.1f} s", f"{100 * gpu / wall:.1f}% of wall"),
+        ("profiler post-processing", f"{post:.1f} s", f"{100 * post / wall:.1f}% of wall"),
+        ("framework's own (wall - busy)", f"{framework:.1f} s", f"{100 * framework / wall:.1f}% of wall (target <= 5%)"),
+        ("driver process CPU", f"{driver_cpu:.1f} s", "user + system, this process only"),
+        ("model export (one-time, cached)", f"{export_s:.1f} s" if export_s == export_s else "cached",
+         "before the sweep; reused by later sweeps"),
+        ("second run, one value changed", f"{second_wall:.1f} s", f"new jobs: {', '.join(new_tags) or 'none'}"),
+    ]
+    for t, r in rebuilt.items():
+        rows.append((f"  {t}", f"compiled {', '.join(r['compiled']) or 'nothing'}", f"{r['cached']} objects from the cache"))
+    w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    print(f"\nsweep overhead: {a.space.name} ({last['executor']}, backend {last['backend']})")
+    for r in rows:
+        print(f"  {r[0]:<{w0}}  {r[1]:<{w1}}  {r[2]}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({"wall_s": wall, "nvcc_s": nvcc, "gpu_s": gpu, "post_s": post, "framework_s": framework,
+                                 "framework_share": framework / wall, "driver_cpu_s": driver_cpu, "export_s": export_s,
+                                 "second_run_s": second_wall, "changed_macro": changed_macro, "rebuilt": rebuilt,
+                                 "counts": s1_counts, "second_counts": s2.counts}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""GPU tests: marked `gpu`, skipped cleanly where no NVIDIA GPU answers (CI), run on the H100."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def gpu_available() -> bool:
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(getattr(item, "path", item.fspath))).resolve()
+        if HERE in path.parents:
+            item.add_marker(pytest.mark.gpu)
+            if not gpu_available():
+                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (nvidia-smi -L fails)"))
+
+
+@pytest.fixture(scope="session")
+def engine_build(tmp_path_factory) -> Path:
+    """The engine built with default launch sizes for this GPU (programs + kernel_check)."""
+    from sweep.build import detect_arch
+
+    out = tmp_path_factory.mktemp("engine")
+    p = subprocess.run(["make", "-C", str(ROOT / "kernels"), "-j8", f"BUILD_DIR={out}", f"ARCH={detect_arch()}",
+                        "all", "check"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def odd_model(tmp_path_factory):
+    """The odd-shaped model (2 layers, 3 heads, n_embd 96) with transformers' reference outputs."""
+    pytest.importorskip("transformers")
+    from sweep import engine_export
+
+    return engine_export.ensure_export(tmp_path_factory.mktemp("odd"), preset="odd", seed=0)
