@@ -172,9 +172,10 @@ def report(args: argparse.Namespace) -> int:
                          "(`python config_sweep.py status` lists them)")
     jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
     if (jobs_dir / "sweep.json").is_file():
-        best, _ = pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
-        if best is None or not (results_dir / "report.html").is_file():  # nothing measured yet: finish wrote no report
-            report_mod.write_report(results_dir, jobs_dir=jobs_dir)
+        pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
+        # again here, not only inside recollect: that one is skipped when nothing was measured yet and only
+        # warns when it fails, and a stale report.html must not pass for this one
+        report_mod.write_report(results_dir, jobs_dir=jobs_dir)
     elif (results_dir / "configs.parquet").is_file():
         report_mod.write_report(results_dir)
     else:

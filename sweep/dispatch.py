@@ -168,8 +168,9 @@ def run_debug(jobs: list[PendingJob], stages: str, progress: Progress, on_result
 
 def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result: Callable[[JobResult], None],
               folder: Path, *, gpus: list[int] | None = None, build_parallel: int = 0, timeout_min: int = 60,
-              poll_s: float = 0.5) -> None:
-    """Builds on a CPU pool; measures with one submitit LocalExecutor per GPU, one job per GPU at a time."""
+              poll_s: float = 0.5, ready_to_measure: Callable[[], bool] = lambda: True) -> None:
+    """Builds on a CPU pool; measures with one submitit LocalExecutor per GPU, one job per GPU at a time.
+    `ready_to_measure` holds measuring back (the model export runs while the builds do)."""
     import submitit
 
     cpus = len(os.sched_getaffinity(0))
@@ -213,7 +214,7 @@ def run_local(jobs: list[PendingJob], stages: str, progress: Progress, on_result
                     ready.append(j)
                 else:  # a failed build, or a dry run's end
                     on_result(result)
-            for g in gpus:
+            for g in gpus if ready and ready_to_measure() else ():
                 while ready and len(measuring[g]) < 2:
                     j = ready.pop(0)
                     os.environ["SWEEP_GPU_LOCK"] = str(folder / f"gpu{g}.lock")  # the job's environment, copied at submit

@@ -117,19 +117,67 @@ def preflight(space: Space, opts: Options) -> list[str]:
     return notes
 
 
-def prepare_model(space: Space, jobs_root: Path) -> dict[str, str]:
-    """Export the engine's weights and references once per model (shared by sweeps)."""
+def model_dir_for(space: Space, jobs_root: Path) -> Path | None:
+    """Where the engine's export for this space lives (shared by every sweep of the same model)."""
     model = space.target.model
     if model is None:
+        return None
+    key = model.get("model_dir") and "local-" + Path(model["model_dir"]).name or f"{model['preset']}-seed{model['seed']}"
+    return Path(jobs_root) / "_models" / key
+
+
+def model_paths(space: Space, jobs_root: Path) -> dict[str, str]:
+    out = model_dir_for(space, jobs_root)
+    return {} if out is None else {"weights": str(out / "gpt2.bin"), "reference": str(out / "reference.bin")}
+
+
+def prepare_model(space: Space, jobs_root: Path) -> dict[str, str]:
+    """Export the engine's weights and references once per model (reused when it matches)."""
+    out = model_dir_for(space, jobs_root)
+    if out is None:
         return {}
     from sweep import engine_export
 
-    key = model.get("model_dir") and "local-" + Path(model["model_dir"]).name or f"{model['preset']}-seed{model['seed']}"
-    out = Path(jobs_root) / "_models" / key
+    model = space.target.model
     model_dir = Path(model["model_dir"]).expanduser() if model.get("model_dir") else None
-    print(f"model: {key} ({out})", file=sys.stderr)
     e = engine_export.ensure_export(out, preset=model.get("preset", "124M"), seed=int(model.get("seed", 0)), model_dir=model_dir)
     return {"weights": str(e.weights), "reference": str(e.reference)}
+
+
+class ModelExport:
+    """The model export, run alongside the builds (they do not need it); measuring waits for it."""
+
+    def __init__(self, space: Space, jobs_root: Path, skip: bool):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.paths = model_paths(space, jobs_root)
+        self.seconds = 0.0
+        self._pool = None
+        self._future = None
+        if self.paths and not skip:
+            print(f"model: exporting or reusing {model_dir_for(space, jobs_root)} while the builds run", file=sys.stderr)
+            self._pool = ThreadPoolExecutor(max_workers=1)
+            self._future = self._pool.submit(self._run, space, jobs_root)
+
+    def _run(self, space: Space, jobs_root: Path) -> dict[str, str]:
+        t0 = time.monotonic()
+        try:
+            return prepare_model(space, jobs_root)
+        finally:
+            self.seconds = time.monotonic() - t0
+
+    def ready(self) -> bool:
+        """True once the export is done; raises its error if it failed."""
+        if self._future is None:
+            return True
+        if not self._future.done():
+            return False
+        self._future.result()
+        return True
+
+    def wait(self) -> None:
+        if self._future is not None:
+            self._future.result()
 
 
 @dataclass
@@ -141,6 +189,7 @@ class _Sweep:
     commit: str
     model: dict[str, str]
     manifest: dict[str, Any]
+    export: "ModelExport | None" = None
 
     def render(self, config: Config | None, tag: str, role: str = "sweep") -> dispatch.PendingJob:
         h = config_hash(self.space, config, self.digest) if config else config_hash(
@@ -161,11 +210,14 @@ def _dispatch(sw: _Sweep, jobs: list[dispatch.PendingJob], progress: dispatch.Pr
               on_result: Callable[[JobResult], None]) -> None:
     stages = "build" if sw.opts.dry_run else "all"
     folder = sw.sweep_dir / "_dispatch"
+    gate = sw.export.ready if sw.export is not None else (lambda: True)
+    if sw.opts.executor != "local" and sw.export is not None:
+        sw.export.wait()  # the local executor builds meanwhile; the others need the model at once
     if sw.opts.executor == "debug":
         dispatch.run_debug(jobs, stages, progress, on_result, folder)
     elif sw.opts.executor == "local":
         dispatch.run_local(jobs, stages, progress, on_result, folder, poll_s=sw.opts.poll_s,
-                           timeout_min=sw.space.slurm.time_min)
+                           timeout_min=sw.space.slurm.time_min, ready_to_measure=gate)
     elif sw.opts.executor == "slurm":
         from sweep import slurm
 
@@ -179,13 +231,15 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
 
     t0, started = time.monotonic(), time.time()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    # Absolute from here on: Makefiles run with make -C inside each job folder.
+    opts = dataclasses.replace(opts, jobs_root=Path(opts.jobs_root).resolve(), results_root=Path(opts.results_root).resolve())
     space = apply_overrides(target.load(space_path), **overrides)
     preflight(space, opts)
     sweep_dir = Path(opts.jobs_root) / space.name
     sweep_dir.mkdir(parents=True, exist_ok=True)
     digest, commit = target.source_digest(space.target), target.commit(space.target.source_dir)
-    model = prepare_model(space, opts.jobs_root) if not opts.dry_run or space.target.model is None else \
-        {"weights": "(dry run: not exported)", "reference": "(dry run: not exported)"}
+    export = ModelExport(space, opts.jobs_root, skip=opts.dry_run)
+    model = export.paths
     search = strategies.start(space)
     n, product = space.size()
     manifest = {"schema": "sweep-manifest/1", "sweep": space.name, "space": str(Path(space_path).resolve()),
@@ -200,7 +254,7 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
             manifest["runs"] = prev.get("runs", [])
         except ValueError:
             pass
-    sw = _Sweep(space, opts, sweep_dir, digest, commit, model, manifest)
+    sw = _Sweep(space, opts, sweep_dir, digest, commit, model, manifest, export)
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}
@@ -252,11 +306,12 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     progress.close()
 
     results_dir = Path(opts.results_root) / space.name
+    export.wait()
     best, conf = (None, {}) if opts.dry_run else finish(space, sw, results_dir, confirm=opts.confirm)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     manifest.setdefault("runs", []).append({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
-        "dry_run": opts.dry_run, "counts": counts,
+        "dry_run": opts.dry_run, "counts": counts, "model_export_s": export.seconds,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
