@@ -87,10 +87,9 @@ def main() -> int:
     if not a.analyze:
         if sweep_dir.exists():
             shutil.rmtree(sweep_dir)
-        shutil.rmtree(a.jobs_dir / "_cache", ignore_errors=True)  # cold object cache: the first run compiles everything
-        t0 = time.time()
-        pipeline.prepare_model(space, a.jobs_dir)
-        export_s = time.time() - t0
+        # As a fresh clone sees it: no object cache (everything compiles), no exported model
+        shutil.rmtree(a.jobs_dir / "_cache", ignore_errors=True)
+        shutil.rmtree(a.jobs_dir / "_models", ignore_errors=True)
         pipeline.run(a.space, pipeline.Options(executor=a.executor, jobs_root=a.jobs_dir, results_root=a.results_dir),
                      backend=a.backend)
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
