@@ -152,6 +152,7 @@ class ModelExport:
 
         self.paths = model_paths(space, jobs_root)
         self.seconds = 0.0
+        self.interval: list[float] = []
         self._pool = None
         self._future = None
         if self.paths and not skip:
@@ -160,11 +161,12 @@ class ModelExport:
             self._future = self._pool.submit(self._run, space, jobs_root)
 
     def _run(self, space: Space, jobs_root: Path) -> dict[str, str]:
-        t0 = time.monotonic()
+        t0 = time.time()
         try:
             return prepare_model(space, jobs_root)
         finally:
-            self.seconds = time.monotonic() - t0
+            self.interval = [t0, time.time()]
+            self.seconds = self.interval[1] - t0
 
     def ready(self) -> bool:
         """True once the export is done; raises its error if it failed."""
@@ -311,7 +313,7 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     manifest.setdefault("runs", []).append({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
-        "dry_run": opts.dry_run, "counts": counts, "model_export_s": export.seconds,
+        "dry_run": opts.dry_run, "counts": counts, "model_export_s": export.seconds, "model_export_interval": export.interval,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)

@@ -45,3 +45,10 @@ def odd_model(tmp_path_factory):
     from sweep import engine_export
 
     return engine_export.ensure_export(tmp_path_factory.mktemp("odd"), preset="odd", seed=0)
+
+
+@pytest.fixture(scope="session")
+def sweep_roots(tmp_path_factory):
+    """One jobs/results root for the GPU sweeps, so they share the object cache and the model export."""
+    root = tmp_path_factory.mktemp("sweeps")
+    return root / "jobs", root / "results"

@@ -58,14 +58,15 @@ BACKENDS = ["events", pytest.param("nsys", marks=pytest.mark.skipif(not (os.envi
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_real_sweep_measures_every_swept_kernel_and_confirms_the_pick(tmp_path, backend):
+def test_a_real_sweep_measures_every_swept_kernel_and_confirms_the_pick(tmp_path, sweep_roots, backend):
     from sweep import pipeline
 
+    jobs, results = sweep_roots
     s = pipeline.run(small_seed_space(tmp_path, backend),
-                     pipeline.Options(executor="local", jobs_root=tmp_path / "jobs", results_root=tmp_path / "results"))
+                     pipeline.Options(executor="local", jobs_root=jobs, results_root=results))
     assert s.counts == {"ok": 2}
     kernels = {k for c in s.best.choices for k in c.kernels}
     assert {"residual_kernel", "gelu_kernel", "encoder_kernel", "layernorm_kernel", "prepare_bias_kernel"} <= kernels
     assert s.best.unmeasured == ()
     assert s.confirmation["best_total_ns"] > 0 and s.confirmation["default_total_ns"] > 0
-    assert (tmp_path / "results" / f"gpu-{backend}" / "best" / "conf.cuh").is_file()
+    assert (results / f"gpu-{backend}" / "best" / "conf.cuh").is_file()
