@@ -404,13 +404,16 @@ def _now() -> str:
 
 
 def _json_tail(stdout: str) -> dict[str, Any]:
-    start = stdout.find("{")
-    if start < 0:
-        return {}
-    try:
-        return json.loads(stdout[start:])
-    except ValueError:
-        return {}
+    """The engine's JSON object in a program's output (a profiler may print lines around it)."""
+    import re
+
+    for m in re.finditer(r'\{\s*"schema"', stdout):
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(stdout, m.start())
+            return obj
+        except ValueError:
+            continue
+    return {}
 
 
 def _forward_from_stdout(stdout: str) -> dict[str, float]:

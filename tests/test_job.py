@@ -107,3 +107,11 @@ def test_command_templates_expand_placeholders_and_args(words, expected):
 def test_unknown_placeholder_names_the_allowed_ones():
     with pytest.raises(SweepError, match="uses 'nope'; placeholders: batch"):
         expand(["{nope}"], {"batch": 1}, [])
+
+
+def test_device_facts_are_found_among_a_profilers_own_output_lines():
+    from sweep.job import _json_tail
+
+    out = ('WARNING: {something} happened\nCollecting data...\n{\n  "schema": "engine-timing/1",\n'
+           '  "device": {"name": "NVIDIA H100 80GB HBM3", "cuda_runtime": 13000}\n}\nGenerated: /x/profile.nsys-rep {1}\n')
+    assert _json_tail(out)["device"]["cuda_runtime"] == 13000

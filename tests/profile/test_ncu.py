@@ -225,3 +225,15 @@ def test_a_summary_without_the_summary_columns_is_an_error():
     with pytest.raises(SweepError, match="lacks the column.*Invocations"):
         ncu.parse_summary_csv(FORWARD, source="job/summary.csv")
 
+
+
+# --- ncu --csv --log-file with --nvtx: what the ncu backend runs -------------------------
+
+LOGFILE = Path(__file__).resolve().parents[1] / "data" / "h100" / "ncu_forward_odd_logfile.csv"
+
+
+def test_log_file_capture_with_nvtx_column_splits_into_its_iterations():
+    got = ncu.parse_csv(LOGFILE.read_text(), iterations=2)
+    assert sum(m.calls for m in got) == 21  # the odd model's launches per forward pass
+    assert {len(m.iter_total_ns) for m in got} == {2}
+    assert all(m.min_ns > 0 for m in got)
