@@ -141,6 +141,32 @@ class gpu_lock:
             self.f.close()
 
 
+class _Termination:
+    """Set when the scheduler sends SIGTERM (scancel, or a time limit without warning): a
+    stage's program killed by that SIGTERM means the job was cancelled, not that it crashed."""
+
+    requested = False
+
+    @classmethod
+    def watch(cls) -> None:
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum, frame):
+            cls.requested = True
+            if callable(previous):
+                previous(signum, frame)  # submitit's own handling (it bypasses SIGTERM)
+            elif previous == signal.SIG_DFL:
+                raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_term)
+
+
+def slurm_job_id() -> str:
+    """This job's id as scancel accepts it: ARRAY_TASK for an array task (Slurm 22.05 refuses the raw id)."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "")
+
+
 @dataclass(frozen=True, slots=True)
 class Capture:
     """What the profile run left for parsing."""
@@ -189,6 +215,8 @@ def _run(cmd: list[str], log: Path, stage: str, timeout_s: float, env: dict[str,
         f.write(p.stderr)
     if p.returncode < 0:
         sig = signal.Signals(-p.returncode).name if -p.returncode in signal.Signals._value2member_map_ else str(-p.returncode)
+        if _Termination.requested:
+            raise JobFailed("cancelled", stage, f"cancelled during {stage}: the scheduler terminated the job", log)
         raise JobFailed("runtime_failed", stage, f"{Path(cmd[0]).name} was killed by {sig}", log)
     return p
 
@@ -231,7 +259,7 @@ class Job:
 
     def state(self, stage: str) -> None:
         atomic.write_json(self.dir / "state.json", {"stage": stage, "host": socket.gethostname(), "pid": os.getpid(),
-                                                     "started": _now(), "slurm_job": os.environ.get("SLURM_JOB_ID", "")})
+                                                     "started": _now(), "slurm_job": slurm_job_id()})
 
     # -- stages ----------------------------------------------------------------
     def build(self) -> None:
@@ -364,6 +392,11 @@ class Job:
         attempt = (previous.attempt + 1) if previous and previous.config_hash == self.cfg.config_hash else 1
         history = (previous.history + ({"status": previous.status, "stage": previous.stage, "reason": previous.reason},)
                    if previous and previous.config_hash == self.cfg.config_hash else ())
+        restarts = os.environ.get("SLURM_RESTART_COUNT", "")
+        if restarts.isdigit() and int(restarts) > 0 and not (previous and previous.status == "preempted"):
+            # requeued by the scheduler (scontrol requeue, node failure) without a chance to record it
+            history += ({"status": "preempted", "stage": "scheduler", "reason": f"requeued by Slurm (restart {restarts})"},)
+            attempt = max(attempt, int(restarts) + 1)
         try:
             if stages in ("all", "build"):
                 self.build()

@@ -77,7 +77,10 @@ class SweepTask:
         self.started = time.time()
 
     def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
+        from sweep.job import _Termination
+
         self.started = time.time()
+        _Termination.watch()
         return run_job(job_dir, stages)
 
     def timed_out(self) -> bool:
@@ -118,9 +121,10 @@ class SweepTask:
 def _task_log(job_dir: Path) -> str:
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     folder = os.environ.get("SWEEP_SLURM_LOG_DIR", "")
-    if array and task and folder:
-        return str(Path(folder) / f"{array}_{task}_0_log.out")
-    return ""
+    if not folder:
+        return ""
+    job_id = f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "")
+    return str(Path(folder) / f"{job_id}_0_log.out") if job_id else ""
 
 
 # ---------------------------------------------------------------------------
@@ -256,7 +260,8 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
             text = script.read_text()
             atomic.write_text(j.dir / "slurm_array.sbatch",
                               f"# array {array_id}, task {i} of {len(jobs)} (this folder); the script every task ran:\n{text}")
-    record = {"array_id": array_id, "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
+    record = {"array_id": array_id, "job_ids": [sj.job_id for sj in sjobs],  # "A_i", or "A" for a lone job
+              "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
               "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": _now(), "log_dir": str(folder)}
     records = load_records(sweep_dir) + [record]
     atomic.write_json(_records_path(sweep_dir), records)
@@ -278,7 +283,7 @@ def run_array(jobs: list[PendingJob], stages: str, progress: Progress, on_result
     attached = set()
     for r in records:
         for i, (d, h) in enumerate(zip(r["dirs"], r["hashes"])):
-            jid = f"{r['array_id']}_{i}"
+            jid = r.get("job_ids", [])[i] if r.get("job_ids") else f"{r['array_id']}_{i}"
             if d in by_dir and by_dir[d].config_hash == h and live.get(jid) in LIVE_STATES and d not in attached:
                 watching[jid] = (by_dir[d], r["log_dir"], r["stages"])
                 attached.add(d)
@@ -289,8 +294,8 @@ def run_array(jobs: list[PendingJob], stages: str, progress: Progress, on_result
         progress._print(f"  {len(attached)} job(s) still queued from an earlier run: watching them, not resubmitting", True)
     if fresh:
         rec = submit(fresh, stages, sweep_dir, s, sweep)
-        for i, j in enumerate(fresh):
-            watching[f"{rec['array_id']}_{i}"] = (j, rec["log_dir"], stages)
+        for jid, j in zip(rec["job_ids"], fresh):
+            watching[jid] = (j, rec["log_dir"], stages)
         progress._print(f"  submitted job array {rec['array_id']} ({len(fresh)} tasks, at most {s.array_parallelism} at once)", True)
     arrays = sorted({jid.split("_")[0] for jid in watching})
     while watching:
@@ -309,9 +314,17 @@ def run_array(jobs: list[PendingJob], stages: str, progress: Progress, on_result
 def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResult:
     """The result of a task that has left the queue: its own record, else the scheduler's verdict."""
     r = read_result(j.dir)
+    if r is not None and r.config_hash == j.config_hash and r.status == "cancelled":
+        # the job only knows it was terminated; the scheduler knows whether a time limit did it
+        if final_state(job_id).split()[0].rstrip("+") in ("TIMEOUT", "DEADLINE"):
+            import dataclasses
+
+            r = dataclasses.replace(r, status="timeout", reason=f"hit the Slurm time limit during {r.stage}; raise --time")
+            write_result(j.dir, r)
+        return r
     if r is not None and r.config_hash == j.config_hash and r.status != "preempted":
         return r
-    log = folder / f"{job_id}_0_log.out"
+    log = folder / f"{job_id}_0_log.out"  # submitit's name for task 0 of job (or array task) job_id
     if stages == "build":  # a dry run records a successful build in built.json, not result.json
         try:
             built = json.loads((j.dir / "built.json").read_text())
