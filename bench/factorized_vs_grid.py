@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweep import collect, pipeline, select, target  # noqa: E402
+from sweep import collect, pipeline, target  # noqa: E402
 
 
 def main() -> int:

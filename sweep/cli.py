@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-failed", action="store_true", help="run failed configurations again (not those that failed the same way twice)")
     r.add_argument("--no-confirm", action="store_true", help="skip the end-to-end run of the combined best and the defaults")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
+    r.add_argument("--nsys", metavar="PATH", help="the nsys to profile with (default: $NSYS, else PATH)")
+    r.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: $NCU, else PATH)")
     g = r.add_argument_group("slurm (override the space file's slurm: settings)")
     for flag, key, typ, hlp in (
         ("--partition", "partition", str, "partition"), ("--account", "account", str, "account"),
@@ -92,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    for tool in ("nsys", "ncu"):  # jobs read NSYS / NCU (local jobs and Slurm jobs inherit the environment)
+        if getattr(args, tool):
+            path = Path(getattr(args, tool)).expanduser()
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise SweepError(f"--{tool} {path}: no executable there; give the path to the {tool} program")
+            os.environ[tool.upper()] = str(path.resolve())
     slurm = {k[len("slurm_"):]: v for k, v in vars(args).items() if k.startswith("slurm_") and v is not None}
     if "extra_sbatch" in slurm:
         slurm["extra_sbatch"] = tuple(slurm["extra_sbatch"])

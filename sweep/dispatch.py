@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from sweep.errors import SweepError
-from sweep.job import DONE, FAILED, Job, JobResult, read_result, run_job
+from sweep.job import FAILED, Job, JobResult, read_result, run_job
 from sweep.profile import Measurement
 from sweep.render import JobConfig
 from sweep.space import Space

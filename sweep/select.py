@@ -27,8 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweep import atomic
-from sweep.errors import SweepError
-from sweep.space import Config, Parameter, Space, check, make_config
+from sweep.space import Config, Space, check, make_config
 from sweep.strategies.factorized import groups as parameter_groups
 
 NOISE_SIGMAS = 2.0

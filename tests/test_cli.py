@@ -113,3 +113,28 @@ def test_clean_keeps_measurements_unless_asked(toy_sweep, tmp_path, capsys):
     assert not any(copy.glob("toy/*/build")) and len(list(copy.glob("toy/*/result.json"))) == 22
     assert cli.main(["clean", "toy", "--all", "--jobs-dir", str(copy), "--results-dir", str(tmp_path / "r")]) == 0
     assert not (copy / "toy").exists()
+
+
+def test_a_profiler_path_that_is_not_a_program_is_one_line(tmp_path):
+    p = run_cli("run", "spaces/seed.yaml", "--nsys", str(tmp_path / "nsys"), "--jobs-dir", str(tmp_path / "j"))
+    assert p.returncode == 1 and "--nsys" in p.stderr and "no executable there" in p.stderr
+
+
+def test_profiler_flags_reach_the_jobs_environment(monkeypatch, tmp_path):
+    import os
+
+    from sweep.errors import SweepError
+
+    fake = tmp_path / "nsys"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.delenv("NSYS", raising=False)
+    seen = {}
+
+    def stop_at_run(*args, **kwargs):  # the flag's effect is all this test needs
+        seen["NSYS"] = os.environ.get("NSYS")
+        raise SweepError("stopped before running")
+
+    monkeypatch.setattr(cli.pipeline, "run", stop_at_run)
+    assert cli.main(["run", "spaces/seed.yaml", "--nsys", str(fake)]) == 1
+    assert seen["NSYS"] == str(fake.resolve())

@@ -12,8 +12,8 @@ import pytest
 
 from sweep import strategies, target
 from sweep.errors import SweepError
-from sweep.space import check, make_config, tag, tags_for
-from sweep.strategies import Skipped, StaticSearch, factorized, grid, random_sample, start, tuples
+from sweep.space import check, tag, tags_for
+from sweep.strategies import Skipped, StaticSearch, factorized, grid, start
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "spaces" / "seed.yaml"
