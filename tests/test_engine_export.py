@@ -166,3 +166,19 @@ def test_ensure_export_reuses_a_matching_export(tmp_path, monkeypatch):
 def test_exporter_cli_reports_a_bad_shape_in_one_line(tmp_path, capsys):
     assert ex.main(["--out", str(tmp_path), "--preset", "odd", "--n-head", "5"]) == 1
     assert "not a multiple of n_head=5" in capsys.readouterr().err
+
+
+def test_a_local_model_folder_exports_the_same_weights_as_the_model_it_holds(tmp_path):
+    model = ex.build_random_model(TINY, seed=9)
+    model.save_pretrained(tmp_path / "local")
+    assert ex.main(["--out", str(tmp_path / "out"), "--model-dir", str(tmp_path / "local"), "--ref-seq-len", "9",
+                    "--prompt-len", "3", "--new-tokens", "4"]) == 0
+    _, from_folder = read_tensors(tmp_path / "out" / "gpt2.bin")
+    _, direct = read_tensors(ex.export(model, tmp_path / "direct", ref_seq_len=9, prompt_len=3, new_tokens=4).weights)
+    assert all(np.array_equal(from_folder[k], direct[k]) for k in direct)
+    assert json.loads((tmp_path / "out" / "model.json").read_text())["source"] == str(tmp_path / "local")
+
+
+def test_a_folder_without_a_saved_model_says_what_to_point_at(tmp_path):
+    with pytest.raises(SweepError, match="no config.json: point --model-dir at a saved GPT-2"):
+        ex.load_local_model(tmp_path)
