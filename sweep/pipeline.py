@@ -71,8 +71,6 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
     if strategy:
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
-        if strategy == "tuples" and not space.strategy.rows and space.strategy.name != "tuples":
-            pass  # zipped tuples need no rows
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
     if samples:
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))

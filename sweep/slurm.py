@@ -315,12 +315,17 @@ def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResul
     """The result of a task that has left the queue: its own record, else the scheduler's verdict."""
     r = read_result(j.dir)
     if r is not None and r.config_hash == j.config_hash and r.status == "cancelled":
-        # the job only knows it was terminated; the scheduler knows whether a time limit did it
-        if final_state(job_id).split()[0].rstrip("+") in ("TIMEOUT", "DEADLINE"):
-            import dataclasses
+        # the job only knows it was terminated; the scheduler knows why
+        import dataclasses
 
+        state = final_state(job_id).split()[0].rstrip("+")
+        if state in ("TIMEOUT", "DEADLINE"):
             r = dataclasses.replace(r, status="timeout", reason=f"hit the Slurm time limit during {r.stage}; raise --time")
-            write_result(j.dir, r)
+        elif state == "NODE_FAIL":
+            r = dataclasses.replace(r, status="runtime_failed", reason=f"its node failed (NODE_FAIL) during {r.stage}")
+        elif state == "PREEMPTED":
+            r = dataclasses.replace(r, status="preempted", reason=f"preempted during {r.stage} and not requeued")
+        write_result(j.dir, r)
         return r
     if r is not None and r.config_hash == j.config_hash and r.status != "preempted":
         return r

@@ -187,3 +187,29 @@ def test_scheduler_is_polled_once_per_interval_for_the_whole_array(tmp_path):
     calls = slurm.STATS.squeue_calls - before
     assert calls <= elapsed / 2.0 + 3  # one squeue per 2 s interval for all three tasks, not one per task
     assert slurm.STATS.sacct_calls == 0  # never needs an accounting database
+
+
+def test_a_node_failing_under_a_job_is_survived_and_recorded(tmp_path):
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+    jobs = tmp_path / "jobs"
+    driver = cli("run", str(toy_space(tmp_path, "nodefail", alphas=(128,), time_min=30)), "--executor", "slurm",
+                 "--no-confirm", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"),
+                 env={"TOY_BENCH_SLEEP_MS": "20000"}, background=True)
+    try:
+        running_job_id(jobs, "nodefail", "A128_B32")
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=sweep-node-failure-test"], check=True)
+        time.sleep(8)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True)
+        out, _ = driver.communicate(timeout=600)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], capture_output=True)
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 0, out
+    r = result(jobs, "nodefail", "A128_B32")
+    # Slurm requeues a batch job whose node failed (JobRequeue=1): the job runs again and finishes,
+    # with the failed attempt in its history; without requeue the scheduler's NODE_FAIL is recorded.
+    if r["status"] == "ok":
+        assert r["attempt"] >= 2 and any(h["status"] in ("cancelled", "preempted") for h in r["history"]), r
+    else:
+        assert (r["status"], r["reason"].startswith("its node failed")) == ("runtime_failed", True), r
