@@ -58,54 +58,45 @@ __device__ __forceinline__ unsigned engine_warp_mask() {
     return BLOCK < 32 ? ((1u << BLOCK) - 1u) : 0xffffffffu;
 }
 
-// Sum across the first min(BLOCK, 32) lanes; every participating lane gets the result.
-template <int BLOCK>
-__device__ __forceinline__ float warp_sum(float v) {
+struct SumOp {
+    static constexpr float identity = 0.0f;
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+    static constexpr float identity = -INFINITY;
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduce across the first min(BLOCK, 32) lanes; every participating lane gets the result.
+template <int BLOCK, class Op>
+__device__ __forceinline__ float warp_reduce(float v) {
     constexpr int width = BLOCK < 32 ? BLOCK : 32;
 #pragma unroll
-    for (int off = width / 2; off > 0; off >>= 1) v += __shfl_xor_sync(engine_warp_mask<BLOCK>(), v, off);
+    for (int off = width / 2; off > 0; off >>= 1) v = Op()(v, __shfl_xor_sync(engine_warp_mask<BLOCK>(), v, off));
     return v;
 }
 
-template <int BLOCK>
-__device__ __forceinline__ float warp_max(float v) {
-    constexpr int width = BLOCK < 32 ? BLOCK : 32;
-#pragma unroll
-    for (int off = width / 2; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(engine_warp_mask<BLOCK>(), v, off));
-    return v;
-}
-
-// Block-wide sum over a 1-D block of BLOCK threads. `scratch` holds >= 32 floats of
-// shared memory; the leading barrier lets callers reuse it for consecutive reductions.
-template <int BLOCK>
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Block-wide reduction over a 1-D block of BLOCK threads. `scratch` holds >= 32 floats
+// of shared memory; the leading barrier lets callers reuse it for consecutive reductions.
+template <int BLOCK, class Op>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
     static_assert(ENGINE_REDUCTION_BLOCK_OK(BLOCK), "reduction block: power of two <= 32 or multiple of 32 <= 1024");
-    v = warp_sum<BLOCK>(v);
+    v = warp_reduce<BLOCK, Op>(v);
     if constexpr (BLOCK > 32) {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         __syncthreads();
         if (lane == 0) scratch[warp] = v;
         __syncthreads();
-        v = lane < BLOCK / 32 ? scratch[lane] : 0.0f;
-        v = warp_sum<32>(v);
+        v = lane < BLOCK / 32 ? scratch[lane] : Op::identity;
+        v = warp_reduce<32, Op>(v);
     }
     return v;
 }
 
-template <int BLOCK>
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-    static_assert(ENGINE_REDUCTION_BLOCK_OK(BLOCK), "reduction block: power of two <= 32 or multiple of 32 <= 1024");
-    v = warp_max<BLOCK>(v);
-    if constexpr (BLOCK > 32) {
-        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-        __syncthreads();
-        if (lane == 0) scratch[warp] = v;
-        __syncthreads();
-        v = lane < BLOCK / 32 ? scratch[lane] : -INFINITY;
-        v = warp_max<32>(v);
-    }
-    return v;
-}
+template <int BLOCK> __device__ __forceinline__ float warp_sum(float v) { return warp_reduce<BLOCK, SumOp>(v); }
+template <int BLOCK> __device__ __forceinline__ float warp_max(float v) { return warp_reduce<BLOCK, MaxOp>(v); }
+template <int BLOCK> __device__ __forceinline__ float block_sum(float v, float* s) { return block_reduce<BLOCK, SumOp>(v, s); }
+template <int BLOCK> __device__ __forceinline__ float block_max(float v, float* s) { return block_reduce<BLOCK, MaxOp>(v, s); }
 
 // tanh-approximated GELU, as transformers' "gelu_new" (GPT-2's activation).
 __device__ __forceinline__ float gelu_tanh(float x) {

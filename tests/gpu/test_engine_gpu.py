@@ -70,3 +70,7 @@ def test_a_real_sweep_measures_every_swept_kernel_and_confirms_the_pick(tmp_path
     assert s.best.unmeasured == ()
     assert s.confirmation["best_total_ns"] > 0 and s.confirmation["default_total_ns"] > 0
     assert (results / f"gpu-{backend}" / "best" / "conf.cuh").is_file()
+    # Every backend records where it measured, even when a profiler wraps the program's output.
+    import pandas as pd
+    rows = pd.read_csv(results / f"gpu-{backend}" / "measurements.csv")
+    assert rows["gpu"].str.len().min() > 0 and rows["cuda_runtime"].notna().all(), rows[["gpu", "cuda_runtime"]]

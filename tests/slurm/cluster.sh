@@ -3,12 +3,15 @@
 # slurmd from Debian 12's packages (slurm-wlm 22.05, munge 0.5), started as
 # plain background daemons (no systemd, no cgroups, no accounting database).
 #
-# Usage: bash tests/slurm/cluster.sh install|start|stop|restart|status|env|logs
+# Usage: bash tests/slurm/cluster.sh install|start|stop|restart|fresh|status|env|logs
 #
 #   install  apt-get the packages (root; idempotent, instant when present)
 #   start    write the config, start munged + slurmctld + slurmd, wait until
 #            the node is idle (idempotent: exits 0 at once when already up)
 #   stop     cancel every job, stop the daemons, wait until they are gone
+#   restart  stop, then start (saved job state is kept)
+#   fresh    stop, forget every saved job, then start: an idle cluster with
+#            an empty queue whatever an earlier user left (what CI runs)
 #   status   print the state; exit 0 when up, 1 when not
 #   env      print the `export` lines clients need (none with the defaults)
 #   logs     print the tail of the daemon logs
@@ -417,6 +420,16 @@ cmd_stop() {
     say "stopped"
 }
 
+cmd_fresh() {
+    need_root fresh
+    cmd_stop
+    # Jobs an earlier run left queued would be recovered from the saved state
+    # and hold the node, so tests time out waiting for theirs.
+    rm -rf "${STATE_DIR:?}/ctld" "${STATE_DIR:?}/spool"
+    say "cleared saved job state in $STATE_DIR"
+    cmd_start
+}
+
 # ---------------------------------------------------------------- status/env
 cmd_status() {
     if ! have_binaries; then
@@ -450,11 +463,12 @@ install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 restart) cmd_stop && cmd_start ;;
+fresh) cmd_fresh ;;
 status) cmd_status ;;
 env) cmd_env ;;
 logs) show_logs 2>&1 ;;
 *)
-    echo "usage: bash $0 install|start|stop|restart|status|env|logs" >&2
+    echo "usage: bash $0 install|start|stop|restart|fresh|status|env|logs" >&2
     exit 2
     ;;
 esac

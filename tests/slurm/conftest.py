@@ -101,10 +101,26 @@ def ensure_cluster() -> SlurmCluster:
         if status.returncode != 0:
             _unavailable(f"cluster started but `cluster.sh status` says:\n{_tail(status.stdout)}")
     try:
-        return _describe()
+        cluster = _describe()
     except (subprocess.CalledProcessError, IndexError, ValueError) as exc:
         _unavailable(f"cannot read the cluster's layout with sinfo: {exc!r}")
         raise  # unreachable: _unavailable raises
+    _require_empty_queue()
+    return cluster
+
+
+def _require_empty_queue() -> None:
+    # The tests time their jobs' starts; jobs someone else left queued would
+    # hold the single node and turn every test into a timeout.
+    queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True)
+    foreign = queue.stdout.split("\n") if queue.returncode == 0 else []
+    foreign = [line for line in foreign if line.strip()]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        _unavailable(
+            f"the test cluster is busy with {len(foreign)} job(s) from before this test run ({shown}); "
+            f"the Slurm tests need an idle node: wait for them, or `bash {CLUSTER_SH} fresh` cancels them"
+        )
 
 
 @pytest.fixture(scope="session")
