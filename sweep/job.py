@@ -394,8 +394,10 @@ class Job:
                    if previous and previous.config_hash == self.cfg.config_hash else ())
         restarts = os.environ.get("SLURM_RESTART_COUNT", "")
         if restarts.isdigit() and int(restarts) > 0 and not (previous and previous.status == "preempted"):
-            # requeued by the scheduler (scontrol requeue, node failure) without a chance to record it
-            history += ({"status": "preempted", "stage": "scheduler", "reason": f"requeued by Slurm (restart {restarts})"},)
+            # Requeued by the scheduler (node failure, scontrol requeue, preemption without a
+            # warning signal): the job itself cannot tell which, so the entry names them all.
+            history += ({"status": "requeued", "stage": "scheduler",
+                         "reason": f"requeued by Slurm (restart {restarts}): node failure, preemption or scontrol requeue"},)
             attempt = max(attempt, int(restarts) + 1)
         try:
             if stages in ("all", "build"):

@@ -92,6 +92,10 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
 def preflight(space: Space, opts: Options) -> list[str]:
     """What a run needs here, checked before anything is rendered; raises with what is missing."""
     notes = []
+    for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
+        if any(ch.isspace() for ch in str(path)):
+            raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
+                             "into several paths; use a folder whose path has no spaces")
     needs_local_build = opts.executor in ("local", "debug") or opts.dry_run
     if needs_local_build:
         for tool, hint in (("make", "install make (Debian: apt install make)"),

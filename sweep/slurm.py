@@ -203,18 +203,27 @@ def executor_parameters(s: Slurm, sweep: str) -> dict[str, Any]:
     for key in ("partition", "account", "qos", "constraint", "mem"):
         v = getattr(s, key)
         if v:
-            params[key] = v
+            params[key] = _sbatch_value(key, v)
     extra: dict[str, Any] = {}
     for opt in s.extra_sbatch:
         m = re.fullmatch(r"--([A-Za-z][A-Za-z0-9_-]*)(?:=(.*))?", opt.strip())
         if not m:
             raise SweepError(f"slurm extra option {opt!r} must look like --name or --name=value (an sbatch option)")
-        extra[m.group(1).replace("_", "-")] = m.group(2) if m.group(2) is not None else True
+        extra[m.group(1).replace("_", "-")] = _sbatch_value(opt, m.group(2)) if m.group(2) is not None else True
     if extra:
         params["additional_parameters"] = extra
     if s.setup:
         params["setup"] = list(s.setup)
     return params
+
+
+def _sbatch_value(key: str, value: str) -> str:
+    # Each option becomes one '#SBATCH --key=value' line: a line break would end it and
+    # start a line sbatch ignores or reads as another option, whitespace would cut it.
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise SweepError(f"slurm {key} {value!r} contains whitespace or a control character, which an #SBATCH line "
+                         "cannot carry; give it without spaces or line breaks (e.g. --constraint='h100&ib')")
+    return value
 
 
 def log_folder(sweep_dir: Path, s: Slurm) -> Path:

@@ -268,10 +268,28 @@ def default_config(space: Space) -> Config | None:
 # Expressions: a small, safe subset of Python over macro names
 # ---------------------------------------------------------------------------
 
+# Launch sizes are small integers; an exponent or shift past this is a typo, and
+# Python would otherwise build a number with millions of digits (and hang there).
+_MAX_EXPONENT_BITS = 256
+
+
+def _bounded_pow(base: Any, exponent: Any) -> Any:
+    if abs(exponent) > _MAX_EXPONENT_BITS or (isinstance(exponent, int) and exponent > 1
+                                                and abs(base) > 1 and exponent * int(abs(base)).bit_length() > 4096):
+        raise OverflowError(f"{base} ** {exponent} is too large for a launch-size rule")
+    return operator.pow(base, exponent)
+
+
+def _bounded_lshift(value: Any, shift: Any) -> Any:
+    if shift > _MAX_EXPONENT_BITS:
+        raise OverflowError(f"{value} << {shift} is too large for a launch-size rule")
+    return operator.lshift(value, shift)
+
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: _bounded_pow,
+    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.LShift: _bounded_lshift, ast.RShift: operator.rshift,
 }
 _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,

@@ -55,6 +55,13 @@ def test_bad_space_file_exits_1_naming_the_file_and_renders_nothing(tmp_path, bo
     assert not (tmp_path / "j").exists()
 
 
+def test_a_jobs_dir_with_a_space_is_refused_before_anything_is_rendered(tmp_path):
+    jobs = tmp_path / "my jobs"
+    p = run_cli("run", "spaces/seed.yaml", "--dry-run", "--arch", "sm_90", "--jobs-dir", str(jobs))
+    assert p.returncode == 1 and "contains whitespace" in p.stderr and "my jobs" in p.stderr
+    assert not jobs.exists()
+
+
 def test_missing_space_file_is_one_line(tmp_path):
     p = run_cli("run", str(tmp_path / "nope.yaml"))
     assert p.returncode == 1 and "cannot read space file" in p.stderr

@@ -72,6 +72,16 @@ def test_second_attempt_keeps_the_first_in_history(job_for):
     assert second.attempt == 2 and second.history == ({"status": first.status, "stage": first.stage, "reason": first.reason},)
 
 
+def test_a_job_the_scheduler_requeued_records_the_requeue_after_its_own_last_record(job_for, monkeypatch):
+    d = job_for()
+    first = Job(d).run()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    again = Job(d).run()
+    assert again.status == "ok" and again.attempt == 2
+    assert [h["status"] for h in again.history] == [first.status, "requeued"]
+    assert "restart 1" in again.history[-1]["reason"]
+
+
 def test_job_leaves_no_state_file_when_done(job_for):
     d = job_for()
     Job(d).run()
