@@ -44,10 +44,13 @@ class Plan:
     note: str = ""
 
 
-def legal(space: Space, candidates: Iterable[Config]) -> Plan:
-    """Split candidates into the legal ones and the skipped ones (first broken rule), dropping duplicates."""
+def legal(space: Space, candidates: Iterable[Config], want: int | None = None) -> Plan:
+    """Split candidates into the legal ones and the skipped ones (first broken rule), dropping duplicates;
+    with `want`, stop taking candidates once that many are legal."""
     seen, ok, skipped = set(), [], []
     for c in candidates:
+        if want is not None and len(ok) >= want:
+            break
         if c in seen:
             continue
         seen.add(c)

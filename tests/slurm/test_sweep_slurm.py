@@ -6,6 +6,7 @@ bench sleeps TOY_BENCH_SLEEP_MS, so a job can be caught while it runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -68,6 +69,20 @@ def running_job_id(jobs: Path, sweep: str, tag: str) -> str:
     return json.loads(state.read_text())["slurm_job"]
 
 
+@contextlib.contextmanager
+def sweep_in_background(tmp_path: Path, name: str, sleep_ms: int, **space):
+    """A slurm sweep of the toy space running while the test acts on its jobs; yields (driver, jobs)."""
+    jobs = tmp_path / "jobs"
+    driver = cli("run", str(toy_space(tmp_path, name, **space)), "--executor", "slurm", "--no-confirm",
+                 "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"), env={"TOY_BENCH_SLEEP_MS": str(sleep_ms)},
+                 background=True)
+    try:
+        yield driver, jobs
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+
+
 def test_dry_run_sweep_is_one_job_array_of_real_nvcc_builds(tmp_path):
     jobs = tmp_path / "jobs"
     p = cli("run", str(toy_space(tmp_path, "dry", alphas=(64, 128, 256))), "--executor", "slurm", "--dry-run",
@@ -114,17 +129,10 @@ def test_job_hitting_its_time_limit_is_recorded_timeout_with_its_stage(tmp_path)
 
 
 def test_cancelled_job_is_recorded_cancelled_and_the_sweep_goes_on(tmp_path):
-    jobs = tmp_path / "jobs"
-    driver = cli("run", str(toy_space(tmp_path, "cancel", alphas=(64, 128))), "--executor", "slurm", "--no-confirm",
-                 "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"), env={"TOY_BENCH_SLEEP_MS": "60000"},
-                 background=True)
-    try:
+    with sweep_in_background(tmp_path, "cancel", 60000, alphas=(64, 128)) as (driver, jobs):
         subprocess.run(["scancel", running_job_id(jobs, "cancel", "A64_B32")], check=True)
         # the other job finishes on its own (60 s of "measuring")
         out, _ = driver.communicate(timeout=400)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == 0, out
     r = result(jobs, "cancel", "A64_B32")
     assert (r["status"], r["stage"]) == ("cancelled", "profile") and "cancelled during profile" in r["reason"]
@@ -132,18 +140,11 @@ def test_cancelled_job_is_recorded_cancelled_and_the_sweep_goes_on(tmp_path):
 
 
 def test_preempted_job_is_requeued_and_finishes_with_the_preemption_in_its_history(tmp_path):
-    jobs = tmp_path / "jobs"
-    driver = cli("run", str(toy_space(tmp_path, "preempt", alphas=(128,), time_min=30)), "--executor", "slurm",
-                 "--no-confirm", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"),
-                 env={"TOY_BENCH_SLEEP_MS": "15000"}, background=True)
-    try:
+    with sweep_in_background(tmp_path, "preempt", 15000, alphas=(128,), time_min=30) as (driver, jobs):
         job = running_job_id(jobs, "preempt", "A128_B32")
         # what Slurm sends on preemption (and before the time limit): USR2 to the job's step
         subprocess.run(["scancel", "--signal=USR2", job], check=True)
         out, _ = driver.communicate(timeout=600)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == 0, out
     r = result(jobs, "preempt", "A128_B32")
     assert r["status"] == "ok" and r["attempt"] >= 2
@@ -191,22 +192,18 @@ def test_scheduler_is_polled_once_per_interval_for_the_whole_array(tmp_path):
 
 def test_a_node_failing_under_a_job_is_survived_and_recorded(tmp_path):
     node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
-    jobs = tmp_path / "jobs"
-    driver = cli("run", str(toy_space(tmp_path, "nodefail", alphas=(128,), time_min=30)), "--executor", "slurm",
-                 "--no-confirm", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"),
-                 env={"TOY_BENCH_SLEEP_MS": "20000"}, background=True)
     try:
-        running_job_id(jobs, "nodefail", "A128_B32")
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=sweep-node-failure-test"], check=True)
-        # The test cluster returns a responding node to service by itself (ReturnToService=2),
-        # so the resume below is only needed, and only legal, when it is still down.
-        time.sleep(8)
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], capture_output=True)
-        out, _ = driver.communicate(timeout=600)
+        with sweep_in_background(tmp_path, "nodefail", 20000, alphas=(128,), time_min=30) as (driver, jobs):
+            running_job_id(jobs, "nodefail", "A128_B32")
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=sweep-node-failure-test"],
+                           check=True)
+            # The test cluster returns a responding node to service by itself (ReturnToService=2),
+            # so the resume below is only needed, and only legal, when it is still down.
+            time.sleep(8)
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], capture_output=True)
+            out, _ = driver.communicate(timeout=600)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], capture_output=True)
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == 0, out
     r = result(jobs, "nodefail", "A128_B32")
     # Slurm requeues a batch job whose node failed (JobRequeue=1): the job is killed, runs again
