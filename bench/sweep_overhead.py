@@ -105,9 +105,9 @@ def main() -> int:
     iv = stage_intervals(sweep_dir)
     export_iv = [tuple(last["model_export_interval"])] if last.get("model_export_interval") else []
     nvcc, gpu, post = (union(iv[k], start, end) for k in ("build", "gpu", "parse"))
-    export_exposed = union(iv["build"] + iv["gpu"] + iv["parse"] + export_iv, start, end) - \
-        union(iv["build"] + iv["gpu"] + iv["parse"], start, end)  # the export's time not hidden behind builds
-    busy = union(iv["build"] + iv["gpu"] + iv["parse"] + export_iv, start, end)
+    stages = iv["build"] + iv["gpu"] + iv["parse"]
+    busy = union(stages + export_iv, start, end)
+    export_exposed = busy - union(stages, start, end)  # the export's time not hidden behind the stages
     framework = wall - busy
 
     # One value changed in one configuration: only it runs, and only its changed objects compile.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -94,8 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     for tool in ("nsys", "ncu"):  # jobs read NSYS / NCU (local jobs and Slurm jobs inherit the environment)
         if getattr(args, tool):
             path = Path(getattr(args, tool)).expanduser()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -440,8 +441,6 @@ def _now() -> str:
 
 def _json_tail(stdout: str) -> dict[str, Any]:
     """The engine's JSON object in a program's output (a profiler may print lines around it)."""
-    import re
-
     for m in re.finditer(r'\{\s*"schema"', stdout):
         try:
             obj, _ = json.JSONDecoder().raw_decode(stdout, m.start())

@@ -153,8 +153,7 @@ class ModelExport:
         from concurrent.futures import ThreadPoolExecutor
 
         self.paths = model_paths(space, jobs_root)
-        self.seconds = 0.0
-        self.interval: list[float] = []
+        self.interval: list[float] = []  # [start, end] wall-clock times of the export, once it ran
         self._pool = None
         self._future = None
         if self.paths and not skip:
@@ -168,7 +167,10 @@ class ModelExport:
             return prepare_model(space, jobs_root)
         finally:
             self.interval = [t0, time.time()]
-            self.seconds = self.interval[1] - t0
+
+    @property
+    def seconds(self) -> float:
+        return self.interval[1] - self.interval[0] if self.interval else 0.0
 
     def ready(self) -> bool:
         """True once the export is done; raises its error if it failed."""

@@ -33,14 +33,14 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from sweep import atomic
 from sweep.dispatch import PendingJob, Progress, _lost
 from sweep.errors import SweepError
-from sweep.job import JobResult, _now, read_result, run_job, write_result
+from sweep.job import JobResult, _now, _Termination, read_result, run_job, slurm_job_id, write_result
 from sweep.render import JobConfig
 from sweep.space import Slurm
 
@@ -77,8 +77,6 @@ class SweepTask:
         self.started = time.time()
 
     def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
-        from sweep.job import _Termination
-
         self.started = time.time()
         _Termination.watch()
         return run_job(job_dir, stages)
@@ -119,12 +117,8 @@ class SweepTask:
 
 
 def _task_log(job_dir: Path) -> str:
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    folder = os.environ.get("SWEEP_SLURM_LOG_DIR", "")
-    if not folder:
-        return ""
-    job_id = f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "")
-    return str(Path(folder) / f"{job_id}_0_log.out") if job_id else ""
+    folder, job_id = os.environ.get("SWEEP_SLURM_LOG_DIR", ""), slurm_job_id()
+    return str(Path(folder) / f"{job_id}_0_log.out") if folder and job_id else ""
 
 
 # ---------------------------------------------------------------------------
@@ -325,15 +319,13 @@ def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResul
     r = read_result(j.dir)
     if r is not None and r.config_hash == j.config_hash and r.status == "cancelled":
         # the job only knows it was terminated; the scheduler knows why
-        import dataclasses
-
         state = final_state(job_id).split()[0].rstrip("+")
         if state in ("TIMEOUT", "DEADLINE"):
-            r = dataclasses.replace(r, status="timeout", reason=f"hit the Slurm time limit during {r.stage}; raise --time")
+            r = replace(r, status="timeout", reason=f"hit the Slurm time limit during {r.stage}; raise --time")
         elif state == "NODE_FAIL":
-            r = dataclasses.replace(r, status="runtime_failed", reason=f"its node failed (NODE_FAIL) during {r.stage}")
+            r = replace(r, status="runtime_failed", reason=f"its node failed (NODE_FAIL) during {r.stage}")
         elif state == "PREEMPTED":
-            r = dataclasses.replace(r, status="preempted", reason=f"preempted during {r.stage} and not requeued")
+            r = replace(r, status="preempted", reason=f"preempted during {r.stage} and not requeued")
         write_result(j.dir, r)
         return r
     if r is not None and r.config_hash == j.config_hash and r.status != "preempted":

@@ -313,16 +313,12 @@ def test_parsing_leaves_the_capture_unchanged(tmp_path):
 
 # --- nsys stats CSV (captured in the same run as the sqlite) ---------------------------
 
+# REAL: `nsys stats --report cuda_gpu_kern_sum --format csv` of the report the sqlite was exported from.
 STATS_CSV = (CAPTURE.parent / "nsys_forward_odd_cuda_gpu_kern_sum.csv").read_text()
 
 
-def stats_csv() -> str:
-    """REAL: `nsys stats --report cuda_gpu_kern_sum --format csv` of the report the sqlite was exported from."""
-    return STATS_CSV
-
-
 def test_stats_csv_has_one_merged_row_per_kernel_name_with_shapes_zeroed():
-    got = nsys.parse_stats_csv(stats_csv())
+    got = nsys.parse_stats_csv(STATS_CSV)
     assert [m.kernel for m in got] == sorted(m.kernel for m in got)
     assert {m.grid for m in got} == {m.block for m in got} == {(0, 0, 0)}
     # The three matmul shapes share one instantiation, so they are one row.
@@ -332,7 +328,7 @@ def test_stats_csv_has_one_merged_row_per_kernel_name_with_shapes_zeroed():
 
 
 def test_stats_csv_agrees_with_the_sqlite_per_kernel_name(measured):
-    got = {m.kernel: m for m in nsys.parse_stats_csv(stats_csv())}
+    got = {m.kernel: m for m in nsys.parse_stats_csv(STATS_CSV)}
     per_kernel = defaultdict(lambda: [0, 0.0, float("inf"), 0.0])
     for m in measured:
         acc = per_kernel[m.kernel]

@@ -113,8 +113,7 @@ def _require_empty_queue() -> None:
     # The tests time their jobs' starts; jobs someone else left queued would
     # hold the single node and turn every test into a timeout.
     queue = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True)
-    foreign = queue.stdout.split("\n") if queue.returncode == 0 else []
-    foreign = [line for line in foreign if line.strip()]
+    foreign = [line for line in queue.stdout.splitlines() if line.strip()] if queue.returncode == 0 else []
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         _unavailable(
