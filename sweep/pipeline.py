@@ -114,8 +114,12 @@ def preflight(space: Space, opts: Options) -> list[str]:
         if backend in ("nsys", "ncu") and not (os.environ.get(backend.upper()) or shutil.which(backend)):
             raise SweepError(f"{backend} not found: put it on PATH or set {backend.upper()}=/path/to/{backend}, "
                              f"or use --backend events (the engine's own CUDA-event timing)")
-    if opts.executor == "slurm" and not shutil.which("sbatch"):
-        raise SweepError("sbatch not found: --executor slurm runs on a Slurm login node; use --executor local on a GPU machine")
+    if opts.executor == "slurm":
+        from sweep import slurm
+
+        slurm.executor_parameters(space.slurm, space.name)  # refuses what an #SBATCH line cannot carry, before rendering
+        if not shutil.which("sbatch"):
+            raise SweepError("sbatch not found: --executor slurm runs on a Slurm login node; use --executor local on a GPU machine")
     return notes
 
 

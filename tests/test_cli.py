@@ -62,6 +62,14 @@ def test_a_jobs_dir_with_a_space_is_refused_before_anything_is_rendered(tmp_path
     assert not jobs.exists()
 
 
+def test_a_slurm_option_an_sbatch_line_cannot_carry_is_refused_before_anything_is_rendered(tmp_path):
+    jobs = tmp_path / "jobs"
+    p = run_cli("run", "spaces/seed.yaml", "--executor", "slurm", "--partition", "gpu\n#SBATCH --account=other",
+                "--jobs-dir", str(jobs))
+    assert p.returncode == 1 and "slurm partition" in p.stderr and "cannot carry" in p.stderr
+    assert not jobs.exists()
+
+
 def test_missing_space_file_is_one_line(tmp_path):
     p = run_cli("run", str(tmp_path / "nope.yaml"))
     assert p.returncode == 1 and "cannot read space file" in p.stderr
