@@ -116,9 +116,9 @@ __device__ __forceinline__ float epilogue_apply(float v, const float* bias, int 
 }
 
 // True when every pointer is 16-byte aligned, so float4 accesses are legal.
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+__host__ __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 template <typename... P>
-inline bool aligned16(const void* p, P... rest) { return aligned16(p) && aligned16(rest...); }
+__host__ __device__ inline bool aligned16(const void* p, P... rest) { return aligned16(p) && aligned16(rest...); }
 
 // Grid for an elementwise kernel that does one float4 (vec) or one float per thread.
 inline dim3 elementwise_grid(long long n, int block, bool vec) {

@@ -281,12 +281,23 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
     GPT2Acts& a = m.acts;
     float* x = a.x;
     float* proj = a.proj;
-    // A few rows (a short prompt's prefill) leave a tiled matmul with a handful
-    // of blocks; the matvec kernel keeps one warp per output column instead.
-    auto linear = [&](float* out, const float* inp, const float* w, int OC, int IC) {
-        if (opt.matmul == MatmulImpl::Own && N <= matmul_max_matvec_rows())
-            return matvec_forward(Epilogue::None, out, inp, w, nullptr, nullptr, N, OC, IC, s);
-        return matmul_forward(opt.matmul, out, inp, w, N, OC, IC, s);
+    // out = epilogue(inp . w^T + bias). At fusion `full` the own kernels apply the
+    // epilogue in their stores; otherwise (and after cuBLAS or the tiled kernel)
+    // prepare-out applies it in a pass of its own. A few rows (a short prompt's
+    // prefill) leave a tiled matmul with a handful of blocks; the matvec kernel
+    // keeps one warp per output column instead.
+    auto linear = [&](float* out, const float* inp, const float* w, const float* bias, Epilogue e, int OC, int IC) {
+        const bool own = opt.matmul == MatmulImpl::Own, fuse = own && opt.fusion == Fusion::Full;
+        const Epilogue in_matmul = fuse ? e : Epilogue::None;
+        int st;
+        if (own && N <= matmul_max_matvec_rows())
+            st = matvec_forward(in_matmul, out, inp, w, bias, nullptr, N, OC, IC, s);
+        else if (own)
+            st = matmul_fused_forward(in_matmul, out, inp, w, bias, nullptr, N, OC, IC, s);
+        else
+            st = matmul_forward(opt.matmul, out, inp, w, N, OC, IC, s);
+        if (st || fuse || e == Epilogue::None) return st;
+        return prepare_forward(e, out, bias, nullptr, N * OC, OC, s);
     };
 
     TRY(encoder_forward(x, d_tokens, m.params.wte, m.params.wpe, nullptr, B, T, C, s));
@@ -295,14 +306,13 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);
         if (opt.fusion != Fusion::Full) TRY(layernorm_forward(a.ln, x, p.ln1w, p.ln1b, N, C, eps, s));
-        TRY(linear(a.qkv, a.ln, p.qkvw, 3 * C, C));
-        TRY(prepare_forward(Epilogue::Bias, a.qkv, p.qkvb, nullptr, N * 3 * C, 3 * C, s));
+        TRY(linear(a.qkv, a.ln, p.qkvw, p.qkvb, Epilogue::Bias, 3 * C, C));
         if (cache) {
             const size_t off = cache_layer_offset(m, *cache, l);
             TRY(kv_cache_write_forward(cache->k + off, cache->v + off, a.qkv, nullptr, B, T, NH, HS, cache->maxT, s));
         }
         TRY(attention(m, a.atty, a.qkv, B, T, opt, s));
-        TRY(linear(proj, a.atty, p.attprojw, C, C));
+        TRY(linear(proj, a.atty, p.attprojw, nullptr, Epilogue::None, C, C));
         switch (opt.fusion) {
             case Fusion::None:
                 TRY(prepare_forward(Epilogue::Bias, proj, p.attprojb, nullptr, N * C, C, s));
@@ -318,14 +328,13 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
                 TRY(residual_layernorm_forward(x, a.ln, x, proj, p.attprojb, p.ln2w, p.ln2b, N, C, eps, s));
                 break;
         }
-        TRY(linear(a.fch, a.ln, p.fcw, 4 * C, C));
         if (opt.fusion == Fusion::None) {
-            TRY(prepare_forward(Epilogue::Bias, a.fch, p.fcb, nullptr, N * 4 * C, 4 * C, s));
+            TRY(linear(a.fch, a.ln, p.fcw, p.fcb, Epilogue::Bias, 4 * C, C));
             TRY(gelu_forward(a.fch, a.fch, N * 4 * C, s));
         } else {
-            TRY(prepare_forward(Epilogue::BiasGelu, a.fch, p.fcb, nullptr, N * 4 * C, 4 * C, s));
+            TRY(linear(a.fch, a.ln, p.fcw, p.fcb, Epilogue::BiasGelu, 4 * C, C));
         }
-        TRY(linear(proj, a.fch, p.fcprojw, C, 4 * C));
+        TRY(linear(proj, a.fch, p.fcprojw, nullptr, Epilogue::None, C, 4 * C));
         switch (opt.fusion) {
             case Fusion::None:
                 TRY(prepare_forward(Epilogue::Bias, proj, p.fcprojb, nullptr, N * C, C, s));
@@ -346,7 +355,7 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
         }
     }
     if (opt.fusion != Fusion::Full) TRY(layernorm_forward(a.ln, x, m.params.lnfw, m.params.lnfb, N, C, eps, s));
-    TRY(linear(a.logits, a.ln, m.params.wte, V, C));
+    TRY(linear(a.logits, a.ln, m.params.wte, nullptr, Epilogue::None, V, C));
     return 0;
 }
 

@@ -1,21 +1,31 @@
 // matmul.cuh: the linear layers, out[M, N] = inp[M, K] . weight[N, K]^T
 // (weights stored as llm.c does, one output channel per row, so both operands
-// run along K). Bias and activation follow in prepare.cuh, except in matvec.
+// run along K). Bias and activation are fused into the stores of the own
+// kernel and matvec; after cuBLAS and the tiled kernel, prepare.cuh applies them.
 //
 // Versions, chosen at run time by MatmulImpl (programs' --matmul flag):
 //   1. matmul_tiled_kernel (--matmul tiled): the textbook shared-memory tiled
 //      kernel, one output per thread in a TILE x TILE block (seed 001's first
 //      approach; seed 004's FP tile). Padded tiles avoid bank conflicts.
-//   2. matmul_kernel (--matmul own, the default): register-blocked. A block
-//      computes a BM x BN tile through BK-deep slices of A and W staged
-//      transposed in shared memory; each thread keeps a TM x TN tile of
-//      accumulators in registers, so every shared-memory load feeds TM or TN
-//      FMAs. Loads are float4 along K when K % 4 == 0. Shared memory is double
-//      buffered: the next slice's global loads are issued before the current
-//      slice's FMAs and stored after them, one barrier per slice. Tile rows are
-//      padded by 4 floats so the transposed stores spread over the banks.
-//      A grid with fewer blocks than multiprocessors splits K across blocks
-//      (split-K) and sums the slices in a second kernel, in a fixed order.
+//   2. matmul_kernel (--matmul own, the default): warp-tiled. A block of
+//      (BM/WM)*(BN/WN) warps computes a BM x BN tile; each warp a WM x WN tile;
+//      each lane TM x TN outputs in registers as 4x4 patches spread across the
+//      warp tile, so a quarter warp's float4 reads of shared memory hit eight
+//      distinct 16-byte words (no bank conflicts) and every float read feeds 4
+//      to 8 FMAs. K is walked in BK-wide slices that cp.async copies into a
+//      STAGES-deep ring of shared memory, transposed on the way (4-byte copies),
+//      while the FMAs run on older slices. The epilogue (bias, bias+gelu,
+//      bias+residual) is applied in the stores, so the forward pass at fusion
+//      `full` launches no separate prepare-out kernel. A grid smaller than the
+//      GPU splits K across blocks (split-K) and sums the slices in a second
+//      kernel, in a fixed order, which then applies the epilogue.
+//      On an H100 at the default tiles: 0.83-1.03 of cuBLAS SGEMM on GPT-2's
+//      linear layers (bench/engine.py); the version before it (register-staged
+//      double buffering, thread tiles on a flat 16x16 grid, split-K only below
+//      one block per SM) ran at 0.61-0.83. Measured with matmul_tiles: the
+//      warp tiling and pipeline alone took the LM head from 0.69 to 0.76,
+//      slices of 32 over 8 added about 8% on the large shapes, and splitting K
+//      in two where 192 tiles meet 132 SMs 14% (K 768) to 26% (K 3072).
 //   3. cuBLAS SGEMM (--matmul cublas): the reference path (FP32, no TF32).
 //   4. matvec_kernel: for M <= MATVEC_MAX_ROWS (decoding, short prefills with
 //      --matmul own), one warp per output column, so all of N's columns run at
@@ -40,7 +50,13 @@ static_assert(MATMUL_TILE >= 1 && MATMUL_TILE * MATMUL_TILE <= 1024,
 #define MATMUL_BN 128
 #endif
 #ifndef MATMUL_BK
-#define MATMUL_BK 8
+#define MATMUL_BK 32
+#endif
+#ifndef MATMUL_WM
+#define MATMUL_WM 64
+#endif
+#ifndef MATMUL_WN
+#define MATMUL_WN 32
 #endif
 #ifndef MATMUL_TM
 #define MATMUL_TM 8
@@ -48,15 +64,29 @@ static_assert(MATMUL_TILE >= 1 && MATMUL_TILE * MATMUL_TILE <= 1024,
 #ifndef MATMUL_TN
 #define MATMUL_TN 8
 #endif
-static_assert(MATMUL_TM >= 1 && MATMUL_TN >= 1 && MATMUL_BM % MATMUL_TM == 0 && MATMUL_BN % MATMUL_TN == 0,
-              "MATMUL_BM must be a multiple of MATMUL_TM and MATMUL_BN a multiple of MATMUL_TN");
-static_assert((MATMUL_BM / MATMUL_TM) * (MATMUL_BN / MATMUL_TN) >= 32 &&
-                  (MATMUL_BM / MATMUL_TM) * (MATMUL_BN / MATMUL_TN) <= 1024,
-              "MATMUL threads per block, (BM/TM)*(BN/TN), must be between 32 and 1024");
-static_assert(MATMUL_BK % 4 == 0, "MATMUL_BK must be a multiple of 4 (tiles load float4 along K)");
-static_assert(2 * (MATMUL_BM + MATMUL_BN + 8) * MATMUL_BK * 4 <= 48 * 1024,
-              "MATMUL tiles need 2*(BM+BN+8)*BK*4 bytes of shared memory (double-buffered), over the 48 KB static limit");
-static_assert(MATMUL_TM * MATMUL_TN <= 256, "MATMUL_TM * MATMUL_TN accumulators per thread must be <= 256 (registers)");
+#ifndef MATMUL_STAGES
+#define MATMUL_STAGES 2
+#endif
+static_assert(MATMUL_TM % 4 == 0 && MATMUL_TN % 4 == 0 && MATMUL_TM >= 4 && MATMUL_TN >= 4,
+              "MATMUL_TM and MATMUL_TN must be multiples of 4 (a thread's tile is made of 4x4 float4 patches)");
+static_assert(MATMUL_WM % MATMUL_TM == 0 && MATMUL_WN % MATMUL_TN == 0 && (MATMUL_WM / MATMUL_TM) * (MATMUL_WN / MATMUL_TN) == 32,
+              "MATMUL warp tile: (MATMUL_WM/MATMUL_TM) * (MATMUL_WN/MATMUL_TN) must be 32, one patch per lane");
+static_assert(MATMUL_BM % MATMUL_WM == 0 && MATMUL_BN % MATMUL_WN == 0,
+              "MATMUL_BM must be a multiple of MATMUL_WM and MATMUL_BN a multiple of MATMUL_WN (warps tile the block)");
+static_assert((MATMUL_BM / MATMUL_WM) * (MATMUL_BN / MATMUL_WN) * 32 <= 1024,
+              "MATMUL threads per block, (BM/WM)*(BN/WN)*32, must be at most 1024");
+static_assert(MATMUL_BK >= 1 && ((MATMUL_BM / MATMUL_WM) * (MATMUL_BN / MATMUL_WN) * 32) % MATMUL_BK == 0,
+              "MATMUL_BK must divide the threads per block (each thread stages one column of every slice)");
+static_assert(MATMUL_STAGES >= 2 && MATMUL_STAGES <= 8, "MATMUL_STAGES (shared-memory pipeline depth) must be 2..8");
+static_assert(MATMUL_STAGES * MATMUL_BK * (MATMUL_BM + MATMUL_BN + 8) * 4 <= 227 * 1024,
+              "MATMUL tiles need STAGES*BK*(BM+BN+8)*4 bytes of shared memory, over the 227 KB any GPU allows a block");
+static_assert(MATMUL_TM * MATMUL_TN <= 128, "MATMUL_TM * MATMUL_TN accumulators per thread must be <= 128 (registers)");
+
+#ifndef MATMUL_SPLITK_BLOCK_SIZE
+#define MATMUL_SPLITK_BLOCK_SIZE 256
+#endif
+static_assert(MATMUL_SPLITK_BLOCK_SIZE >= 1 && MATMUL_SPLITK_BLOCK_SIZE <= 1024,
+              "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024 threads per block");
 
 #ifndef MATVEC_BLOCK_SIZE
 #define MATVEC_BLOCK_SIZE 256
@@ -89,149 +119,202 @@ __global__ void __launch_bounds__(TILE* TILE) matmul_tiled_kernel(float* __restr
     if (m < M && n < N) out[(size_t)m * N + n] = acc;
 }
 
-// ---- version 2: register-blocked ------------------------------------------
-// One tile's global loads, held in registers so they can be issued before the
-// current tile's FMAs and stored to shared memory after them (prefetching).
-// Rows r0..r0+ROWS and columns k..k+BK of the row-major R x K matrix G (ld = K),
-// zero outside the matrix or past ke, the end of this block's K range.
-template <int ROWS, int BK, int NT, bool VEC>
-struct MatmulStage {
-    static constexpr int GROUPS = VEC ? ROWS * BK / 4 : ROWS * BK;  // float4s (or floats) per tile
-    static constexpr int PER_THREAD = (GROUPS + NT - 1) / NT;
-    float4 v4[VEC ? PER_THREAD : 1];
-    float v1[VEC ? 1 : PER_THREAD];
+// ---- version 2: warp-tiled, cp.async pipeline -----------------------------
+// Shared memory holds STAGES slices of BK columns of K, each staged transposed
+// (As[k][m], Ws[k][n]) so a thread reads its fragment as float4s. The copy
+// engine (cp.async, 4 bytes each: a 4-byte copy may land anywhere, which is what
+// lets it transpose) fills slices STAGES-1 ahead of the FMAs, with no registers
+// held for the loads and one barrier per slice. Zero-filled copies pad the
+// edges, so any M, N, K (and any alignment) works without a second code path.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
+struct MatmulTiles {
+    static constexpr int LANES_M = WM / TM, LANES_N = WN / TN;   // a warp's lanes: LANES_M x LANES_N
+    static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
+    static constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    static constexpr int PM = BM + 4, PN = BN + 4;  // +4 floats: 16-byte rows, transposed stores spread over banks
+    static constexpr int STAGE_FLOATS = BK * (PM + PN);
+    static constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_FLOATS * sizeof(float);
+    // 8x8 or smaller thread tiles fit in 128 registers: ask for 512 resident
+    // threads (two 256-thread blocks) per multiprocessor, so one block's barrier
+    // wait hides behind another's FMAs. Larger thread tiles get what fits.
+    static constexpr int MIN_BLOCKS = TM * TN <= 64 && THREADS <= 512 ? 512 / THREADS : 1;
+    static_assert(LANES_M * LANES_N == 32, "a warp's 32 lanes tile its WM x WN tile in TM x TN patches");
+    static_assert(THREADS % BK == 0, "each thread stages one fixed column of every BK-wide slice");
+};
 
-    __device__ __forceinline__ void load(const float* __restrict__ G, int r0, int k, int R, int K, int ke) {
-#pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i) {
-            const int g = threadIdx.x + i * NT;
-            if constexpr (VEC) {  // K and ke are multiples of 4: a float4 never crosses ke
-                const int r = g / (BK / 4), kq = (g % (BK / 4)) * 4;
-                v4[i] = (g < GROUPS && r0 + r < R && k + kq < ke)
-                            ? *reinterpret_cast<const float4*>(G + (size_t)(r0 + r) * K + k + kq)
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
-            } else {
-                const int r = g / BK, kk = g % BK;
-                v1[i] = (g < GROUPS && r0 + r < R && k + kk < ke) ? G[(size_t)(r0 + r) * K + k + kk] : 0.0f;
-            }
-        }
+__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+// A zero-byte copy (valid false) reads nothing and zero-fills, so src may lie past the matrix.
+__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src, bool valid) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+
+// The copies of one operand (ROWS rows of a row-major R x K matrix) that one
+// thread issues per slice: always column kk = tid % BK of the slice, rows
+// tid / BK + i * (NT / BK). One base pointer and a row step stand for all of
+// them (a pointer per row would not fit in registers beside the accumulators).
+template <int ROWS, int BK, int NT, int P>
+struct MatmulOperand {
+    static constexpr int COPIES = (ROWS * BK + NT - 1) / NT, ROW_STEP = NT / BK;
+    const float* base;  // (r0 + tid / BK, kk)
+    int step;           // ROW_STEP * K
+    int rows_ok;        // how many of this thread's rows lie inside the matrix
+    int kk, first;
+    bool all_rows;      // the whole tile lies inside the matrix
+
+    __device__ __forceinline__ MatmulOperand(const float* G, int r0, int R, int K) {
+        kk = threadIdx.x % BK;
+        first = threadIdx.x / BK;
+        const int left = R - r0 - first;  // rows from this thread's first to the matrix's end
+        rows_ok = left <= 0 ? 0 : min(COPIES, (left + ROW_STEP - 1) / ROW_STEP);
+        all_rows = r0 + ROWS <= R;
+        base = G + (size_t)min(r0 + first, R - 1) * K + kk;
+        step = ROW_STEP * K;
     }
-
-    // Into S[k][r], transposed, rows padded (PAD) so these strided stores spread over the banks.
-    template <int PAD>
-    __device__ __forceinline__ void store(float (*S)[PAD]) const {
+    // Slice starting at column k0 (< ke, the end of this block's K range) into S[BK][P].
+    __device__ __forceinline__ void stage(float* S, int k0, int ke) const {
+        float* dst = S + kk * P + first;
+        if (all_rows && k0 + BK <= ke) {  // the common case: no guards
 #pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i) {
-            const int g = threadIdx.x + i * NT;
-            if (g >= GROUPS) break;
-            if constexpr (VEC) {
-                const int r = g / (BK / 4), kq = (g % (BK / 4)) * 4;
-                S[kq + 0][r] = v4[i].x;
-                S[kq + 1][r] = v4[i].y;
-                S[kq + 2][r] = v4[i].z;
-                S[kq + 3][r] = v4[i].w;
-            } else {
-                S[g % BK][g / BK] = v1[i];
+            for (int i = 0; i < COPIES; ++i) {
+                if (ROWS * BK % NT != 0 && first + i * ROW_STEP >= ROWS) break;
+                cp_async_f32(dst + i * ROW_STEP, base + (i * step + k0));
+            }
+        } else {
+            const bool k_ok = k0 + kk < ke;
+#pragma unroll
+            for (int i = 0; i < COPIES; ++i) {
+                if (ROWS * BK % NT != 0 && first + i * ROW_STEP >= ROWS) break;
+                cp_async_f32(dst + i * ROW_STEP, base + (i * step + k0), k_ok && i < rows_ok);
             }
         }
     }
 };
 
-template <int N_>
-__device__ __forceinline__ void matmul_load_regs(float (&reg)[N_], const float* src) {
-    if constexpr (N_ % 4 == 0) {
+// Stores a thread's TM x TN results (4x4 patches strided across the warp tile),
+// applying the epilogue; float4 stores where the row allows.
+template <Epilogue E, int TM, int TN, int STRIDE_M, int STRIDE_N>
+__device__ __forceinline__ void matmul_store(float* out, const float (&acc)[TM][TN], int m_base, int n_base, int M, int N,
+                                             const float* bias, const float* residual, bool vec) {
 #pragma unroll
-        for (int i = 0; i < N_; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(src + i);
-            reg[i] = v.x; reg[i + 1] = v.y; reg[i + 2] = v.z; reg[i + 3] = v.w;
+    for (int i = 0; i < TM; ++i) {
+        const int m = m_base + (i / 4) * STRIDE_M + i % 4;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j += 4) {
+            const int n = n_base + (j / 4) * STRIDE_N;
+            const long long at = (long long)m * N + n;
+            if (vec && n + 3 < N) {
+                float4 v = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+                if constexpr (E != Epilogue::None) {
+                    const float4 b = *reinterpret_cast<const float4*>(bias + n);
+                    v.x += b.x; v.y += b.y; v.z += b.z; v.w += b.w;
+                    if constexpr (E == Epilogue::BiasGelu) {
+                        v.x = gelu_tanh(v.x); v.y = gelu_tanh(v.y); v.z = gelu_tanh(v.z); v.w = gelu_tanh(v.w);
+                    }
+                    if constexpr (E == Epilogue::BiasResidual) {
+                        const float4 r = *reinterpret_cast<const float4*>(residual + at);
+                        v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w;
+                    }
+                }
+                *reinterpret_cast<float4*>(out + at) = v;
+            } else {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj)
+                    if (n + jj < N) out[at + jj] = epilogue_apply<E>(acc[i][j + jj], bias, n + jj, residual, at + jj);
+            }
         }
-    } else {
-#pragma unroll
-        for (int i = 0; i < N_; ++i) reg[i] = src[i];
     }
 }
 
 // blockIdx.z selects a slice of K (split-K): slice z covers [z*k_chunk, (z+1)*k_chunk)
-// and writes its partial tile to out + z*M*N, which matmul_splitk_reduce_kernel sums.
-template <int BM, int BN, int BK, int TM, int TN, bool VEC>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_kernel(float* __restrict__ out, const float* __restrict__ A,
-                                                                       const float* __restrict__ W, int M, int N, int K,
-                                                                       int k_chunk) {
-    constexpr int NT = (BM / TM) * (BN / TN);
-    constexpr int PM = BM + 4, PN = BN + 4;  // +4 floats: keeps rows 16-byte aligned, moves banks
-    __shared__ __align__(16) float As[2][BK][PM];
-    __shared__ __align__(16) float Ws[2][BK][PN];
-    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+// and writes its raw partial tile to out + z*M*N (E is None then), which
+// matmul_splitk_reduce_kernel sums and finishes with the epilogue.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, Epilogue E>
+__global__ void __launch_bounds__(MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>::THREADS,
+                                  MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>::MIN_BLOCKS)
+    matmul_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
+                  const float* residual, int M, int N, int K, int k_chunk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    static_assert(BM < 0, "matmul_kernel needs cp.async: build for sm_80 or newer");
+#endif
+    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
+    extern __shared__ __align__(16) float smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm0 = (warp / T::WARPS_N) * WM, wn0 = (warp % T::WARPS_N) * WN;
+    const int lm = lane % T::LANES_M, ln = lane / T::LANES_M;  // lm fastest: a quarter warp reads 8 distinct A float4s
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int kb = blockIdx.z * k_chunk, ke = min(K, kb + k_chunk);
+    const int slices = (ke - kb + BK - 1) / BK;
     out += (size_t)blockIdx.z * M * N;
+
+    const MatmulOperand<BM, BK, T::THREADS, T::PM> a_src(A, m0, M, K);
+    const MatmulOperand<BN, BK, T::THREADS, T::PN> w_src(W, n0, N, K);
+    auto stage_slice = [&](int s) {  // slice s into stage s % STAGES, always one commit group
+        if (s < slices) {
+            float* S = smem + (s % STAGES) * T::STAGE_FLOATS;
+            a_src.stage(S, kb + s * BK, ke);
+            w_src.stage(S + BK * T::PM, kb + s * BK, ke);
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) stage_slice(s);
 
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-    float a[TM], w[TN];
 
-    MatmulStage<BM, BK, NT, VEC> sa;
-    MatmulStage<BN, BK, NT, VEC> sw;
-    sa.load(A, m0, kb, M, K, ke);
-    sw.load(W, n0, kb, N, K, ke);
-    sa.store(As[0]);
-    sw.store(Ws[0]);
-    __syncthreads();
-
-    int buf = 0;
-    for (int k0 = kb; k0 < ke; k0 += BK) {
-        const bool more = k0 + BK < ke;
-        if (more) {  // issue the next tile's loads now; they land while we compute
-            sa.load(A, m0, k0 + BK, M, K, ke);
-            sw.load(W, n0, k0 + BK, N, K, ke);
-        }
+    for (int s = 0; s < slices; ++s) {
+        cp_async_wait<STAGES - 2>();  // slice s has landed (for this thread's copies)...
+        __syncthreads();              // ...and everyone's; and everyone is done with slice s-1's stage
+        stage_slice(s + STAGES - 1);  // refills the stage slice s-1 used
+        const float* As = smem + (s % STAGES) * T::STAGE_FLOATS;
+        const float* Ws = As + BK * T::PM;
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
-            matmul_load_regs<TM>(a, &As[buf][k][ty * TM]);
-            matmul_load_regs<TN>(w, &Ws[buf][k][tx * TN]);
+            float a[TM], w[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(As + k * T::PM + wm0 + (i / 4) * T::LANES_M * 4 + lm * 4);
+                a[i] = v.x; a[i + 1] = v.y; a[i + 2] = v.z; a[i + 3] = v.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(Ws + k * T::PN + wn0 + (j / 4) * T::LANES_N * 4 + ln * 4);
+                w[j] = v.x; w[j + 1] = v.y; w[j + 2] = v.z; w[j + 3] = v.w;
+            }
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], w[j], acc[i][j]);
         }
-        if (more) {  // the other buffer: nobody reads it until after the barrier
-            sa.store(As[buf ^ 1]);
-            sw.store(Ws[buf ^ 1]);
-        }
-        __syncthreads();
-        buf ^= 1;
     }
+    cp_async_wait<0>();  // no copy may still be in flight when the block exits
 
-    const bool vec_store = TN % 4 == 0 && (N % 4) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int m = m0 + ty * TM + i;
-        if (m >= M) break;
-        float* row = out + (size_t)m * N;
-#pragma unroll
-        for (int j = 0; j < TN; j += 4) {
-            const int n = n0 + tx * TN + j;
-            if (vec_store && n + 3 < N) {
-                *reinterpret_cast<float4*>(row + n) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-            } else {
-#pragma unroll
-                for (int jj = 0; jj < 4 && j + jj < TN; ++jj)
-                    if (n + jj < N) row[n + jj] = acc[i][j + jj];
-            }
-        }
-    }
+    const bool vec = (N % 4) == 0 && aligned16(out) && (E == Epilogue::None || aligned16(bias)) &&
+                     (E != Epilogue::BiasResidual || aligned16(residual));
+    matmul_store<E, TM, TN, T::LANES_M * 4, T::LANES_N * 4>(out, acc, m0 + wm0 + lm * 4, n0 + wn0 + ln * 4, M, N, bias,
+                                                            residual, vec);
 }
 
-// out[i] = sum over s of partial[s * MN + i], in order (deterministic, unlike atomics).
-__global__ void matmul_splitk_reduce_kernel(float* __restrict__ out, const float* __restrict__ partial, long long MN, int S) {
+// out[i] = epilogue(sum over s of partial[s * MN + i]), summed in order (deterministic, unlike atomics).
+template <Epilogue E>
+__global__ void matmul_splitk_reduce_kernel(float* out, const float* __restrict__ partial, const float* __restrict__ bias,
+                                            const float* residual, long long MN, int N, int S) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= MN) return;
     float v = 0.0f;
     for (int s = 0; s < S; ++s) v += partial[s * MN + i];
-    out[i] = v;
+    out[i] = epilogue_apply<E>(v, bias, (int)(i % N), residual, i);
 }
 
 // ---- version 4: matvec (M <= MATVEC_MAX_ROWS) -----------------------------
@@ -320,15 +403,71 @@ int matmul_tiled_sized(float* out, const float* A, const float* W, int M, int N,
     return engine_launch("matmul", "matmul_tiled_kernel", matmul_tiled_kernel<TILE>, grid, block, 0, stream, out, A, W, M, N, K);
 }
 
-// How many K slices a grid of `blocks` needs to put a block on every multiprocessor
-// (split-K): a short-and-wide product (a 64-token prompt: 6 to 24 blocks) would
-// otherwise leave most of the GPU idle while a few blocks walk all of K.
-inline int matmul_split_k(long long blocks, int K, int BK) {
-    static int sms = 0;
-    if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 1;
-    if (blocks >= sms) return 1;
-    const int max_slices = std::max(1, K / (4 * BK));  // each slice walks at least 4 tiles
-    return (int)std::min<long long>(max_slices, (2LL * sms + blocks - 1) / blocks);
+// The rates the split-K choice weighs: how fast one multiprocessor does FMAs
+// (at 60% of its FP32 peak, what a good SIMT tile reaches) and how fast device
+// memory moves bytes (at 80% of its peak). Plain numbers, so the choice can be
+// checked for any GPU without one (tests/kernels/split_k_picks.cu).
+struct MatmulDeviceRates {
+    int sms = 1;
+    double sm_flops = 0, mem_bytes = 0;  // per second; 0 when the device does not say
+
+    // From what cudaDeviceGetAttribute reports: clocks in kHz, the bus in bits.
+    static MatmulDeviceRates from(int sms, int clock_khz, int mem_clock_khz, int bus_bits, int cc_major, int cc_minor) {
+        const int lanes = cc_major == 8 && cc_minor == 0 ? 64 : 128;  // FP32 lanes per multiprocessor (A100: 64)
+        MatmulDeviceRates r;
+        r.sms = sms > 0 ? sms : 1;
+        r.sm_flops = 0.6 * 2.0 * lanes * clock_khz * 1e3;
+        r.mem_bytes = 0.8 * 2.0 * mem_clock_khz * 1e3 * bus_bits / 8.0;  // double data rate
+        return r;
+    }
+};
+
+// How many K slices (split-K) a grid of `tiles` BM x BN tiles gets. Blocks are
+// handed to multiprocessors as they free up, so a multiprocessor's share of
+// the work is ceil(tiles * S / SMs) blocks of K/S each; splitting evens out a
+// grid that divides badly over the SMs (192 tiles on 132 SMs: the busiest
+// does two tiles, the average 1.45) or that has fewer tiles than SMs (a
+// 64-token prompt: 6 to 24), at the cost of writing and re-reading S partial
+// tiles. The modelled time, compute share plus that traffic, is minimised;
+// on GPT-2's shapes it picked the S that matmul_tiles measured fastest.
+inline int matmul_split_k_for(const MatmulDeviceRates& r, long long tiles, int BM, int BN, int BK, long long M, long long N,
+                              int K) {
+    if (r.sm_flops <= 0) return 1;
+    const bool know_memory = r.mem_bytes > 0;  // if not, split only a grid smaller than the GPU, the traffic unweighed
+    if (!know_memory && tiles >= r.sms) return 1;
+    const int max_slices = std::max(1, std::min(32, K / (4 * BK)));  // each slice walks at least 4 slices of BK
+    int best = 1;
+    double best_s = 0;
+    for (int S = 1; S <= max_slices; ++S) {
+        const int chunk = CEIL_DIV(CEIL_DIV(K, S), BK) * BK, slices = CEIL_DIV(K, chunk);
+        if (slices != S) continue;  // rounding to whole BK slices gave a smaller count, already costed
+        const double per_sm = (double)((tiles * S + r.sms - 1) / r.sms);
+        const double compute = per_sm * 2.0 * BM * BN * chunk / r.sm_flops;
+        const double reduce = S > 1 && know_memory ? (2.0 * S + 1) * M * N * sizeof(float) / r.mem_bytes : 0;
+        if (S == 1 || compute + reduce < best_s) { best = S; best_s = compute + reduce; }
+    }
+    return best;
+}
+
+// This GPU's rates, read once.
+inline const MatmulDeviceRates& matmul_device_rates() {
+    static const MatmulDeviceRates rates = [] {
+        int dev = 0, sms = 0, clock_khz = 0, mem_khz = 0, bus_bits = 0, major = 0, minor = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev);
+        cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+        cudaGetLastError();  // an attribute a device lacks is not an error here: the rate stays 0, and K is never split
+        return MatmulDeviceRates::from(sms, clock_khz, mem_khz, bus_bits, major, minor);
+    }();
+    return rates;
+}
+
+inline int matmul_split_k(long long tiles, int BM, int BN, int BK, long long M, long long N, int K) {
+    return matmul_split_k_for(matmul_device_rates(), tiles, BM, BN, BK, M, N, K);
 }
 
 // Scratch for split-K partial tiles; grows, never shrinks (one per process).
@@ -345,33 +484,98 @@ inline float* matmul_workspace(size_t floats) {
     return ws;
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
-int matmul_own_sized(float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {
-    const dim3 block((BM / TM) * (BN / TN));
+// Lets KERNEL use `bytes` of dynamic shared memory (over 48 KB needs an opt-in)
+// and returns how many of its blocks fit on a multiprocessor; once per kernel.
+template <auto KERNEL>
+int matmul_kernel_residency(size_t bytes, int threads) {
+    static int resident = -1;
+    if (resident >= 0) return resident;
+    int optin = 0;
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    if (bytes > (size_t)optin) {
+        fprintf(stderr, "matmul: MATMUL_STAGES*MATMUL_BK*(MATMUL_BM+MATMUL_BN+8)*4 = %zu bytes of shared memory, over this GPU's %d; "
+                        "lower MATMUL_STAGES or MATMUL_BK\n", bytes, optin);
+        return resident = 0;
+    }
+    if (cudaCheck(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)) ||
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, KERNEL, threads, bytes)))
+        return resident = 0;
+    if (!resident)
+        fprintf(stderr, "matmul: no block of %d threads with %zu bytes of shared memory fits a multiprocessor; use smaller MATMUL tiles\n",
+                threads, bytes);
+    return resident;
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, Epilogue E>
+int matmul_own_launch(dim3 grid, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                      int N, int K, int k_chunk, cudaStream_t stream) {
+    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
+    constexpr auto kernel = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, E>;
+    if (!matmul_kernel_residency<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
+    return engine_launch("matmul", "matmul_kernel", kernel, grid, dim3(T::THREADS), T::SMEM_BYTES, stream, out, A, W, bias,
+                         residual, M, N, K, k_chunk);
+}
+
+// out = epilogue(A . W^T) with the engine's own kernel at the given tiles.
+// `splits` > 0 forces that many K slices (kernel_bench measures the policy so).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
+int matmul_own_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                     int N, int K, cudaStream_t stream, int splits = 0) {
+    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
     dim3 grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM), 1);
     if (grid.y > 65535) { fprintf(stderr, "matmul: M=%d needs %u row blocks, over CUDA's 65535\n", M, grid.y); return -1; }
-    const bool vec = K % 4 == 0 && aligned16(A, W);
-    int slices = matmul_split_k((long long)grid.x * grid.y, K, BK);
+    if (e != Epilogue::None && !bias) { fprintf(stderr, "matmul: a bias epilogue needs a bias\n"); return -1; }
+    constexpr auto probe = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, Epilogue::None>;
+    const int resident = matmul_kernel_residency<probe>(T::SMEM_BYTES, T::THREADS);
+    if (!resident) return -1;
+    int slices = splits > 0 ? splits : matmul_split_k((long long)grid.x * grid.y, BM, BN, BK, M, N, K);
     int chunk = K;
     if (slices > 1) {
-        chunk = CEIL_DIV(CEIL_DIV(K, slices), BK) * BK;  // whole tiles (and so multiples of 4)
+        chunk = CEIL_DIV(CEIL_DIV(K, slices), BK) * BK;  // whole slices of BK
         slices = CEIL_DIV(K, chunk);
     }
-    float* dst = out;
-    if (slices > 1 && !(dst = matmul_workspace((size_t)slices * M * N))) return -1;
+#define ENGINE_MATMUL(EP, DST) \
+    matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, EP>(grid, DST, A, W, bias, residual, M, N, K, chunk, stream)
+    if (slices == 1) {
+        switch (e) {
+            case Epilogue::None: return ENGINE_MATMUL(Epilogue::None, out);
+            case Epilogue::Bias: return ENGINE_MATMUL(Epilogue::Bias, out);
+            case Epilogue::BiasGelu: return ENGINE_MATMUL(Epilogue::BiasGelu, out);
+            case Epilogue::BiasResidual: return ENGINE_MATMUL(Epilogue::BiasResidual, out);
+        }
+        return -1;
+    }
+    float* partial = matmul_workspace((size_t)slices * M * N);
+    if (!partial) return -1;
     grid.z = slices;
-    const int err = vec ? engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, true>, grid, block, 0, stream, dst, A, W, M, N, K, chunk)
-                        : engine_launch("matmul", "matmul_kernel", matmul_kernel<BM, BN, BK, TM, TN, false>, grid, block, 0, stream, dst, A, W, M, N, K, chunk);
-    if (err || slices == 1) return err;
+    if (ENGINE_MATMUL(Epilogue::None, partial)) return -1;
+#undef ENGINE_MATMUL
     const long long MN = (long long)M * N;
-    return engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel, dim3((unsigned)CEIL_DIV(MN, 256LL)),
-                         dim3(256), 0, stream, out, (const float*)dst, MN, slices);
+    const dim3 rgrid((unsigned)CEIL_DIV(MN, (long long)MATMUL_SPLITK_BLOCK_SIZE)), rblock(MATMUL_SPLITK_BLOCK_SIZE);
+#define ENGINE_REDUCE(EP)                                                                                                     \
+    engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel<EP>, rgrid, rblock, 0, stream, out, \
+                  (const float*)partial, bias, residual, MN, N, slices)
+    switch (e) {
+        case Epilogue::None: return ENGINE_REDUCE(Epilogue::None);
+        case Epilogue::Bias: return ENGINE_REDUCE(Epilogue::Bias);
+        case Epilogue::BiasGelu: return ENGINE_REDUCE(Epilogue::BiasGelu);
+        case Epilogue::BiasResidual: return ENGINE_REDUCE(Epilogue::BiasResidual);
+    }
+#undef ENGINE_REDUCE
+    return -1;
+}
+
+// The conf.cuh tiles.
+inline int matmul_own(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                      int N, int K, cudaStream_t stream) {
+    return matmul_own_sized<MATMUL_BM, MATMUL_BN, MATMUL_BK, MATMUL_WM, MATMUL_WN, MATMUL_TM, MATMUL_TN, MATMUL_STAGES>(
+        e, out, A, W, bias, residual, M, N, K, stream);
 }
 
 int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {
     switch (impl) {
         case MatmulImpl::Own:
-            return matmul_own_sized<MATMUL_BM, MATMUL_BN, MATMUL_BK, MATMUL_TM, MATMUL_TN>(out, A, W, M, N, K, stream);
+            return matmul_own(Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, stream);
         case MatmulImpl::Tiled:
             return matmul_tiled_sized<MATMUL_TILE>(out, A, W, M, N, K, stream);
         case MatmulImpl::Cublas:
@@ -383,6 +587,12 @@ int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, 
 #endif
     }
     return -1;
+}
+
+// out = epilogue(A . W^T + bias): fused into the own kernel's stores.
+int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                         int N, int K, cudaStream_t stream) {
+    return matmul_own(e, out, A, W, bias, residual, M, N, K, stream);
 }
 
 template <int BLOCK, int ROWS>

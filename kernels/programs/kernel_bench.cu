@@ -26,6 +26,7 @@
 #include "../residual_layernorm.cuh"
 #include "../softmax.cuh"
 #include "args.h"
+#include "bench.h"
 #include "stats.h"
 
 namespace {
@@ -34,39 +35,6 @@ int reps = 20;
 std::string json;
 
 void add_json(const std::string& row) { json += (json.empty() ? "" : ",\n  ") + row; }
-
-// Median time in ms of `launch` over reps runs (after 3 warm-ups).
-double time_ms(const std::function<int()>& launch) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < 3; ++i)
-        if (launch()) return -1;
-    std::vector<double> t;
-    for (int i = 0; i < reps; ++i) {
-        cudaEventRecord(a);
-        if (launch()) return -1;
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        t.push_back(ms);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return summarize(t).median;
-}
-
-float* device_random(size_t n, float lo = -1.f, float hi = 1.f) {
-    std::vector<float> h(n);
-    std::mt19937 rng(n);
-    std::uniform_real_distribution<float> d(lo, hi);
-    for (auto& x : h) x = d(rng);
-    float* p;
-    cudaCheck(cudaMalloc(&p, n * sizeof(float)));
-    cudaCheck(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    return p;
-}
 
 template <int... Bs>
 struct Blocks {};
@@ -79,7 +47,7 @@ void bandwidth_sweep(const char* kernel, double bytes, double copy_gbs, Blocks<B
     int best_block = 0;
     std::string per_block;
     for (int block : {Bs...}) {
-        const double ms = time_ms(make(block));
+        const double ms = time_ms(reps, make(block));
         const double gbs = bytes / (ms * 1e-3) / 1e9;
         per_block += (per_block.empty() ? "" : ", ") + std::string("\"") + std::to_string(block) + "\": " + std::to_string(gbs);
         if (gbs > best_gbs) { best_gbs = gbs; best_block = block; }
@@ -131,7 +99,7 @@ int main(int argc, char** argv) {
     const size_t copy_bytes = 1ull << 30;
     float *src = device_random(copy_bytes / 4), *dst;
     cudaCheck(cudaMalloc(&dst, copy_bytes));
-    const double copy_ms = time_ms([&] { return (int)cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); });
+    const double copy_ms = time_ms(reps, [&] { return (int)cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); });
     const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
     printf("%-24s %8.1f GB/s (read + write)\n", "device-to-device copy", copy_gbs);
     char row[256];
@@ -170,7 +138,7 @@ int main(int argc, char** argv) {
         dim3 best(0, 0, 0);
         std::string per_block;
         for (const dim3& sh : shapes) {
-            const double ms = time_ms([&] { return encoder_launch(sh, o, dtok, wte, wpe, nullptr, Bt, Tt, C, 0); });
+            const double ms = time_ms(reps, [&] { return encoder_launch(sh, o, dtok, wte, wpe, nullptr, Bt, Tt, C, 0); });
             const double bytes = 4.0 * C * (2.0 * Bt * Tt + Tt);  // token rows + output, position rows once
             const double gbs = bytes / (ms * 1e-3) / 1e9;
             char key[64];
@@ -204,10 +172,10 @@ int main(int argc, char** argv) {
         const int N = shape[0], K = shape[1];
         const double flop = 2.0 * M * N * K;
         double ms_ref = -1;
-        if (matmul_has_cublas()) ms_ref = time_ms([&] { return matmul_forward(MatmulImpl::Cublas, out, A, W, M, N, K, 0); });
+        if (matmul_has_cublas()) ms_ref = time_ms(reps, [&] { return matmul_forward(MatmulImpl::Cublas, out, A, W, M, N, K, 0); });
         for (const auto& [impl_, name] : {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tiled, "tiled"}}) {
             const MatmulImpl impl = impl_;
-            const double ms = time_ms([&] { return matmul_forward(impl, out, A, W, M, N, K, 0); });
+            const double ms = time_ms(reps, [&] { return matmul_forward(impl, out, A, W, M, N, K, 0); });
             const double tf = flop / (ms * 1e-3) / 1e12, tf_ref = ms_ref > 0 ? flop / (ms_ref * 1e-3) / 1e12 : 0;
             printf("matmul %-6s M=%d N=%-5d K=%-4d %7.2f TFLOP/s   cuBLAS %7.2f TFLOP/s   ratio %.3f\n", name, M, N, K, tf, tf_ref,
                    tf_ref > 0 ? tf / tf_ref : 0.0);
@@ -229,8 +197,8 @@ int main(int argc, char** argv) {
         cudaCheck(cudaMalloc(&pre, (size_t)Ba * NH * Ta * Ta * 4));
         cudaCheck(cudaMalloc(&att, (size_t)Ba * NH * Ta * Ta * 4));
         const double flop = 4.0 * Ba * NH * (double)Ta * Ta * HS / 2;
-        const double ms_flash = time_ms([&] { return attention_flash_forward(aout, qkv, Ba, Ta, NH, HS, 0); });
-        const double ms_ref = time_ms([&] {
+        const double ms_flash = time_ms(reps, [&] { return attention_flash_forward(aout, qkv, Ba, Ta, NH, HS, 0); });
+        const double ms_ref = time_ms(reps, [&] {
             int st = attention_qk_forward(pre, qkv, Ba, Ta, NH, HS, 0);
             st = st ? st : softmax_forward(att, pre, Ba * NH * Ta, Ta, 0);
             return st ? st : attention_av_forward(aout, att, qkv, Ba, Ta, NH, HS, 0);

@@ -222,16 +222,19 @@ void check_matmul(MatmulImpl impl, const char* name, int M, int N, int K) {
            out.get(), want, scale, 1e-5, 2e-6);
 }
 
-void check_matvec(int M, int N, int K) {
+// A fused matmul (matvec, the own kernel at some tiles) with every epilogue.
+// `offset` floats in front of every buffer make them unaligned (scalar paths).
+using FusedLaunch = std::function<int(Epilogue, float* out, const float* A, const float* W, const float* bias, const float* residual)>;
+void check_fused(const std::string& what, int M, int N, int K, int offset, const FusedLaunch& launch) {
     std::vector<float> A = random_vec((size_t)M * K), W = random_vec((size_t)N * K), bias = random_vec(N), res = random_vec((size_t)M * N);
     std::vector<double> mm, scale;
     matmul_ref(A, W, M, N, K, mm, scale);
     const char* names[] = {"none", "bias", "bias+gelu", "bias+residual (in place)"};
     const Epilogue eps[] = {Epilogue::None, Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
     for (int e = 0; e < 4; ++e) {
-        Dev dA(A), dW(W), db(bias), dres(res), out((size_t)M * N);
+        Dev dA(A, offset), dW(W, offset), db(bias, offset), dres(res, offset), out((size_t)M * N, offset);
         float* o = e == 3 ? dres.p : out.p;  // residual epilogue writes over its own residual, as decoding does
-        const int st = matvec_forward(eps[e], o, dA.p, dW.p, db.p, dres.p, M, N, K, 0);
+        const int st = launch(eps[e], o, dA.p, dW.p, db.p, dres.p);
         std::vector<double> want((size_t)M * N), sc((size_t)M * N);
         for (size_t i = 0; i < want.size(); ++i) {
             double v = mm[i];
@@ -241,9 +244,27 @@ void check_matvec(int M, int N, int K) {
             want[i] = v;
             sc[i] = scale[i] + std::fabs(v);
         }
-        expect(std::string("matvec ") + names[e] + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K), st,
-               e == 3 ? dres.get() : out.get(), want, sc, 1e-5, 2e-6);
+        expect(what + " " + names[e] + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                   (offset ? " unaligned" : ""),
+               st, e == 3 ? dres.get() : out.get(), want, sc, 1e-5, 2e-6);
     }
+}
+
+void check_matvec(int M, int N, int K) {
+    check_fused("matvec", M, N, K, 0, [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
+        return matvec_forward(e, o, A, W, b, r, M, N, K, 0);
+    });
+}
+
+// The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
+// time such), with `splits` K slices (0: the launcher's choice).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int ST>
+void check_own_tiles(int M, int N, int K, int splits, int offset) {
+    char what[96];
+    snprintf(what, sizeof(what), "matmul own %dx%dx%d w%dx%d t%dx%d s%d split %d", BM, BN, BK, WM, WN, TM, TN, ST, splits);
+    check_fused(what, M, N, K, offset, [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
+        return matmul_own_sized<BM, BN, BK, WM, WN, TM, TN, ST>(e, o, A, W, b, r, M, N, K, 0, splits);
+    });
 }
 
 // Causal attention over qkv (B,T,3C) -> (B,T,C), double precision.
@@ -378,6 +399,20 @@ int main() {
         check_matmul(impl, name, 64, 768, 3072);   // few blocks: the own matmul splits K
         check_matmul(impl, name, 17, 2304, 100);   // split-K with K not a multiple of 4 (scalar loads)
     }
+    // The own kernel's epilogues, at conf.cuh's tiles and at others, whole and split along K.
+    check_fused("matmul own (conf.cuh tiles)", 130, 288, 96, 0, [&](Epilogue e, float* o, const float* A, const float* W,
+                                                                     const float* b, const float* r) {
+        return matmul_fused_forward(e, o, A, W, b, r, 130, 288, 96, 0);
+    });
+    check_own_tiles<128, 128, 8, 64, 32, 8, 8, 3>(131, 257, 75, 1, 0);
+    check_own_tiles<128, 128, 8, 64, 32, 8, 8, 3>(131, 257, 75, 3, 1);  // split-K: the epilogue runs in the reduction
+    check_own_tiles<128, 128, 16, 64, 32, 8, 8, 4>(200, 300, 1000, 1, 0);
+    check_own_tiles<128, 128, 32, 64, 32, 8, 8, 2>(130, 140, 1001, 0, 1);
+    check_own_tiles<128, 256, 16, 64, 64, 8, 16, 3>(64, 768, 3072, 0, 0);
+    check_own_tiles<64, 64, 8, 32, 32, 4, 8, 3>(67, 99, 67, 0, 1);
+    check_own_tiles<128, 64, 8, 64, 32, 8, 8, 3>(257, 130, 96, 2, 0);
+    check_own_tiles<128, 256, 8, 64, 64, 8, 16, 3>(129, 260, 40, 1, 0);
+    check_own_tiles<256, 128, 8, 64, 64, 8, 16, 3>(300, 129, 33, 1, 1);
     check_matvec(1, 99, 67);
     check_matvec(3, 768, 768);
     check_matvec(1, 2304, 768);

@@ -25,9 +25,9 @@ def make(tmp: Path, conf: str | None, arch: str, targets=("all",), jobs: int = 2
 
 
 def test_every_program_builds_for_sm80_and_sm90_with_the_default_launch_sizes(tmp_path):
-    p = make(tmp_path, None, "sm_80 sm_90", ("all", "check", "bench"))
+    p = make(tmp_path, None, "sm_80 sm_90", ("all", "check", "bench", "tiles"))
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
-    for prog in ("gpt2_forward", "gpt2_verify", "gpt2_generate", "kernel_check", "kernel_bench"):
+    for prog in ("gpt2_forward", "gpt2_verify", "gpt2_generate", "kernel_check", "kernel_bench", "matmul_tiles"):
         exe = tmp_path / "build" / prog
         assert exe.is_file()
         if shutil.which("cuobjdump"):
@@ -42,7 +42,8 @@ NON_DEFAULT = {
                     "#define PREPARE_BLOCK_SIZE 32\n#define RESLN_BLOCK_SIZE 32\n#define SOFTMAX_BLOCK_SIZE 1\n",
     "cube-encoder-and-tiles": "#define ENCODER_BLOCK_X 5\n#define ENCODER_BLOCK_Y 5\n#define ENCODER_BLOCK_Z 5\n"
                               "#define MATMUL_TILE 32\n#define MATMUL_BM 64\n#define MATMUL_BN 128\n#define MATMUL_BK 16\n"
-                              "#define MATMUL_TM 4\n#define MATMUL_TN 8\n",
+                              "#define MATMUL_WM 32\n#define MATMUL_WN 32\n#define MATMUL_TM 4\n#define MATMUL_TN 8\n"
+                              "#define MATMUL_STAGES 4\n#define MATMUL_SPLITK_BLOCK_SIZE 96\n",
     "attention-tiles": "#define ATTENTION_BR 128\n#define ATTENTION_BC 32\n#define ATTENTION_TM 4\n#define ATTENTION_TN 2\n"
                        "#define ATTENTION_DECODE_BLOCK_SIZE 128\n#define MATVEC_BLOCK_SIZE 512\n#define MATVEC_MAX_ROWS 4\n",
 }
@@ -60,8 +61,12 @@ ILLEGAL = [
     ("ENCODER_BLOCK_X 16\n#define ENCODER_BLOCK_Y 16\n#define ENCODER_BLOCK_Z 16", "encoder",
      "ENCODER_BLOCK_X * ENCODER_BLOCK_Y * ENCODER_BLOCK_Z must be <= 1024"),
     ("MATMUL_TILE 33", "matmul", "MATMUL_TILE must be 1..32"),
-    ("MATMUL_BM 100", "matmul", "MATMUL_BM must be a multiple of MATMUL_TM"),
-    ("MATMUL_BK 64\n#define MATMUL_BM 256", "matmul", "over the 48 KB static limit"),
+    ("MATMUL_BM 100", "matmul", "MATMUL_BM must be a multiple of MATMUL_WM"),
+    ("MATMUL_WN 64", "matmul", "(MATMUL_WM/MATMUL_TM) * (MATMUL_WN/MATMUL_TN) must be 32"),
+    ("MATMUL_TN 6\n#define MATMUL_WN 24", "matmul", "MATMUL_TM and MATMUL_TN must be multiples of 4"),
+    ("MATMUL_BK 48", "matmul", "MATMUL_BK must divide the threads per block"),
+    ("MATMUL_STAGES 8\n#define MATMUL_BM 256\n#define MATMUL_BN 256", "matmul", "over the 227 KB any GPU allows a block"),
+    ("MATMUL_SPLITK_BLOCK_SIZE 0", "matmul", "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024"),
     ("ATTENTION_BC 64\n#define ATTENTION_TN 1", "attention", "must divide 32"),
     ("ATTENTION_DECODE_BLOCK_SIZE 100", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
 ]
