@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
@@ -113,6 +114,19 @@ __device__ __forceinline__ float epilogue_apply(float v, const float* bias, int 
     if constexpr (E == Epilogue::BiasGelu) v = gelu_tanh(v);
     if constexpr (E == Epilogue::BiasResidual) v += residual[i];
     return v;
+}
+
+// Calls f(std::integral_constant<Epilogue, E>{}) for the run-time epilogue e, so a
+// launcher instantiates its kernel once per epilogue and picks one at run time.
+template <class F>
+int with_epilogue(Epilogue e, F&& f) {
+    switch (e) {
+        case Epilogue::None: return f(std::integral_constant<Epilogue, Epilogue::None>{});
+        case Epilogue::Bias: return f(std::integral_constant<Epilogue, Epilogue::Bias>{});
+        case Epilogue::BiasGelu: return f(std::integral_constant<Epilogue, Epilogue::BiasGelu>{});
+        case Epilogue::BiasResidual: return f(std::integral_constant<Epilogue, Epilogue::BiasResidual>{});
+    }
+    return -1;
 }
 
 // True when every pointer is 16-byte aligned, so float4 accesses are legal.

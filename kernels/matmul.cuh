@@ -467,10 +467,6 @@ inline const MatmulDeviceRates& matmul_device_rates() {
     return rates;
 }
 
-inline int matmul_split_k(long long tiles, int BM, int BN, int BK, long long M, long long N, int K) {
-    return matmul_split_k_for(matmul_device_rates(), tiles, BM, BN, BK, M, N, K);
-}
-
 // Scratch for split-K partial tiles; grows, never shrinks (one per process).
 inline float* matmul_workspace(size_t floats) {
     static float* ws = nullptr;
@@ -486,25 +482,25 @@ inline float* matmul_workspace(size_t floats) {
 }
 
 // Lets KERNEL use `bytes` of dynamic shared memory (over 48 KB needs an opt-in)
-// and returns how many of its blocks fit on a multiprocessor; once per kernel.
+// and checks that a block of it fits a multiprocessor; once per kernel.
 template <auto KERNEL>
-int matmul_kernel_residency(size_t bytes, int threads) {
-    static int resident = -1;
-    if (resident >= 0) return resident;
-    int optin = 0;
+bool matmul_kernel_fits(size_t bytes, int threads) {
+    static int fits = -1;
+    if (fits >= 0) return fits;
+    int optin = 0, resident = 0;
     cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     if (bytes > (size_t)optin) {
         fprintf(stderr, "matmul: MATMUL_STAGES*MATMUL_BK*(MATMUL_BM+MATMUL_BN+8)*4 = %zu bytes of shared memory, over this GPU's %d; "
                         "lower MATMUL_STAGES or MATMUL_BK\n", bytes, optin);
-        return resident = 0;
+        return fits = 0;
     }
     if (cudaCheck(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)) ||
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, KERNEL, threads, bytes)))
-        return resident = 0;
+        return fits = 0;
     if (!resident)
         fprintf(stderr, "matmul: no block of %d threads with %zu bytes of shared memory fits a multiprocessor; use smaller MATMUL tiles\n",
                 threads, bytes);
-    return resident;
+    return fits = resident > 0;
 }
 
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, Epilogue E>
@@ -512,63 +508,48 @@ int matmul_own_launch(dim3 grid, float* out, const float* A, const float* W, con
                       int N, int K, int k_chunk, cudaStream_t stream) {
     using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
     constexpr auto kernel = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, E>;
-    if (!matmul_kernel_residency<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
+    if (!matmul_kernel_fits<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
     return engine_launch("matmul", "matmul_kernel", kernel, grid, dim3(T::THREADS), T::SMEM_BYTES, stream, out, A, W, bias,
                          residual, M, N, K, k_chunk);
 }
 
-// out = epilogue(A . W^T) with the engine's own kernel at the given tiles.
-// `splits` > 0 forces that many K slices (kernel_bench measures the policy so).
+// out = epilogue(A . W^T + bias) with the engine's own kernel at the given tiles.
+// `splits` > 0 forces that many K slices (matmul_tiles measures the model so).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
 int matmul_own_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                      int N, int K, cudaStream_t stream, int splits = 0) {
-    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
     dim3 grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM), 1);
     if (grid.y > 65535) { fprintf(stderr, "matmul: M=%d needs %u row blocks, over CUDA's 65535\n", M, grid.y); return -1; }
     if (e != Epilogue::None && !bias) { fprintf(stderr, "matmul: a bias epilogue needs a bias\n"); return -1; }
-    constexpr auto probe = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, Epilogue::None>;
-    const int resident = matmul_kernel_residency<probe>(T::SMEM_BYTES, T::THREADS);
-    if (!resident) return -1;
-    int slices = splits > 0 ? splits : matmul_split_k((long long)grid.x * grid.y, BM, BN, BK, M, N, K);
+    int slices = splits > 0 ? splits
+                            : matmul_split_k_for(matmul_device_rates(), (long long)grid.x * grid.y, BM, BN, BK, M, N, K);
     int chunk = K;
     if (slices > 1) {
         chunk = CEIL_DIV(CEIL_DIV(K, slices), BK) * BK;  // whole slices of BK
         slices = CEIL_DIV(K, chunk);
     }
-#define ENGINE_MATMUL(EP, DST) \
-    matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, EP>(grid, DST, A, W, bias, residual, M, N, K, chunk, stream)
-    if (slices == 1) {
-        switch (e) {
-            case Epilogue::None: return ENGINE_MATMUL(Epilogue::None, out);
-            case Epilogue::Bias: return ENGINE_MATMUL(Epilogue::Bias, out);
-            case Epilogue::BiasGelu: return ENGINE_MATMUL(Epilogue::BiasGelu, out);
-            case Epilogue::BiasResidual: return ENGINE_MATMUL(Epilogue::BiasResidual, out);
-        }
-        return -1;
-    }
+    if (slices == 1)
+        return with_epilogue(e, [&](auto ep) {
+            return matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, ep.value>(grid, out, A, W, bias, residual, M, N, K,
+                                                                                 chunk, stream);
+        });
     float* partial = matmul_workspace((size_t)slices * M * N);
     if (!partial) return -1;
     grid.z = slices;
-    if (ENGINE_MATMUL(Epilogue::None, partial)) return -1;
-#undef ENGINE_MATMUL
+    if (matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, Epilogue::None>(grid, partial, A, W, bias, residual, M, N, K,
+                                                                               chunk, stream))
+        return -1;
     const long long MN = (long long)M * N;
     const dim3 rgrid((unsigned)CEIL_DIV(MN, (long long)MATMUL_SPLITK_BLOCK_SIZE)), rblock(MATMUL_SPLITK_BLOCK_SIZE);
-#define ENGINE_REDUCE(EP)                                                                                                     \
-    engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel<EP>, rgrid, rblock, 0, stream, out, \
-                  (const float*)partial, bias, residual, MN, N, slices)
-    switch (e) {
-        case Epilogue::None: return ENGINE_REDUCE(Epilogue::None);
-        case Epilogue::Bias: return ENGINE_REDUCE(Epilogue::Bias);
-        case Epilogue::BiasGelu: return ENGINE_REDUCE(Epilogue::BiasGelu);
-        case Epilogue::BiasResidual: return ENGINE_REDUCE(Epilogue::BiasResidual);
-    }
-#undef ENGINE_REDUCE
-    return -1;
+    return with_epilogue(e, [&](auto ep) {
+        return engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel<ep.value>, rgrid, rblock, 0,
+                             stream, out, (const float*)partial, bias, residual, MN, N, slices);
+    });
 }
 
-// The conf.cuh tiles.
-inline int matmul_own(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
-                      int N, int K, cudaStream_t stream) {
+// out = epilogue(A . W^T + bias): the own kernel at conf.cuh's tiles, the epilogue fused into its stores.
+int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                         int N, int K, cudaStream_t stream) {
     return matmul_own_sized<MATMUL_BM, MATMUL_BN, MATMUL_BK, MATMUL_WM, MATMUL_WN, MATMUL_TM, MATMUL_TN, MATMUL_STAGES>(
         e, out, A, W, bias, residual, M, N, K, stream);
 }
@@ -576,7 +557,7 @@ inline int matmul_own(Epilogue e, float* out, const float* A, const float* W, co
 int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {
     switch (impl) {
         case MatmulImpl::Own:
-            return matmul_own(Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, stream);
+            return matmul_fused_forward(Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, stream);
         case MatmulImpl::Tiled:
             return matmul_tiled_sized<MATMUL_TILE>(out, A, W, M, N, K, stream);
         case MatmulImpl::Cublas:
@@ -590,28 +571,16 @@ int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, 
     return -1;
 }
 
-// out = epilogue(A . W^T + bias): fused into the own kernel's stores.
-int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
-                         int N, int K, cudaStream_t stream) {
-    return matmul_own(e, out, A, W, bias, residual, M, N, K, stream);
-}
-
 template <int BLOCK, int ROWS>
 int matvec_forward_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
                          int M, int N, int K, cudaStream_t stream) {
     if (M > ROWS) { fprintf(stderr, "matvec: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, ROWS); return -1; }
     const dim3 grid(CEIL_DIV(N, BLOCK / 32)), block(BLOCK);
     const bool vec = K % 4 == 0 && aligned16(A, W);
-#define ENGINE_MATVEC(V, EP) \
-    engine_launch("matmul", "matvec_kernel", matvec_kernel<BLOCK, ROWS, V, EP>, grid, block, 0, stream, out, A, W, bias, residual, M, N, K)
-    switch (e) {
-        case Epilogue::None: return vec ? ENGINE_MATVEC(true, Epilogue::None) : ENGINE_MATVEC(false, Epilogue::None);
-        case Epilogue::Bias: return vec ? ENGINE_MATVEC(true, Epilogue::Bias) : ENGINE_MATVEC(false, Epilogue::Bias);
-        case Epilogue::BiasGelu: return vec ? ENGINE_MATVEC(true, Epilogue::BiasGelu) : ENGINE_MATVEC(false, Epilogue::BiasGelu);
-        case Epilogue::BiasResidual: return vec ? ENGINE_MATVEC(true, Epilogue::BiasResidual) : ENGINE_MATVEC(false, Epilogue::BiasResidual);
-    }
-#undef ENGINE_MATVEC
-    return -1;
+    return with_epilogue(e, [&](auto ep) {
+        const auto kernel = vec ? matvec_kernel<BLOCK, ROWS, true, ep.value> : matvec_kernel<BLOCK, ROWS, false, ep.value>;
+        return engine_launch("matmul", "matvec_kernel", kernel, grid, block, 0, stream, out, A, W, bias, residual, M, N, K);
+    });
 }
 
 int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,

@@ -397,7 +397,7 @@ int main() {
         check_matmul(impl, name, 256, 2304, 768);
         check_matmul(impl, name, 67, 50257, 96);
         check_matmul(impl, name, 64, 768, 3072);   // few blocks: the own matmul splits K
-        check_matmul(impl, name, 17, 2304, 100);   // split-K with K not a multiple of 4 (scalar loads)
+        check_matmul(impl, name, 17, 2304, 100);   // K not a multiple of 4 (float4 rows misaligned)
     }
     // The own kernel's epilogues, at conf.cuh's tiles and at others, whole and split along K.
     check_fused("matmul own (conf.cuh tiles)", 130, 288, 96, 0, [&](Epilogue e, float* o, const float* A, const float* W,
