@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweep import engine_export  # noqa: E402
+from gpt2_engine import export as engine_export  # noqa: E402
 
 
 def run_json(cmd: list[str]) -> dict:

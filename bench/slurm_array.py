@@ -23,7 +23,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweep import pipeline, slurm  # noqa: E402
+from sweep import pipeline  # noqa: E402
+from sweep.executors import slurm  # noqa: E402
 
 
 def main() -> int:

@@ -39,7 +39,7 @@ struct FileCloser {
 // Reads a whole file, checking the magic, version and header size; on failure
 // prints `what` (weights or reference), the path and the way out.
 bool read_checked(const std::string& path, const char* what, const char magic[8], std::vector<char>& data) {
-    const char* fix = "re-export it with `python -m sweep.engine_export`";
+    const char* fix = "re-export it with `python -m gpt2_engine.export`";
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) {
         fprintf(stderr, "cannot open %s file %s: %s; %s\n", what, path.c_str(), strerror(errno), fix);
@@ -118,7 +118,7 @@ int gpt2_load(GPT2& m, const std::string& path) {
     }
     const size_t want_bytes = kHeaderBytes + expected * sizeof(float);
     if (data.size() != want_bytes) {
-        fprintf(stderr, "weights file %s is %s: %zu bytes, expected %zu for this config; re-export it with `python -m sweep.engine_export`\n",
+        fprintf(stderr, "weights file %s is %s: %zu bytes, expected %zu for this config; re-export it with `python -m gpt2_engine.export`\n",
                 path.c_str(), data.size() < want_bytes ? "truncated" : "longer than its header says", data.size(), want_bytes);
         return -1;
     }

@@ -2,7 +2,7 @@
 // the forward pass (three fusion levels, two attention paths, three matmuls),
 // and one greedy decoding step against the KV cache.
 //
-// Weights file (written by `python -m sweep.engine_export`, format version 1;
+// Weights file (written by `python -m gpt2_engine.export`, format version 1;
 // all integers little-endian):
 //
 //   offset size  field

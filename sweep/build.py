@@ -20,11 +20,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.errors import SweepError
+from sweep.errors import NO_SPACE, DiskFull, SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
 COMPILER_ERROR = re.compile(r"(\(\d+\)|:\d+:\d*:?)\s*(fatal )?error\b|\berror(:| #\d+)", re.I)
+INTERRUPTED = re.compile(r"^make(\[\d+\])?: \*\*\* .*\] (Interrupt|Terminated)$", re.M)
 CACHE_LINE = re.compile(r"^objcache: (hit|miss) (\S+)", re.M)
+
+
+class BuildInterrupted(Exception):
+    """The build was stopped from outside (an interrupt): the job records nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,41 @@ def detect_arch() -> str:
     return "sm_" + cap.replace(".", "")
 
 
+def known_archs(nvcc: str = "nvcc") -> set[str] | None:
+    """The real architectures this nvcc compiles for (`nvcc --list-gpu-code`), None when it cannot say."""
+    try:
+        r = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = set(r.stdout.split()) if r.returncode == 0 else set()
+    return names or None
+
+
+def check_archs(archs: list[str] | tuple[str, ...]) -> None:
+    """Refuse an architecture name this machine's nvcc does not know (e.g. sm90 for sm_90)."""
+    wanted = [a for a in archs if a != "auto"]
+    known = known_archs() if wanted and shutil.which("nvcc") else None
+    if known is None:
+        return
+    for a in wanted:
+        base = re.sub(r"a$", "", a)     # sm_90a: the arch-specific variant of sm_90
+        if a not in known and base not in known:
+            raise SweepError(f"architecture {a!r} is not one nvcc here compiles for; choose one of "
+                             f"{', '.join(sorted(known, key=lambda x: int(re.sub(r'[^0-9]', '', x) or 0)))} "
+                             "(build.arch or --arch)")
+
+
+def object_digests(build_dir: Path) -> dict[str, str]:
+    """sha256 (16 hex digits) of every object a build produced: configurations whose
+    macros differ but whose objects are byte-identical were not changed by their conf.cuh."""
+    import hashlib
+
+    out = {}
+    for p in sorted(Path(build_dir).rglob("*.o")):
+        out[str(p.relative_to(build_dir))] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    return out
+
+
 def resolve_arch(arch: list[str] | tuple[str, ...]) -> str:
     return detect_arch() if list(arch) == ["auto"] else " ".join(arch)
 
@@ -78,11 +118,21 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
         return BuildOutcome("compile_failed", f"make did not finish in {timeout_s:.0f} s", log, time.monotonic() - t0, arch)
     seconds = time.monotonic() - t0
     text = log.read_text(errors="replace")
+    if rc < 0 or INTERRUPTED.search(text):  # make was stopped (Ctrl-C, SIGTERM): not this configuration's result
+        raise BuildInterrupted(f"make was stopped ({'signal ' + str(-rc) if rc < 0 else 'Interrupt'})")
     compiled = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "miss")
     cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
     if rc == 0:
         return BuildOutcome("ok", "", log, seconds, arch, compiled, cached)
+    if NO_SPACE in text:  # not this configuration's fault: the run ends, the half-built objects go
+        needs = folder_bytes(job_dir / "build")
+        shutil.rmtree(job_dir / "build", ignore_errors=True)
+        raise DiskFull.at(job_dir, needs)
     return BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def classify_failure(text: str) -> tuple[str, str]:

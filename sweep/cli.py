@@ -14,11 +14,18 @@ import os
 import sys
 from pathlib import Path
 
-from sweep import pipeline, select as select_mod
-from sweep.dispatch import EXECUTORS
-from sweep.errors import SweepError
-from sweep.space import BACKENDS, STRATEGIES
-from sweep.target import DEFAULT_SPACE
+from sweep import manage, paths, pipeline, select as select_mod
+from sweep.errors import DiskFull, SweepError
+from sweep.executors import EXECUTORS
+from sweep.profile import BACKENDS
+from sweep.records import Best, load_record
+from sweep.strategies import STRATEGIES
+
+EXIT_OK = 0                 # something was measured (or a dry run built everything)
+EXIT_BAD_INPUT = 1          # a bad space file, option or sweep name; one line says which and the fix
+EXIT_NOTHING_MEASURED = 3   # the run ended, but no configuration was measured
+EXIT_DISK_FULL = 4          # the filesystem under the sweep is full; what was measured is kept
+EXIT_INTERRUPTED = 130      # Ctrl-C / SIGINT: what ran is kept, the same command resumes
 
 EPILOG = """examples:
   python config_sweep.py                                   seed 004's sweep on this machine's GPUs
@@ -28,12 +35,19 @@ EPILOG = """examples:
   python config_sweep.py best seed                          the per-kernel picks and best/conf.cuh
   python config_sweep.py report seed                        results/seed/report.html
   python config_sweep.py compare seed-a40 seed-h100         two sweeps side by side
+
+exit codes:
+  0    something was measured (a dry run: every configuration built)
+  1    bad input: the message names the file or value and the fix
+  3    nothing was measured (every configuration failed or was skipped)
+  4    the disk under the sweep is full: the message names it; what was measured is kept
+  130  interrupted: what ran is kept; the same command resumes
 """
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs-dir", type=Path, default=pipeline.ROOT / "jobs", help="where job folders go (default: jobs/)")
-    p.add_argument("--results-dir", type=Path, default=pipeline.ROOT / "results", help="where results go (default: results/)")
+    p.add_argument("--jobs-dir", type=Path, default=paths.JOBS, help="where job folders go (default: jobs/)")
+    p.add_argument("--results-dir", type=Path, default=paths.RESULTS, help="where results go (default: results/)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="sweep a space file (the default command)", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Render, build, verify and profile every configuration the space's strategy picks, "
                                    "then pick each kernel's best launch sizes and confirm them end to end.")
-    r.add_argument("space", nargs="?", type=Path, default=DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
+    r.add_argument("space", nargs="?", type=Path, default=paths.DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
     r.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one")
     r.add_argument("--backend", choices=BACKENDS, help="profiler (overrides the space file): nsys, ncu, or events (no profiler)")
@@ -95,18 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    for tool in ("nsys", "ncu"):  # jobs read NSYS / NCU (local jobs and Slurm jobs inherit the environment)
+    tools = {}
+    for tool in ("nsys", "ncu"):  # into every job's config.json: a job folder reruns by hand with the same profiler
         if getattr(args, tool):
             path = Path(getattr(args, tool)).expanduser()
             if not (path.is_file() and os.access(path, os.X_OK)):
                 raise SweepError(f"--{tool} {path}: no executable there; give the path to the {tool} program")
-            os.environ[tool.upper()] = str(path.resolve())
+            tools[tool] = str(path.resolve())
     slurm = {k[len("slurm_"):]: v for k, v in vars(args).items() if k.startswith("slurm_") and v is not None}
     if "extra_sbatch" in slurm:
         slurm["extra_sbatch"] = tuple(slurm["extra_sbatch"])
     opts = pipeline.Options(executor=args.executor, jobs_root=args.jobs_dir, results_root=args.results_dir,
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
-                            confirm=not args.no_confirm, report=not args.no_report)
+                            confirm=not args.no_confirm, report=not args.no_report, **tools)
     s = pipeline.run(args.space, opts, name=args.name, strategy=args.strategy, backend=args.backend,
                      samples=args.samples, slurm=slurm or None)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
@@ -118,14 +133,19 @@ def run(args: argparse.Namespace) -> int:
         for n in s.best.notes:
             print("  note: " + n)
         conf = s.confirmation
-        if conf.get("best_total_ns"):
-            print(f"combined best end to end: {conf['best_total_ns'] / 1e3:.1f} us/iter of swept kernels "
-                  f"(sum of per-kernel bests {conf['sum_of_group_bests_ns'] / 1e3:.1f} us)"
-                  + (f", {conf['speedup_vs_default']:.2f}x the default launch sizes" if conf.get("speedup_vs_default") else ""))
+        if conf.best_total_ns:
+            print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} us/iter of swept kernels "
+                  f"(sum of per-kernel bests {conf.sum_of_group_bests_ns / 1e3:.1f} us)"
+                  + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else ""))
         print(f"results: {s.results_dir}/ (best/conf.cuh, best.json, measurements.parquet, report.html)")
-    elif not args.dry_run:
-        print(f"no best pick: see `python config_sweep.py status {s.sweep}` for the failures")
-    return 0
+    if args.dry_run:
+        failed = {k: v for k, v in s.counts.items() if k != "ok"}
+        return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
+    if not s.measured and not s.best:
+        print(f"nothing was measured: see `python config_sweep.py status {s.sweep}` and "
+              f"{s.results_dir / 'report.html'} for why", file=sys.stderr)
+        return EXIT_NOTHING_MEASURED
+    return EXIT_OK
 
 
 def status(args: argparse.Namespace) -> int:
@@ -133,7 +153,7 @@ def status(args: argparse.Namespace) -> int:
     if not names:
         print(f"no sweeps under {args.jobs_dir}")
         return 0
-    out = [pipeline.status(n, args.jobs_dir) for n in names]
+    out = [manage.status(n, args.jobs_dir) for n in names]
     if args.format == "json":
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -141,6 +161,10 @@ def status(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s["counts"].items()))
         print(f"{s['sweep']}: {counts}  ({s['manifest'].get('strategy')}, {s['manifest'].get('backend')}, "
               f"{s['manifest'].get('executor')})")
+        d = s["driver"]
+        if d:
+            state = "running" if d.get("alive") else "gone (the next run takes over)"
+            print(f"  driver: host {d.get('host')}, pid {d.get('pid')}, started {d.get('started')}: {state}")
         for r in s["running"]:
             print(f"  running {r['tag']}: {r.get('stage')} on {r.get('host')} since {r.get('started')}"
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
@@ -150,7 +174,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def collect(args: argparse.Namespace) -> int:
-    best, _ = pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
+    best, _ = manage.recollect(args.sweep, args.jobs_dir, args.results_dir)
     print(f"collected {args.sweep} into {args.results_dir / args.sweep}/")
     if best:
         for line in select_mod.summary_lines(best):
@@ -162,9 +186,9 @@ def best(args: argparse.Namespace) -> int:
     path = args.results_dir / args.sweep / "best.json"
     if not path.is_file():
         raise SweepError(f"no {path}: run `python config_sweep.py collect {args.sweep}` (or finish the sweep) first")
-    data = json.loads(path.read_text())
+    data = load_record(Best, path)
     if args.format == "json":
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data.to_dict(), indent=2))
         return 0
     print((args.results_dir / args.sweep / "best" / "conf.cuh").read_text())
     return 0
@@ -181,9 +205,9 @@ def report(args: argparse.Namespace) -> int:
                          "(`python config_sweep.py status` lists them)")
     jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
     if (jobs_dir / "sweep.json").is_file():
-        pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
-        # again here, not only inside recollect: that one is skipped when nothing was measured yet and only
-        # warns when it fails, and a stale report.html must not pass for this one
+        # collected without the report, which is written here once: a failure to write it is
+        # this command's error, not a warning, so a stale report.html never passes for this one
+        manage.recollect(args.sweep, args.jobs_dir, args.results_dir, report=False)
         report_mod.write_report(results_dir, jobs_dir=jobs_dir)
     elif (results_dir / "configs.parquet").is_file():
         report_mod.write_report(results_dir)
@@ -217,7 +241,9 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def clean(args: argparse.Namespace) -> int:
-    removed = pipeline.clean(args.sweep, args.jobs_dir, args.results_dir, everything=args.all)
+    removed = manage.clean(args.sweep, args.jobs_dir, args.results_dir, everything=args.all)
+    for p in removed:
+        print(f"removed {p}")
     print(f"removed {len(removed)} path(s)" + ("" if args.all else "; measurements (result.json) kept"))
     return 0
 
@@ -233,12 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except DiskFull as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_DISK_FULL
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("\ninterrupted: jobs already started keep running; run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,24 +14,23 @@ result yet appear in `configs` with status "pending" (or "running").
 from __future__ import annotations
 
 import io
-import json
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from sweep import atomic
+from sweep.lock import pid_alive
 from sweep.errors import SweepError
-from sweep.job import read_result
-
-MANIFEST = "sweep.json"
+from sweep.records import MANIFEST, JobConfig, Manifest, Status, read_json, read_result
 
 
 @dataclass(frozen=True, slots=True)
 class Collected:
     configs: pd.DataFrame
     measurements: pd.DataFrame
-    manifest: dict
+    manifest: Manifest
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -40,14 +39,29 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
                   and (d / "config.json").is_file())
 
 
-def read_manifest(sweep_dir: Path) -> dict:
-    path = Path(sweep_dir) / MANIFEST
+def read_manifest(sweep_dir: Path) -> Manifest:
+    return Manifest.load(sweep_dir)
+
+
+def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
+    """A job with no result of its configuration: running (its state.json says so), unless
+    that state names a process on this host that is gone (a killed driver's job: pending,
+    the next run measures it); a dry run's build is named in the reason."""
     try:
-        return json.loads(path.read_text())
-    except OSError:
-        raise SweepError(f"{sweep_dir} is not a sweep (no {MANIFEST}); run `python config_sweep.py run SPACE.yaml` first") from None
-    except ValueError as e:
-        raise SweepError(f"{path} is damaged ({e}); run the sweep again to rewrite it") from None
+        state = read_json(d / "state.json")
+    except (OSError, SweepError):
+        state = None
+    if state is not None:
+        if isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid")):
+            return Status.PENDING, "interrupted: its process is gone; the next run measures it"
+        return Status.RUNNING, ""
+    try:
+        built = read_json(d / "built.json")
+        if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash:
+            return Status.PENDING, "built by a dry run; not measured yet"
+    except (OSError, SweepError):
+        pass
+    return Status.PENDING, ""
 
 
 def collect(sweep_dir: Path) -> Collected:
@@ -56,30 +70,30 @@ def collect(sweep_dir: Path) -> Collected:
     config_rows, meas_rows = [], []
     seen = set()
     for d in job_dirs(sweep_dir):
-        cfg = json.loads((d / "config.json").read_text())
+        cfg = JobConfig.load(d)
         seen.add(d.name)
         r = read_result(d)
-        running = (d / "state.json").is_file()
-        base = {"tag": d.name, "role": cfg.get("role", "sweep"), **{k: v for k, v in cfg["macros"].items()}}
-        if r is None or r.config_hash != cfg["config_hash"]:
-            config_rows.append({**base, "status": "running" if running else "pending", "stage": "", "reason": "",
-                                "log": "", "config_hash": cfg["config_hash"]})
+        base = {"tag": d.name, "role": cfg.role, **cfg.macros}
+        if r is None or r.config_hash != cfg.config_hash:
+            status, reason = _unfinished(d, cfg)
+            config_rows.append({**base, "status": status.value, "stage": "", "reason": reason, "log": "",
+                                "config_hash": cfg.config_hash})
             continue
         env = r.env
         row = {
-            **base, "status": r.status, "stage": r.stage, "reason": r.reason, "log": r.log, "config_hash": r.config_hash,
+            **base, "status": r.status.value, "stage": r.stage, "reason": r.reason, "log": r.log, "config_hash": r.config_hash,
             "attempt": r.attempt, "gpu": env.get("gpu", ""), "driver": env.get("driver", ""),
             "cuda_runtime": env.get("cuda_runtime"), "commit": env.get("commit", ""), "host": env.get("host", ""),
             "backend": env.get("backend", ""), "forward_ms": r.forward_ms.get("median_ms"),
             "build_s": r.timings.get("build"), "verify_s": r.timings.get("verify"), "profile_s": r.timings.get("profile"),
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
-            "finished_at": r.finished_at,
+            "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
         }
         config_rows.append(row)
         for m in r.measurements:
             meas_rows.append({
-                **base, "status": r.status, "kernel": m.kernel, "kernel_full": m.kernel_full,
+                **base, "status": r.status.value, "kernel": m.kernel, "kernel_full": m.kernel_full,
                 "grid": "x".join(map(str, m.grid)), "block": "x".join(map(str, m.block)),
                 "threads_per_block": m.threads_per_block, "calls": m.calls, "instances": m.instances,
                 "iterations": len(m.iter_total_ns), "median_ns": m.median_ns, "min_ns": m.min_ns, "max_ns": m.max_ns,
@@ -87,15 +101,39 @@ def collect(sweep_dir: Path) -> Collected:
                 "total_std_ns": m.total_std_ns, "gpu": row["gpu"], "driver": row["driver"],
                 "cuda_runtime": row["cuda_runtime"], "commit": row["commit"], "backend": row["backend"],
             })
-    for t in manifest.get("tags", []):  # planned but never rendered (should not happen) or removed
+    for t in manifest.tags:  # planned but never rendered (should not happen) or removed
         if t not in seen:
             config_rows.append({"tag": t, "role": "sweep", "status": "pending", "stage": "", "reason": "", "log": ""})
-    for s in manifest.get("skipped", []):  # constraint-skipped points were never rendered
-        config_rows.append({"tag": s["tag"], "role": "sweep", "status": "skipped", "stage": "plan",
-                            "reason": s["reason"], "log": "", **s.get("macros", {})})
+    for s in manifest.skipped:  # constraint-skipped points were never rendered
+        config_rows.append({"tag": s.tag, "role": "sweep", "status": "skipped", "stage": "plan",
+                            "reason": s.reason, "log": "", **s.macros})
     configs = pd.DataFrame(config_rows)
     measurements = pd.DataFrame(meas_rows)
     return Collected(configs, measurements, manifest)
+
+
+def build_digest(objects: dict[str, str] | None) -> str:
+    """One hash over every object a build produced ("" when it recorded none)."""
+    if not objects:
+        return ""
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(objects.items())).encode()).hexdigest()[:16]
+
+
+def identical_builds(configs: pd.DataFrame, macros: list[str]) -> list[list[str]]:
+    """Sets of sweep jobs whose macros differ but whose builds are byte-identical: their
+    conf.cuh changed nothing (a conf.cuh earlier on the include path shadows it, or the
+    macros are not read where the kernels are compiled)."""
+    if configs.empty or "build_digest" not in configs or not macros:
+        return []
+    c = configs[(configs["role"] == "sweep") & configs["build_digest"].fillna("").astype(bool)]
+    out = []
+    for _, g in c.groupby("build_digest"):
+        cols = [m for m in macros if m in g]
+        if len(g) > 1 and len(g[cols].drop_duplicates()) > 1:
+            out.append(sorted(g["tag"]))
+    return out
 
 
 def write_tables(collected: Collected, results_dir: Path) -> dict[str, Path]:
@@ -121,7 +159,7 @@ def load_tables(results_dir: Path) -> Collected:
         measurements = pd.read_parquet(results_dir / "measurements.parquet")
     except (OSError, ValueError) as e:
         raise SweepError(f"no collected tables in {results_dir} ({e}); run `python config_sweep.py collect SWEEP` first") from None
-    manifest = {}
+    manifest = None
     if (results_dir / "manifest.json").is_file():
-        manifest = json.loads((results_dir / "manifest.json").read_text())
+        manifest = Manifest.from_dict(read_json(results_dir / "manifest.json"), results_dir / "manifest.json")
     return Collected(configs, measurements, manifest)

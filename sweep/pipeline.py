@@ -1,43 +1,45 @@
-"""A whole sweep, stage after stage: the functions the CLI calls.
+"""A whole sweep, stage after stage: the function the CLI's `run` calls.
 
-    run      space -> strategy -> render -> dispatch (build, verify, profile)
+    run      space -> strategy -> render -> executor (build, verify, profile)
              -> collect -> select -> confirm (combined best and defaults, end to
              end) -> results/<sweep>/ (tables, best.json, best/conf.cuh, report)
-    status   a sweep's state from its files alone (any shell, any time)
-    collect  re-collect and re-select from the result files
-    clean    remove build products (results kept), or everything with all=True
 
 Each stage is a module of plain functions; this one only strings them together,
-checks up front what a run needs (tools, GPUs) and says what is missing.
+checks up front what a run needs (tools, GPUs) and says what is missing. The
+commands that read a sweep's files afterwards (status, collect, clean) are in
+sweep.manage.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
+import resource
 import shutil
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from sweep import atomic, collect as collect_mod, dispatch, render, select as select_mod, strategies, target
+from sweep import (atomic, build, collect as collect_mod, executors, paths, profile, render, select as select_mod,
+                   strategies, target)
 from sweep.errors import SweepError
-from sweep.job import FAILED, JobResult, read_result
-from sweep.space import Config, Space, config_hash, make_config, tag as tag_of, tags_for
+from sweep.lock import DriverLock
+from sweep.progress import Progress
+from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
+from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as tag_of, tags_for
 
-ROOT = target.ROOT
+ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
+SPACE_SNAPSHOT = "space.yaml"
 
 
 @dataclass(frozen=True, slots=True)
 class Options:
     executor: str = "local"
-    jobs_root: Path = ROOT / "jobs"
-    results_root: Path = ROOT / "results"
+    jobs_root: Path = paths.JOBS
+    results_root: Path = paths.RESULTS
     dry_run: bool = False
     arch: str | None = None               # overrides build.arch (a dry run on a machine without a GPU)
     retry_failed: bool = False
@@ -45,6 +47,8 @@ class Options:
     report: bool = True
     poll_s: float = 0.1
     slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings
+    nsys: str = ""                        # profiler paths for the jobs (config.json); "": the node's
+    ncu: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +58,19 @@ class RunSummary:
     results_dir: Path
     counts: dict[str, int]
     best: select_mod.Best | None
-    confirmation: dict[str, Any]
+    confirmation: Confirmation
     seconds: float
     note: str
+
+    @property
+    def measured(self) -> int:
+        return self.counts.get("ok", 0)
 
 
 def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
                     samples: int | None = None, slurm: dict[str, Any] | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
-        from sweep.space import NAME_RE
-
         if not NAME_RE.match(name):
             raise SweepError(f"--name {name!r} must be letters, digits, '.', '_' or '-'")
         space = dataclasses.replace(space, name=name)
@@ -75,10 +81,7 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
     if samples:
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
     if backend:
-        from sweep.space import BACKENDS
-
-        if backend not in BACKENDS:
-            raise SweepError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        profile.backend(backend)
         space = dataclasses.replace(space, profile=dataclasses.replace(space.profile, backend=backend))
     if slurm:
         valid = set(space.slurm.__slots__)
@@ -89,86 +92,82 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
     return space
 
 
-def preflight(space: Space, opts: Options) -> list[str]:
+def preflight(space: Space, opts: Options) -> None:
     """What a run needs here, checked before anything is rendered; raises with what is missing."""
-    notes = []
     for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
         if any(ch.isspace() for ch in str(path)):
             raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
                              "into several paths; use a folder whose path has no spaces")
-    needs_local_build = opts.executor in ("local", "debug") or opts.dry_run
-    if needs_local_build:
+    cls = executors.executor(opts.executor)
+    if opts.executor in ("local", "debug") or opts.dry_run:
         for tool, hint in (("make", "install make (Debian: apt install make)"),
                            ("nvcc", "load CUDA (e.g. module load cuda) or add its bin/ to PATH")):
             if not shutil.which(tool):
                 raise SweepError(f"{tool} not found on PATH: {hint}")
         if opts.dry_run and list(space.build.arch) == ["auto"] and not opts.arch and not shutil.which("nvidia-smi"):
             raise SweepError("a dry run here needs an architecture to compile for (no GPU to detect): pass --arch sm_90")
-    if opts.dry_run:
-        return notes
-    if opts.executor in ("local", "debug"):
-        if not dispatch.visible_gpus():
-            raise SweepError("no GPU visible here (nvidia-smi finds none, or CUDA_VISIBLE_DEVICES is empty): run on a "
-                             "GPU node, use --executor slurm from a login node, or --dry-run to only render and compile")
-        backend = space.profile.backend
-        if backend in ("nsys", "ncu") and not (os.environ.get(backend.upper()) or shutil.which(backend)):
-            raise SweepError(f"{backend} not found: put it on PATH or set {backend.upper()}=/path/to/{backend}, "
-                             f"or use --backend events (the engine's own CUDA-event timing)")
-    if opts.executor == "slurm":
-        from sweep import slurm
-
-        slurm.executor_parameters(space.slurm, space.name)  # refuses what an #SBATCH line cannot carry, before rendering
-        if not shutil.which("sbatch"):
-            raise SweepError("sbatch not found: --executor slurm runs on a Slurm login node; use --executor local on a GPU machine")
-    return notes
+    if opts.executor in ("local", "debug") or opts.dry_run:
+        build.check_archs([opts.arch] if opts.arch else list(space.build.arch))
+    check_placeholders(space, opts.jobs_root)
+    cls.preflight(space, opts.dry_run)
+    if opts.dry_run or opts.executor == "slurm":
+        return
+    be = profile.backend(space.profile.backend)
+    if be.tool and not (getattr(opts, be.tool, "") or profile_tool_on_path(be.tool)):
+        raise SweepError(f"{be.tool} not found: put it on PATH, set {be.tool.upper()}=/path/to/{be.tool} or pass "
+                         f"--{be.tool} PATH, or use --backend events (the program's own CUDA-event timing)")
 
 
-def model_dir_for(space: Space, jobs_root: Path) -> Path | None:
-    """Where the engine's export for this space lives (shared by every sweep of the same model)."""
-    model = space.target.model
-    if model is None:
-        return None
-    key = model.get("model_dir") and "local-" + Path(model["model_dir"]).name or f"{model['preset']}-seed{model['seed']}"
-    return Path(jobs_root) / "_models" / key
+JOB_PLACEHOLDERS = ("build", "job", "batch", "seq_len", "iterations", "warmup", "events_json")
 
 
-def model_paths(space: Space, jobs_root: Path) -> dict[str, str]:
-    out = model_dir_for(space, jobs_root)
-    return {} if out is None else {"weights": str(out / "gpt2.bin"), "reference": str(out / "reference.bin")}
+def check_placeholders(space: Space, jobs_root: Path) -> None:
+    """Every {placeholder} in the target's commands is one a job fills in: a typo fails
+    here, not in every job."""
+    import string
+
+    plugin = space.target.plugin
+    known = set(JOB_PLACEHOLDERS) | set(plugin.values(jobs_root) if plugin is not None else ())
+    t = space.target
+    for where, cmd in [*(("verify", c) for c in t.verify), ("profile", t.profile), ("events", t.events)]:
+        for word in cmd:
+            if word == "{args}":
+                continue
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(word) if f is not None]
+            except ValueError as e:
+                raise SweepError(f"{space.path}: target.{where} word {word!r} is not a valid template ({e}); "
+                                 "write a literal brace as {{ or }}") from None
+            for f in fields:
+                name = f.split(".")[0].split("[")[0]
+                if name not in known:
+                    raise SweepError(f"{space.path}: target.{where} word {word!r} uses {{{name}}}, which no job "
+                                     f"fills in; placeholders: {', '.join(sorted(known))}, and {{args}} as a word")
 
 
-def prepare_model(space: Space, jobs_root: Path) -> dict[str, str]:
-    """Export the engine's weights and references once per model (reused when it matches)."""
-    out = model_dir_for(space, jobs_root)
-    if out is None:
-        return {}
-    from sweep import engine_export
+def profile_tool_on_path(name: str) -> str | None:
+    import os
 
-    model = space.target.model
-    model_dir = Path(model["model_dir"]).expanduser() if model.get("model_dir") else None
-    e = engine_export.ensure_export(out, preset=model.get("preset", "124M"), seed=int(model.get("seed", 0)), model_dir=model_dir)
-    return {"weights": str(e.weights), "reference": str(e.reference)}
+    return os.environ.get(name.upper()) or shutil.which(name)
 
 
-class ModelExport:
-    """The model export, run alongside the builds (they do not need it); measuring waits for it."""
+class TargetPrepare:
+    """The target's prepare step (the engine: its model export), run alongside the builds
+    (they do not need it); measuring waits for it."""
 
     def __init__(self, space: Space, jobs_root: Path, skip: bool):
-        from concurrent.futures import ThreadPoolExecutor
+        plugin = space.target.plugin
+        self.values: dict[str, str] = plugin.values(jobs_root) if plugin is not None else {}
+        self.interval: list[float] = []  # [start, end] wall-clock times of the step, once it ran
+        self._future: Future | None = None
+        if plugin is not None and not skip:
+            print(plugin.describe(jobs_root), file=sys.stderr)
+            self._future = ThreadPoolExecutor(max_workers=1).submit(self._run, plugin, jobs_root)
 
-        self.paths = model_paths(space, jobs_root)
-        self.interval: list[float] = []  # [start, end] wall-clock times of the export, once it ran
-        self._pool = None
-        self._future = None
-        if self.paths and not skip:
-            print(f"model: exporting or reusing {model_dir_for(space, jobs_root)} while the builds run", file=sys.stderr)
-            self._pool = ThreadPoolExecutor(max_workers=1)
-            self._future = self._pool.submit(self._run, space, jobs_root)
-
-    def _run(self, space: Space, jobs_root: Path) -> dict[str, str]:
+    def _run(self, plugin: target.Prepare, jobs_root: Path) -> dict[str, str]:
         t0 = time.time()
         try:
-            return prepare_model(space, jobs_root)
+            return plugin.prepare(jobs_root)
         finally:
             self.interval = [t0, time.time()]
 
@@ -177,7 +176,7 @@ class ModelExport:
         return self.interval[1] - self.interval[0] if self.interval else 0.0
 
     def ready(self) -> bool:
-        """True once the export is done; raises its error if it failed."""
+        """True once the step is done; raises its error if it failed."""
         if self._future is None:
             return True
         if not self._future.done():
@@ -191,54 +190,55 @@ class ModelExport:
 
 
 @dataclass
-class _Sweep:
+class Sweep:
+    """One sweep being run: what rendering and dispatching need."""
+
     space: Space
     opts: Options
     sweep_dir: Path
     digest: str
     commit: str
-    model: dict[str, str]
-    manifest: dict[str, Any]
-    export: "ModelExport | None" = None
+    values: dict[str, str]
+    manifest: Manifest
+    prepared: TargetPrepare | None = None
 
-    def render(self, config: Config | None, tag: str, role: str = "sweep") -> dispatch.PendingJob:
-        h = config_hash(self.space, config, self.digest) if config else config_hash(
-            self.space, Config(()), self.digest)
+    def settings(self) -> JobSettings:
+        return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
+                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT))
+
+    def render(self, config: Config | None, tag: str, role: str = "sweep") -> executors.PendingJob:
+        h = config_hash(self.space, config if config else Config(()), self.digest)
         space = self.space
         if self.opts.arch:
             space = dataclasses.replace(space, build=dataclasses.replace(space.build, arch=(self.opts.arch,)))
-        jc = render.job_config(space, config, tag, h, self.commit, self.model, role)
+        jc = render.job_config(space, config, tag, h, self.commit, self.values, role, self.settings())
         rendered = render.render_job(space, jc, self.opts.jobs_root, self.opts.jobs_root / OBJECT_CACHE)
         render.write_job(rendered)
-        return dispatch.PendingJob(tag, rendered.dir, h)
+        return executors.PendingJob(tag, rendered.dir, h)
 
     def save_manifest(self) -> None:
-        atomic.write_json(self.sweep_dir / collect_mod.MANIFEST, self.manifest)
+        self.manifest.save(self.sweep_dir)
+
+    def dispatch(self, jobs: list[executors.PendingJob], progress, on_result) -> None:
+        if not jobs:
+            return
+        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
+        if self.opts.executor != "local" and self.prepared is not None:
+            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
+        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
+                                dry_run=self.opts.dry_run)
+        ex = executors.executor(self.opts.executor)(ctx)
+        ex.run(jobs, "build" if self.opts.dry_run else "all", on_result, progress)
 
 
-def _dispatch(sw: _Sweep, jobs: list[dispatch.PendingJob], progress: dispatch.Progress,
-              on_result: Callable[[JobResult], None]) -> None:
-    stages = "build" if sw.opts.dry_run else "all"
-    folder = sw.sweep_dir / "_dispatch"
-    gate = sw.export.ready if sw.export is not None else (lambda: True)
-    if sw.opts.executor != "local" and sw.export is not None:
-        sw.export.wait()  # the local executor builds meanwhile; the others need the model at once
-    if sw.opts.executor == "debug":
-        dispatch.run_debug(jobs, stages, progress, on_result, folder)
-    elif sw.opts.executor == "local":
-        dispatch.run_local(jobs, stages, progress, on_result, folder, poll_s=sw.opts.poll_s,
-                           timeout_min=sw.space.slurm.time_min, ready_to_measure=gate)
-    elif sw.opts.executor == "slurm":
-        from sweep import slurm
-
-        slurm.run_array(jobs, stages, progress, on_result, sw.sweep_dir, sw.space.slurm, poll_s=max(sw.opts.poll_s, 5.0))
-    else:
-        raise SweepError(f"--executor {sw.opts.executor!r}: choose one of {', '.join(dispatch.EXECUTORS)}")
+def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
+    """The space file as run, kept in the sweep folder: collect and report read it, so
+    editing or moving the original later changes nothing already measured."""
+    atomic.write_bytes(sweep_dir / SPACE_SNAPSHOT, Path(space_path).read_bytes())
+    return SPACE_SNAPSHOT
 
 
 def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> RunSummary:
-    import resource
-
     t0, started = time.monotonic(), time.time()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     # Absolute from here on: Makefiles run with make -C inside each job folder.
@@ -247,38 +247,38 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     preflight(space, opts)
     sweep_dir = Path(opts.jobs_root) / space.name
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    with DriverLock(sweep_dir, space.name):
+        return _run_locked(space, Path(space_path), opts, sweep_dir, t0, started, ru0)
+
+
+def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, t0: float, started: float,
+                ru0: Any) -> RunSummary:
     digest, commit = target.source_digest(space.target), target.commit(space.target.source_dir)
-    export = ModelExport(space, opts.jobs_root, skip=opts.dry_run)
-    model = export.paths
+    prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run)
     search = strategies.start(space)
     n, product = space.size()
-    manifest = {"schema": "sweep-manifest/1", "sweep": space.name, "space": str(Path(space_path).resolve()),
-                "strategy": space.strategy.name, "backend": space.profile.backend, "executor": opts.executor,
-                "grid_size": n, "grid_product": product, "commit": commit, "source_digest": digest,
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tags": [], "skipped": [], "note": ""}
-    old = sweep_dir / collect_mod.MANIFEST
-    if old.is_file():
-        try:
-            prev = json.loads(old.read_text())
-            manifest["created"] = prev.get("created", manifest["created"])
-            manifest["runs"] = prev.get("runs", [])
-        except ValueError:
-            pass
-    sw = _Sweep(space, opts, sweep_dir, digest, commit, model, manifest, export)
+    note = getattr(getattr(search, "plan", None), "note", "") or f"{space.strategy.name}: up to {space.strategy.samples} trials"
+    manifest = Manifest(sweep=space.name, space=str(space_path.resolve()), strategy=space.strategy.name,
+                        backend=space.profile.backend, executor=opts.executor, grid_size=n, grid_product=product,
+                        commit=commit, source_digest=digest, created=now(), note=note,
+                        space_snapshot=snapshot_space(space_path, sweep_dir))
+    if (sweep_dir / "sweep.json").is_file():
+        prev = Manifest.load(sweep_dir)
+        manifest = dataclasses.replace(manifest, created=prev.created, runs=prev.runs)
+    sw = Sweep(space, opts, sweep_dir, digest, commit, prepared.values, manifest, prepared)
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}
 
     def on_result(r: JobResult) -> None:
-        counts[r.status] = counts.get(r.status, 0) + 1
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
         results[r.tag] = r
         progress.finished(r)
 
-    parallel = {"local": max(1, len(dispatch.visible_gpus())), "debug": 1}.get(opts.executor, space.slurm.array_parallelism)
-    progress = dispatch.Progress(space.name, 0)
+    ex_cls = executors.executor(opts.executor)
+    parallel = ex_cls(executors.Context(space, sweep_dir)).parallelism()
+    progress = Progress(space.name)
     all_tags: dict[Config, str] = {}
-    note = getattr(getattr(search, "plan", None), "note", "") or f"{space.strategy.name}: up to {space.strategy.samples} trials"
-    manifest["note"] = note
     print(f"{space.name}: {note}; backend {space.profile.backend}; executor {opts.executor}"
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
     while True:
@@ -291,68 +291,80 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
             t = tags[c]
             all_tags[c] = t
             job = sw.render(c, t)
-            go, why = dispatch.should_run(job.dir, job.config_hash, opts.retry_failed)
+            go, why = executors.should_run(job.dir, job.config_hash, opts.retry_failed)
             if opts.dry_run:
                 go = True
-            if go and dispatch.running_elsewhere(job.dir):
+            if go and executors.running_elsewhere(job.dir):
                 go, why = False, "running in another driver"
             (pending if go else done_before).append((job, why))
-        manifest["tags"] = sorted(set(manifest["tags"]) | {t for t in tags.values()})
-        manifest["skipped"] = [{"tag": tag_of(space, s.config), "reason": s.reason, "macros": s.config.as_dict()}
-                               for s in search.skipped]
+        sw.manifest = dataclasses.replace(
+            sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | set(tags.values()))),
+            skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
         sw.save_manifest()
-        progress.total += len(batch)
+        progress.add(len(batch))
         for job, why in done_before:
             r = read_result(job.dir)
             if r is not None and r.config_hash == job.config_hash:
                 results[r.tag] = r
-                progress.counts[r.status] = progress.counts.get(r.status, 0) + 1
+                progress.counted(r)
         if done_before:
-            print(f"  {len(done_before)} already measured (resumed): skipped", file=sys.stderr)
-        _dispatch(sw, [j for j, _ in pending], progress, on_result)
+            progress.note(f"  {len(done_before)} already measured (resumed): skipped")
+        sw.dispatch([j for j, _ in pending], progress, on_result)
         for c in batch:
             r = results.get(all_tags[c])
-            search.tell(c, dispatch.objective_ns(space, r.measurements) if r and r.status == "ok" else None)
+            search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
     progress.close()
 
     results_dir = Path(opts.results_root) / space.name
-    export.wait()
-    best, conf = (None, {}) if opts.dry_run else finish(space, sw, results_dir, confirm=opts.confirm)
+    prepared.wait()
+    best, conf = (None, Confirmation()) if opts.dry_run else finish(space, sw, results_dir, confirm=opts.confirm)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    manifest.setdefault("runs", []).append({  # what bench/sweep_overhead.py --analyze reads
+    sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
-        "dry_run": opts.dry_run, "counts": counts, "model_export_s": export.seconds, "model_export_interval": export.interval,
+        "dry_run": opts.dry_run, "counts": counts, "model_export_s": prepared.seconds,
+        "model_export_interval": prepared.interval,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
 
 
-def finish(space: Space, sw: _Sweep, results_dir: Path, confirm: bool) -> tuple[select_mod.Best | None, dict]:
-    """Collect, select, confirm the combined best against the defaults, write results."""
+def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[select_mod.Best | None, Confirmation]:
+    """Collect, select, confirm the combined best against the defaults, write results and the report."""
     c = collect_mod.collect(sw.sweep_dir)
+    best, conf = None, Confirmation()
     if c.measurements.empty:
-        collect_mod.write_tables(c, results_dir)
         print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
-        return None, {}
-    best = select_mod.select(space, c.measurements)
-    if confirm and best.choices:
-        best_cfg = make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
-        jobs = [sw.render(None, render.BASELINE_TAG, role="baseline"), sw.render(best_cfg, "best", role="best")]
-        jobs = [j for j in jobs if dispatch.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
-        if jobs:
-            print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
-            progress = dispatch.Progress(space.name + ":confirm", len(jobs))
-            _dispatch(sw, jobs, progress, lambda r: progress.finished(r))
-            progress.close()
-        c = collect_mod.collect(sw.sweep_dir)
+    else:
         best = select_mod.select(space, c.measurements)
-    conf = select_mod.confirmation(space, c.measurements, c.configs, best)
+        if confirm and best.choices:
+            best_cfg = make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
+            jobs = [sw.render(None, render.BASELINE_TAG, role="baseline"), sw.render(best_cfg, "best", role="best")]
+            jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
+            if jobs:
+                print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+                progress = Progress(space.name + ":confirm")
+                progress.add(len(jobs))
+                sw.dispatch(jobs, progress, progress.finished)
+                progress.close()
+            c = collect_mod.collect(sw.sweep_dir)
+            best = select_mod.select(space, c.measurements)
+        conf = select_mod.confirmation(space, c.measurements, c.configs, best)
+        same = collect_mod.identical_builds(c.configs, [p.macro for p in space.parameters])
+        if same:
+            n = sum(len(s) for s in same)
+            best = dataclasses.replace(best, notes=best.notes + (
+                f"conf.cuh had no effect: {n} configurations with different macros built byte-identical objects "
+                f"({'; '.join(', '.join(s[:4]) + (' ...' if len(s) > 4 else '') for s in same[:3])}). Likely a "
+                "conf.cuh earlier on the include path (e.g. beside the target's sources) shadows the generated one: "
+                "put -I$(CONF_DIR) first in the Makefile's flags, or check the macros are read where the kernels "
+                "are compiled",))
     collect_mod.write_tables(c, results_dir)
-    atomic.write_json(results_dir / "manifest.json", c.manifest)
-    jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}), "best",
-                           "-", sw.commit)
-    select_mod.write_best(best, results_dir, render.render_conf(jc))
-    atomic.write_json(results_dir / "confirmation.json", conf)
+    atomic.write_json(results_dir / "manifest.json", c.manifest.to_dict())
+    if best is not None:
+        jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}), "best",
+                               "-", sw.commit)
+        select_mod.write_best(best, results_dir, render.render_conf(jc))
+        atomic.write_json(results_dir / "confirmation.json", conf.to_dict())
     if sw.opts.report:
         try:
             from sweep import report
@@ -362,56 +374,3 @@ def finish(space: Space, sw: _Sweep, results_dir: Path, confirm: bool) -> tuple[
             print(f"warning: report.html not written ({type(e).__name__}: {e}); the tables and best/conf.cuh are; "
                   f"retry with `python config_sweep.py report {space.name}`", file=sys.stderr)
     return best, conf
-
-
-def status(sweep: str, jobs_root: Path = ROOT / "jobs") -> dict[str, Any]:
-    """Counts and running jobs of a sweep, from its files alone."""
-    sweep_dir = Path(jobs_root) / sweep
-    c = collect_mod.collect(sweep_dir)
-    counts = c.configs["status"].value_counts().to_dict() if not c.configs.empty else {}
-    running = []
-    for d in collect_mod.job_dirs(sweep_dir):
-        st = d / "state.json"
-        if st.is_file():
-            try:
-                s = json.loads(st.read_text())
-                running.append({"tag": d.name, **s})
-            except ValueError:
-                pass
-    failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
-        if not c.configs.empty else []
-    return {"sweep": sweep, "manifest": c.manifest, "counts": counts, "running": running, "failures": failures}
-
-
-def recollect(sweep: str, jobs_root: Path = ROOT / "jobs", results_root: Path = ROOT / "results") -> tuple[select_mod.Best | None, dict]:
-    sweep_dir = Path(jobs_root) / sweep
-    manifest = collect_mod.read_manifest(sweep_dir)
-    space = target.load(manifest["space"])
-    space = dataclasses.replace(space, name=sweep)
-    sw = _Sweep(space, Options(jobs_root=jobs_root, results_root=results_root), sweep_dir, manifest.get("source_digest", ""),
-                manifest.get("commit", ""), {}, manifest)
-    return finish(space, sw, Path(results_root) / sweep, confirm=False)
-
-
-def clean(sweep: str, jobs_root: Path = ROOT / "jobs", results_root: Path = ROOT / "results", everything: bool = False) -> list[Path]:
-    """Remove build products and raw profiles (result.json files stay), or the whole sweep with everything=True."""
-    sweep_dir = Path(jobs_root) / sweep
-    if not sweep_dir.is_dir():
-        raise SweepError(f"no sweep {sweep!r} under {jobs_root}; `python config_sweep.py status` lists none by that name")
-    removed = []
-    if everything:
-        for d in (sweep_dir, Path(results_root) / sweep):
-            if d.exists():
-                shutil.rmtree(d)
-                removed.append(d)
-        return removed
-    for d in collect_mod.job_dirs(sweep_dir):
-        for p in [d / "build", *d.glob("*.nsys-rep"), *d.glob("*.sqlite"), *d.glob("*.ncu-rep")]:
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
-            else:
-                continue
-            removed.append(p)
-    return removed

@@ -18,50 +18,17 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from sweep import atomic
+from sweep import atomic, paths
 from sweep.errors import SweepError
+from sweep.records import JobConfig, JobSettings
 from sweep.space import MACRO_RE, NAME_RE, Config, Space
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "templates"
-OBJCACHE = Path(__file__).resolve().parent / "objcache.py"
-CONFIG_SCHEMA = "sweep-job/1"
 BASELINE_TAG = "default"     # the target's own launch sizes: a conf.cuh with no macros
-
-
-@dataclass(frozen=True, slots=True)
-class JobConfig:
-    """What a job reads from its config.json on the GPU node."""
-
-    schema: str
-    sweep: str
-    tag: str
-    macros: dict[str, int]
-    config_hash: str
-    space_path: str
-    commit: str
-    target: dict[str, Any]              # name, source_dir, verify, profile, events
-    build: dict[str, Any]               # arch, nvcc_flags, make_targets, jobs
-    run: dict[str, Any]                 # batch, seq_len, warmup, iterations, args, verify
-    profile: dict[str, Any]             # backend, ncu_iterations
-    model: dict[str, str] = field(default_factory=dict)   # weights, reference paths (engine)
-    role: str = "sweep"                 # sweep | baseline | best: why this job exists
-
-    @classmethod
-    def load(cls, job_dir: Path) -> "JobConfig":
-        path = Path(job_dir) / "config.json"
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise SweepError(f"cannot read {path}: {e}; render the job again with `python config_sweep.py run`") from None
-        if data.get("schema") != CONFIG_SCHEMA:
-            raise SweepError(f"{path} has schema {data.get('schema')!r}, this code reads {CONFIG_SCHEMA!r}; "
-                             "render the job again with `python config_sweep.py run`")
-        return cls(**data)
+MAKE_SYNTAX = re.compile(r"[$`]")   # make expands $(...) and the shell runs `...`: never from a space file
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +42,7 @@ class RenderedJob:
 def _env():
     import jinja2  # here, not at import: jobs on GPU nodes read JobConfig without rendering
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.TEMPLATES)), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, autoescape=False)
 
 
@@ -102,12 +69,22 @@ def render_conf(job: JobConfig) -> str:
     )
 
 
+def _make_words(what: str, words: list[str]) -> list[str]:
+    for w in words:
+        if MAKE_SYNTAX.search(w):
+            raise SweepError(f"refusing build.{what} word {w!r}: '$' and backticks would be expanded by make or the "
+                             "shell; give the flag literally")
+    return words
+
+
 def render_makefile(job: JobConfig, cache_dir: Path) -> str:
     arch = job.build["arch"]
+    _make_words("nvcc_flags", job.build["nvcc_flags"])
+    _make_words("make_targets", job.build["make_targets"])
     return _env().get_template("Makefile.j2").render(
         tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit,
         target_name=job.target["name"], target_dir=job.target["source_dir"], python=sys.executable,
-        objcache=str(OBJCACHE), cache_dir=str(cache_dir),
+        objcache=str(paths.OBJCACHE), cache_dir=str(cache_dir),
         arch="auto" if arch == ["auto"] else " ".join(arch),
         nvcc_flags=" ".join(shlex.quote(f) for f in job.build["nvcc_flags"]),
         make_targets=" ".join(job.build["make_targets"]),
@@ -117,23 +94,26 @@ def render_makefile(job: JobConfig, cache_dir: Path) -> str:
 def render_sbatch(job: JobConfig, directory: Path, slurm: dict[str, Any]) -> str:
     return _env().get_template("job.sbatch.j2").render(
         tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit, job_dir=str(directory),
-        slurm=slurm, root=str(ROOT), python=sys.executable,
+        slurm=slurm, pythonpath=job.settings.pythonpath, python=sys.executable,
     )
 
 
 def job_config(space: Space, config: Config | None, tag: str, config_hash: str, commit: str,
-               model: dict[str, str] | None = None, role: str = "sweep") -> JobConfig:
-    """The JobConfig of `config` (None: the baseline with the target's own defaults)."""
+               values: Mapping[str, str] | None = None, role: str = "sweep",
+               settings: JobSettings | None = None) -> JobConfig:
+    """The JobConfig of `config` (None: the baseline with the target's own defaults).
+    `values`: placeholder values the target's prepare() made (the engine's weights)."""
     t = space.target
     return JobConfig(
-        schema=CONFIG_SCHEMA, sweep=space.name, tag=tag, macros=config.as_dict() if config else {},
+        sweep=space.name, tag=tag, macros=config.as_dict() if config else {},
         config_hash=config_hash, space_path=str(space.path), commit=commit,
         target={"name": t.name, "source_dir": str(t.source_dir), "verify": [list(v) for v in t.verify],
                 "profile": list(t.profile), "events": list(t.events)},
         build={"arch": list(space.build.arch), "nvcc_flags": list(space.build.nvcc_flags),
                "make_targets": list(space.build.make_targets), "jobs": space.build.jobs},
         run=asdict(space.run) | {"args": list(space.run.args)},
-        profile=asdict(space.profile), model=dict(model or {}), role=role,
+        profile=asdict(space.profile), values=dict(values or {}), role=role,
+        settings=settings or JobSettings(pythonpath=str(paths.IMPORT_ROOT)),
     )
 
 
@@ -143,7 +123,7 @@ def render_job(space: Space, job: JobConfig, jobs_root: Path, cache_dir: Path) -
         "conf.cuh": render_conf(job),
         "Makefile": render_makefile(job, cache_dir),
         "job.sbatch": render_sbatch(job, d, space.slurm.to_dict()),
-        "config.json": json.dumps(asdict(job), indent=2) + "\n",
+        "config.json": json.dumps(job.to_dict(), indent=2) + "\n",
     }
     return RenderedJob(job.tag, d, files, job)
 

@@ -35,11 +35,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from sweep import atomic, collect, select as select_mod, target
+from sweep import atomic, collect, paths, select as select_mod, target
 from sweep.errors import SweepError
 from sweep.space import NAME_RE, Space
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES = paths.TEMPLATES
 NOT_FAILED = ("ok", "skipped", "pending", "running")   # every other status is a failure
 MAX_LISTED = 12          # tags listed inline before "… and N more"
 MAX_BARS = 30            # candidates drawn in a group's bar chart (the fastest)
@@ -79,7 +79,7 @@ def load(results_dir: Path, *, space: Space | None = None, jobs_dir: Path | None
     if "role" not in configs:
         configs["role"] = "sweep"
     notes: list[str] = []
-    manifest = tables.manifest or {}
+    manifest = tables.manifest.to_dict() if tables.manifest else {}
     if not manifest:
         notes.append(f"no manifest.json in {results_dir}: space, strategy and executor are unknown")
     if space is None:
@@ -113,7 +113,7 @@ def resolve_space_path(recorded: str) -> Path | None:
         return p
     parts = p.parts[1:] if p.is_absolute() else p.parts
     for i in range(len(parts)):
-        candidate = target.ROOT.joinpath(*parts[i:])
+        candidate = paths.CHECKOUT.joinpath(*parts[i:])
         if candidate.is_file():
             return candidate
     return None

@@ -21,53 +21,25 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 
 from sweep import atomic
+from sweep.profile import Measurement
+from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.space import Config, Space, check, make_config
 from sweep.strategies.factorized import groups as parameter_groups
 
 NOISE_SIGMAS = 2.0
+__all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    values: dict[str, int]
-    tag: str          # the job that measured it fastest
-    ns: float         # per-iteration time of the group's kernels (median over jobs with these values)
-    std_ns: float
-    jobs: int
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    macros: tuple[str, ...]
-    kernels: tuple[str, ...]          # kernel names measured for this group
-    values: dict[str, int]
-    best: Candidate
-    runner_up: Candidate | None
-    margin: float | None
-    noise_ns: float | None
-    beyond_noise: bool
-    default_ns: float | None = None
-    speedup_vs_default: float | None = None
-    candidates: tuple[Candidate, ...] = ()
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Best:
-    sweep: str
-    choices: tuple[Choice, ...]
-    config: dict[str, int]            # the combined pick, every macro
-    unmeasured: tuple[str, ...] = ()  # parameters whose kernels never appeared in a profile
-    notes: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+def objective_ns(space: Space, measurements: Iterable[Measurement]) -> float:
+    """What model-based search minimizes: the summed per-iteration time of every kernel
+    the space's parameters govern (every launch shape counted)."""
+    return sum(m.total_median_ns for m in measurements if any(p.governs(m.kernel) for p in space.parameters))
 
 
 def patterns(space: Space, macros: tuple[str, ...]) -> tuple[str, ...]:
@@ -171,7 +143,7 @@ def write_best(best: Best, results_dir: Path, conf_text: str) -> tuple[Path, Pat
     return j, conf
 
 
-def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame, best: Best) -> dict:
+def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame, best: Best) -> Confirmation:
     """End to end: the combined best's total against the sum of the per-group bests and
     against the default launch sizes (governed kernels per iteration, and the forward pass)."""
     all_macros = tuple(p.macro for p in space.parameters)
@@ -186,15 +158,14 @@ def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame
         return float(r.iloc[0]) if len(r) else None
 
     sum_of_bests = sum(c.best.ns for c in best.choices)
-    out = {"sum_of_group_bests_ns": sum_of_bests, "best_total_ns": total("best"), "default_total_ns": total("baseline"),
-           "best_forward_ms": forward("best"), "default_forward_ms": forward("baseline")}
-    if out["best_total_ns"] and sum_of_bests:
-        out["best_vs_sum_of_bests"] = out["best_total_ns"] / sum_of_bests
-    if out["best_total_ns"] and out["default_total_ns"]:
-        out["speedup_vs_default"] = out["default_total_ns"] / out["best_total_ns"]
-    if out["best_forward_ms"] and out["default_forward_ms"]:
-        out["forward_speedup_vs_default"] = out["default_forward_ms"] / out["best_forward_ms"]
-    return out
+    best_ns, default_ns = total("best"), total("baseline")
+    best_ms, default_ms = forward("best"), forward("baseline")
+    return Confirmation(
+        sum_of_group_bests_ns=sum_of_bests, best_total_ns=best_ns, default_total_ns=default_ns,
+        best_forward_ms=best_ms, default_forward_ms=default_ms,
+        best_vs_sum_of_bests=best_ns / sum_of_bests if best_ns and sum_of_bests else None,
+        speedup_vs_default=default_ns / best_ns if best_ns and default_ns else None,
+        forward_speedup_vs_default=default_ms / best_ms if best_ms and default_ms else None)
 
 
 def summary_lines(best: Best) -> list[str]:

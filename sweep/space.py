@@ -129,7 +129,8 @@ class Target:
     verify: tuple[tuple[str, ...], ...]
     profile: tuple[str, ...]
     events: tuple[str, ...] = ()           # extra profile arguments that make it print engine-timing/1 JSON
-    model: Mapping[str, Any] | None = None  # engine only: which GPT-2 to export (preset, seed, model_dir)
+    model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
+    plugin: Any = None                     # a plugin's prepare step (sweep.target.Prepare), run before measuring
 
 
 @dataclass(frozen=True, slots=True)

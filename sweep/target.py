@@ -1,50 +1,61 @@
-"""Targets: the embedded GPT-2 engine, and what identifies any target's sources.
+"""Targets: what identifies a target's sources, and the plugin targets a space names.
 
-The engine is an instance of the generic target contract (see space.Target):
-its Makefile (kernels/Makefile) takes CONF_DIR, BUILD_DIR, NVCC, ARCH and
-NVCCFLAGS; it verifies with gpt2_verify (logits against transformers, every
-matmul/fusion/attention path) and gpt2_generate --check (the KV-cache decoding
-path, token for token), and it is timed by gpt2_forward, which prints the
-engine-timing/1 JSON with --kernel-timing.
+A custom target is a folder whose Makefile takes CONF_DIR, BUILD_DIR, NVCC, ARCH
+and NVCCFLAGS, plus the commands that verify and time it (sweep.space.Target).
+A plugin target is named in a space file (`target: engine`) and supplied by a
+module with `target(options) -> Target`; its Target may carry a prepare step
+(`Prepare`), run once while the builds run, that makes files the programs read
+and the placeholder values naming them. The GPT-2 engine (gpt2_engine) is one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
-from sweep import space as space_mod
+from sweep import paths, space as space_mod
 from sweep.errors import SweepError
 
-ROOT = Path(__file__).resolve().parents[1]
-ENGINE_DIR = ROOT / "kernels"
-DEFAULT_SPACE = ROOT / "spaces" / "seed.yaml"
+PLUGINS = {"engine": "gpt2_engine"}     # `target: NAME` -> the module providing target(options)
+DEFAULT_SPACE = paths.DEFAULT_SPACE
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c")
 MAX_DIGEST_BYTES = 64 << 20
 
 
+class Prepare(Protocol):
+    """A plugin target's step before measuring (the engine: export the model)."""
+
+    def values(self, jobs_root: Path) -> dict[str, str]:
+        """Placeholder values the programs read (known before prepare runs)."""
+
+    def describe(self, jobs_root: Path) -> str:
+        """One line saying what prepare does."""
+
+    def prepare(self, jobs_root: Path) -> dict[str, str]:
+        """Make the files; returns the placeholder values."""
+
+
+def plugin_target(name: str, options: Mapping[str, Any] | None) -> space_mod.Target:
+    module = PLUGINS.get(name)
+    if module is None:
+        raise SweepError(f"target {name!r} is not a plugin target; plugins: {', '.join(PLUGINS)}, "
+                         "or give a custom target as a mapping with name, dir, profile")
+    try:
+        return importlib.import_module(module).target(options)
+    except ImportError as e:
+        raise SweepError(f"target {name!r} needs the {module} package, which cannot be imported ({e}); run from a "
+                         "checkout of the repository") from None
+
+
 def engine_target(model: Mapping[str, Any] | None = None) -> space_mod.Target:
-    model = dict(model or {})
-    model.setdefault("preset", "124M")
-    model.setdefault("seed", 0)
-    return space_mod.Target(
-        name="gpt2-engine",
-        source_dir=ENGINE_DIR,
-        verify=(
-            ("{build}/gpt2_verify", "--weights", "{weights}", "--ref", "{reference}"),
-            ("{build}/gpt2_generate", "--weights", "{weights}", "--ref", "{reference}", "--check", "--repeats", "1"),
-        ),
-        profile=("{build}/gpt2_forward", "--weights", "{weights}", "-b", "{batch}", "-t", "{seq_len}",
-                 "-n", "{iterations}", "-w", "{warmup}", "{args}"),
-        events=("--kernel-timing", "--json", "{events_json}"),
-        model=model,
-    )
+    return plugin_target("engine", model)
 
 
 def load(path: Path | str) -> space_mod.Space:
-    """Load a space file, with the embedded engine available as `target: engine`."""
+    """Load a space file, with the plugin targets available (`target: engine`)."""
     return space_mod.load_space(path, engine_target=engine_target)
 
 

@@ -135,9 +135,7 @@ def test_a_profiler_path_that_is_not_a_program_is_one_line(tmp_path):
     assert p.returncode == 1 and "--nsys" in p.stderr and "no executable there" in p.stderr
 
 
-def test_profiler_flags_reach_the_jobs_environment(monkeypatch, tmp_path):
-    import os
-
+def test_profiler_flags_reach_the_jobs_config(monkeypatch, tmp_path):
     from sweep.errors import SweepError
 
     fake = tmp_path / "nsys"
@@ -146,10 +144,10 @@ def test_profiler_flags_reach_the_jobs_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("NSYS", raising=False)
     seen = {}
 
-    def stop_at_run(*args, **kwargs):  # the flag's effect is all this test needs
-        seen["NSYS"] = os.environ.get("NSYS")
+    def stop_at_run(space, opts, **kwargs):  # the flag's effect is all this test needs
+        seen["nsys"] = opts.nsys
         raise SweepError("stopped before running")
 
     monkeypatch.setattr(cli.pipeline, "run", stop_at_run)
     assert cli.main(["run", "spaces/seed.yaml", "--nsys", str(fake)]) == 1
-    assert seen["NSYS"] == str(fake.resolve())
+    assert seen["nsys"] == str(fake.resolve()) and "NSYS" not in __import__("os").environ

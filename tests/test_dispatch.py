@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from sweep import dispatch, pipeline
-from sweep.job import JobResult, write_result
-from sweep.render import JobConfig
+from sweep import executors as dispatch, pipeline
+from sweep.records import JobResult, write_result
+from sweep.records import JobConfig
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -97,6 +97,7 @@ def test_progress_line_counts_done_failed_running_and_queued():
     p.finished(JobResult(sweep="s", tag="b", config_hash="h", macros={}, status="verify_failed", stage="verify",
                          reason="wrong", log="/x/verify.log"))
     p.show(running=1)
+    p.close()  # off a terminal the state line is written at most every 10 s, and at close
     text = out.getvalue()
     assert "b: verify_failed (verify: wrong) -> /x/verify.log" in text
     assert "2/5 done (ok 1, failed 1, skipped 0) | 1 running | 2 queued" in text

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from sweep import engine_export as ex
+from gpt2_engine import export as ex
 from sweep.errors import SweepError
 
 torch = pytest.importorskip("torch")
@@ -145,7 +145,7 @@ def test_damaged_weights_file_is_refused_with_the_reexport_command(exported, tmp
     bad.write_bytes(damage(e.weights.read_bytes()))
     with pytest.raises(SweepError, match=message) as err:
         ex.read_weights_header(bad)
-    assert "python -m sweep.engine_export" in str(err.value)
+    assert "python -m gpt2_engine.export" in str(err.value)
 
 
 def test_missing_weights_file_names_the_path(tmp_path):

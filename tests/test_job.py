@@ -120,7 +120,7 @@ def test_unknown_placeholder_names_the_allowed_ones():
 
 
 def test_device_facts_are_found_among_a_profilers_own_output_lines():
-    from sweep.job import _json_tail
+    from sweep.profile import json_tail as _json_tail
 
     out = ('WARNING: {something} happened\nCollecting data...\n{\n  "schema": "engine-timing/1",\n'
            '  "device": {"name": "NVIDIA H100 80GB HBM3", "cuda_runtime": 13000}\n}\nGenerated: /x/profile.nsys-rep {1}\n')

@@ -21,7 +21,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from sweep import atomic, render, target
+from sweep import atomic, paths, render, target
 from sweep.errors import SweepError
 from sweep.space import make_config, tag
 
@@ -60,7 +60,7 @@ def normalize(text: str, jobs_root: Path) -> str:
     """Replace what depends on the machine with placeholders (longest first: the
     interpreter or the jobs folder may lie inside the repository)."""
     subs = {sys.executable: "<PYTHON>", str(Path(jobs_root).resolve()): "<JOBS>", str(jobs_root): "<JOBS>",
-            str(render.ROOT): "<ROOT>"}
+            str(paths.CHECKOUT): "<ROOT>"}
     for old in sorted(subs, key=len, reverse=True):
         text = text.replace(old, subs[old])
     return text
@@ -103,7 +103,7 @@ def test_golden_mismatch_shows_a_unified_diff_and_how_to_refresh(tmp_path, monke
 def test_golden_files_hold_no_machine_paths():
     for name in ("seed_R128.conf.cuh", "seed_R128.Makefile", "seed_R128.job.sbatch"):
         text = (GOLDEN / name).read_text()
-        assert str(render.ROOT) not in text and sys.executable not in text, name
+        assert str(paths.CHECKOUT) not in text and sys.executable not in text, name
         assert not any(line != line.rstrip() for line in text.splitlines()), f"{name} has trailing spaces"
         assert text.endswith("\n") and not text.endswith("\n\n"), name
 
@@ -126,7 +126,7 @@ def test_makefile_passes_the_job_settings_to_the_target_make(seed, tmp_path):
                 "NVCCFLAGS=\"$(NVCCFLAGS)\""):
         assert var in make
     assert f"TARGET_DIR := {ROOT / 'kernels'}\n" in text
-    assert "NVCCFLAGS  ?= -O3 -lineinfo\n" in text
+    assert "NVCCFLAGS  := -O3 -lineinfo\n" in text     # :=, so an exported NVCCFLAGS cannot replace it
     assert "nvidia-smi --query-gpu=compute_cap" in text          # arch: auto
 
 
@@ -134,8 +134,8 @@ def test_makefile_with_fixed_arch_and_quoted_flags(seed, tmp_path):
     s = dataclasses.replace(seed, build=dataclasses.replace(seed.build, arch=("sm_80", "sm_90"),
                                                             nvcc_flags=("-O3", "-DNAME=a b")))
     text = render.render_makefile(r128_job(s), tmp_path)
-    assert "ARCH       ?= sm_80 sm_90\n" in text and "nvidia-smi" not in text
-    assert "NVCCFLAGS  ?= -O3 '-DNAME=a b'\n" in text
+    assert "ARCH       := sm_80 sm_90\n" in text and "nvidia-smi" not in text
+    assert "NVCCFLAGS  := -O3 '-DNAME=a b'\n" in text
 
 
 # ---------------------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_slurm_options_render_as_sbatch_and_shell_lines(tmp_path):
     first_command = lines.index("set -euo pipefail")
     assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
     setup = [lines.index("module load cuda/13.0"), lines.index("source ~/venv/bin/activate")]
-    cd = lines.index(f"cd {render.ROOT}")
+    cd = lines.index(f"cd {d}")
     assert first_command < setup[0] < setup[1] < cd
     assert lines[-1] == f"exec {sys.executable} -m sweep.job {d}"
 

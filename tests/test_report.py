@@ -62,7 +62,7 @@ def reselect(d: Path) -> None:
     space = target.load(report.resolve_space_path(json.loads((d / "manifest.json").read_text())["space"]))
     best = select_mod.select(space, m)
     (d / "best.json").write_text(json.dumps(best.to_dict()))
-    (d / "confirmation.json").write_text(json.dumps(select_mod.confirmation(space, m, configs, best)))
+    (d / "confirmation.json").write_text(json.dumps(select_mod.confirmation(space, m, configs, best).to_dict()))
 
 
 def scaled_copy(case: Path, tmp_path: Path, name: str, kernel: str, factor: float) -> Path:
@@ -426,11 +426,11 @@ def test_cli_report_recollects_from_the_jobs_dir_when_the_sweep_is_there(tmp_pat
     (tmp_path / "jobs" / "toy" / "sweep.json").write_text("{}")
     calls = []
 
-    def fake_recollect(sweep: str, jobs_root: Path, results_root: Path):
+    def fake_recollect(sweep: str, jobs_root: Path, results_root: Path, report: bool = True):
         calls.append((sweep, jobs_root, results_root))
         return None, {}
 
-    monkeypatch.setattr(cli.pipeline, "recollect", fake_recollect)
+    monkeypatch.setattr(cli.manage, "recollect", fake_recollect)
     rc, out, _ = _cli(capsys, "report", "toy", "--results-dir", str(tmp_path / "results"), "--jobs-dir",
                       str(tmp_path / "jobs"))
     assert rc == 0 and calls == [("toy", tmp_path / "jobs", tmp_path / "results")]

@@ -26,8 +26,8 @@ def test_toy_sweep_picks_the_known_optima_beyond_noise(toy_sweep):
 def test_confirmation_compares_combined_best_with_defaults_and_sum_of_bests(toy_sweep):
     _, _, results, summary = toy_sweep
     conf = summary.confirmation
-    assert conf["best_vs_sum_of_bests"] == pytest.approx(1.0, abs=0.02)  # toy kernels do not interact
-    assert conf["speedup_vs_default"] > 1.2
+    assert conf.best_vs_sum_of_bests == pytest.approx(1.0, abs=0.02)  # toy kernels do not interact
+    assert conf.speedup_vs_default > 1.2
     assert (results / "toy" / "best" / "conf.cuh").read_text().count("#define") == 3
 
 

@@ -1,4 +1,4 @@
-"""sweep.slurm's translation of a space's slurm: settings into sbatch options (no cluster needed).
+"""sweep.executors.slurm's translation of a space's slurm: settings into sbatch options (no cluster needed).
 
 What the real cluster does with them is pinned in tests/slurm/."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.errors import SweepError
-from sweep.slurm import executor_parameters
+from sweep.executors.slurm import executor_parameters
 from sweep.space import Slurm
 
 

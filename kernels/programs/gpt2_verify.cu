@@ -1,5 +1,5 @@
 // gpt2_verify: checks the engine's logits against transformers' (the reference
-// file from `python -m sweep.engine_export`), for every combination of matmul,
+// file from `python -m gpt2_engine.export`), for every combination of matmul,
 // fusion and attention path asked for (all of them by default), so every kernel
 // family the launch sizes touch runs at least once. Exit 0 when every
 // combination is within --atol of the reference (max abs error over all logits),

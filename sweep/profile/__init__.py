@@ -12,6 +12,10 @@ turns what it wrote into Measurements, one per kernel x launch shape:
     events  the engine's own CUDA-event timing (gpt2_forward --kernel-timing),
             no profiler needed.
 
+Each backend module exposes BACKEND (a Backend: the command to run, and the
+parser of what it wrote); BACKENDS maps their names to them, and is the only
+list of backends (the space loader and the CLI read their names from it).
+
 Every backend reports, per kernel x launch shape, the per-launch statistics and
 the total per timed iteration: the run-to-run spread that selection weighs a
 margin against.
@@ -22,7 +26,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 Dim3 = tuple[int, int, int]
 
@@ -154,3 +159,98 @@ def aggregate(launches: Iterable[Launch], iterations: int) -> list[Measurement]:
 
 def is_finite(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------------------
+# Backends
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a backend is given to profile one run of the target's timing program."""
+
+    job_dir: Path
+    program: Callable[..., list[str]]          # program(extra=(), iterations=None) -> the command line
+    tool: str = ""                             # the profiler's executable, for backends that need one
+    options: Mapping[str, Any] = field(default_factory=dict)   # the space's profile: section
+    events_args: tuple[str, ...] = ()          # the target's arguments for its own event timing
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """The profiled run: its command, what it writes, and what runs after it off the GPU."""
+
+    command: list[str]
+    output: Path
+    env: Mapping[str, str] = field(default_factory=dict)   # added to the program's environment
+    iterations: int | None = None
+    post: tuple[tuple[str, ...], ...] = ()     # commands run after the GPU is released (e.g. nsys export)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    measurements: list[Measurement]
+    forward_ms: dict[str, float] = field(default_factory=dict)
+    device_text: str = ""                      # text that may hold the program's device facts (its JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A profile backend: `invocation` makes the command, `parse` reads what it wrote
+    (raising SweepError when the output is missing or malformed)."""
+
+    name: str
+    doc: str
+    invocation: Callable[[Request], Invocation]
+    parse: Callable[[Invocation, str], Parsed]
+    tool: str | None = None                    # executable it needs ($NAME or PATH), None for none
+
+
+def json_tail(text: str) -> dict[str, Any]:
+    """The engine-style JSON object (`{"schema": ...}`) in a program's output; a profiler
+    may print lines around it. {} when there is none."""
+    import json
+    import re
+
+    for m in re.finditer(r'\{\s*"schema"', text):
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text, m.start())
+            return obj if isinstance(obj, dict) else {}
+        except ValueError:
+            continue
+    return {}
+
+
+def forward_from_stdout(stdout: str) -> dict[str, float]:
+    fwd = json_tail(stdout).get("forward_ms", {})
+    return fwd if isinstance(fwd, dict) else {}
+
+
+def read_output(inv: Invocation) -> str:
+    """The text a profiled run wrote to its output file; a clear error when it wrote none."""
+    try:
+        return inv.output.read_text(errors="replace")
+    except OSError:
+        from sweep.errors import SweepError
+
+        raise SweepError(f"the profile run wrote no {inv.output.name}") from None
+
+
+def _registry() -> dict[str, Backend]:
+    # imported last: each backend module imports the types above
+    from sweep.profile import events, ncu, nsys
+
+    return {b.name: b for b in (nsys.BACKEND, ncu.BACKEND, events.BACKEND)}
+
+
+BACKENDS: dict[str, Backend] = _registry()
+
+
+def backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        from sweep.errors import SweepError
+
+        raise SweepError(f"unknown profile backend {name!r}; choose one of {', '.join(BACKENDS)}") from None

@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from sweep.errors import SweepError
-from sweep.profile import Dim3, Measurement
+from sweep.profile import Backend, Dim3, Invocation, Measurement, Parsed, Request, read_output
 
 SCHEMA = "engine-timing/1"
 STATS = ("median_ns", "min_ns", "max_ns", "mean_ns", "std_ns")
@@ -108,3 +108,20 @@ def _dim3(value: Any, where: str, field: str) -> Dim3:
         raise SweepError(f"{where}.{field} is {value!r}, expected three integers; "
                          f"write it again with gpt2_forward --json")
     return value[0], value[1], value[2]
+
+
+def _invocation(req: Request) -> Invocation:
+    if not req.events_args:
+        raise SweepError("the target has no events timing (target.events); use the nsys, ncu or cupti backend")
+    out = req.job_dir / "events.json"
+    return Invocation(req.program(extra=req.events_args), out)
+
+
+def _parse(inv: Invocation, stdout: str) -> Parsed:
+    text = read_output(inv)
+    source = str(inv.output)
+    return Parsed(parse_json(text, source=source), forward_ms(text, source=source), text)
+
+
+BACKEND = Backend("events", "the program's own CUDA events around every launch (engine-timing/1 JSON); no profiler",
+                  _invocation, _parse)

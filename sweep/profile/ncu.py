@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.profile import Dim3, Launch, Measurement, aggregate, short_name
+from sweep.profile import (Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
+                           forward_from_stdout, read_output, short_name)
 
 METRIC = "gpu__time_duration.sum"
 UNITS_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
@@ -301,3 +302,18 @@ def _launch(row: _Row, iteration: int) -> Launch:
     kernel, grid, block = row.shape
     return Launch(kernel=kernel, grid=grid, block=block, duration_ns=row.duration_ns, iteration=iteration,
                   kernel_full=row.kernel_full)
+
+
+def _invocation(req: Request) -> Invocation:
+    iterations = int(req.options.get("ncu_iterations", 3))
+    csv_path = req.job_dir / "profile_ncu.csv"
+    return Invocation(profile_command(req.program(iterations=iterations), csv_path, req.tool), csv_path,
+                      iterations=iterations)
+
+
+def _parse(inv: Invocation, stdout: str) -> Parsed:
+    return Parsed(parse_csv(read_output(inv), iterations=inv.iterations), forward_from_stdout(stdout), stdout)
+
+
+BACKEND = Backend("ncu", "Nsight Compute: gpu__time_duration.sum of each launch, replayed alone",
+                  _invocation, _parse, tool="ncu")

@@ -60,7 +60,8 @@ from itertools import accumulate
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.profile import Dim3, Launch, Measurement, aggregate, short_name
+from sweep.profile import (Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
+                           forward_from_stdout, short_name)
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
@@ -395,3 +396,19 @@ def _xyz(cell: str | None) -> Dim3:
     """GridXYZ/BlockXYZ are space-separated ('  896    1    1'); absent means merged shapes."""
     parts = re.findall(r"\d+", cell or "")
     return (int(parts[0]), int(parts[1]), int(parts[2])) if len(parts) == 3 else (0, 0, 0)
+
+
+def _invocation(req: Request) -> Invocation:
+    base = req.job_dir / "profile"
+    rep = report_path(base)
+    sqlite = rep.with_suffix(".sqlite")
+    return Invocation(profile_command(req.program(), base, req.tool), rep,
+                      post=(tuple(export_command(rep, sqlite, req.tool)),))
+
+
+def _parse(inv: Invocation, stdout: str) -> Parsed:
+    return Parsed(parse_sqlite(inv.output.with_suffix(".sqlite")), forward_from_stdout(stdout), stdout)
+
+
+BACKEND = Backend("nsys", "Nsight Systems: every launch in the timed NVTX iterations, grouped by name, grid and block",
+                  _invocation, _parse, tool="nsys")

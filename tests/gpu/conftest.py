@@ -42,7 +42,7 @@ def engine_build(tmp_path_factory) -> Path:
 def odd_model(tmp_path_factory):
     """The odd-shaped model (2 layers, 3 heads, n_embd 96) with transformers' reference outputs."""
     pytest.importorskip("transformers")
-    from sweep import engine_export
+    from gpt2_engine import export as engine_export
 
     return engine_export.ensure_export(tmp_path_factory.mktemp("odd"), preset="odd", seed=0)
 

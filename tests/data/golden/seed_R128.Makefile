@@ -1,14 +1,16 @@
 # Build of R128_G128_E8x8x8_L128_P128_F16 (sweep seed), generated from <ROOT>/spaces/seed.yaml at commit 0123456789ab.
 # `make` here builds gpt2-engine with this folder's conf.cuh into ./build. Compiles go
 # through the sweep's object cache, so objects whose preprocessed source, flags and compiler
-# match an earlier build are reused; `make OBJCACHE=` compiles everything afresh.
+# match an earlier build are reused; `make OBJCACHE=` compiles everything afresh. Variables
+# are set with := so that the environment (an exported NVCCFLAGS) cannot replace them; the
+# command line can (make ARCH=sm_80).
 JOB_DIR    := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 TARGET_DIR := <ROOT>/kernels
-NVCC_BIN   ?= nvcc
-OBJCACHE   ?= <PYTHON> -I <ROOT>/sweep/objcache.py --dir <JOBS>/_cache/objects --
+NVCC_BIN   := nvcc
+OBJCACHE   := <PYTHON> -I <ROOT>/sweep/objcache.py --dir <JOBS>/_cache/objects --
 # The GPU's own architecture, read on the node that builds (sm_90 on an H100).
-ARCH       ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' | sed 's/^/sm_/')
-NVCCFLAGS  ?= -O3 -lineinfo
+ARCH       := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' | sed 's/^/sm_/')
+NVCCFLAGS  := -O3 -lineinfo
 
 .PHONY: all clean
 all:

@@ -1,6 +1,6 @@
 """Export a transformers GPT-2 to the engine's weights file, with reference outputs.
 
-    python -m sweep.engine_export --out DIR [--preset 124M | --model-dir FOLDER | --n-embd ...]
+    python -m gpt2_engine.export --out DIR [--preset 124M | --model-dir FOLDER | --n-embd ...]
 
 writes DIR/gpt2.bin (weights), DIR/reference.bin (logits for a fixed batch of
 tokens and greedy tokens for a fixed prompt, from transformers itself: eager
@@ -35,7 +35,7 @@ FORMAT_VERSION = 1
 HEADER_BYTES = 256
 DTYPE_FLOAT32 = 1
 NUM_TENSORS = 16
-FIX = "re-export it with `python -m sweep.engine_export --out DIR`"
+FIX = "re-export it with `python -m gpt2_engine.export --out DIR`"
 
 PRESETS: dict[str, dict[str, int]] = {
     # GPT-2 small, the default target.
@@ -288,7 +288,7 @@ def ensure_export(out_dir: Path, preset: str = "124M", seed: int = 0, model_dir:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sweep.engine_export", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m gpt2_engine.export", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="folder for gpt2.bin, reference.bin, model.json")
     src = p.add_mutually_exclusive_group()

@@ -35,20 +35,22 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sweep import atomic
-from sweep.dispatch import PendingJob, Progress, _lost
 from sweep.errors import SweepError
-from sweep.job import JobResult, _now, _Termination, read_result, run_job, slurm_job_id, write_result
-from sweep.render import JobConfig
+from sweep.executors import Context, Executor, OnResult, PendingJob, job_environment, record_lost
+from sweep.job import Termination, current_stage, run_job, slurm_job_id
+from sweep.progress import Progress
+from sweep.records import JobConfig, JobResult, Status, now, read_result, write_result
 from sweep.space import Slurm
 
 LIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD",
                "REQUEUE_FED", "SPECIAL_EXIT", "STOPPED", "SIGNALING", "STAGE_OUT"}
-STATE_TO_STATUS = {"TIMEOUT": "timeout", "CANCELLED": "cancelled", "PREEMPTED": "preempted", "NODE_FAIL": "runtime_failed",
-                   "OUT_OF_MEMORY": "runtime_failed", "FAILED": "runtime_failed", "BOOT_FAIL": "runtime_failed",
-                   "DEADLINE": "timeout", "COMPLETED": "runtime_failed"}
+STATE_TO_STATUS = {"TIMEOUT": Status.TIMEOUT, "CANCELLED": Status.CANCELLED, "PREEMPTED": Status.PREEMPTED,
+                   "NODE_FAIL": Status.RUNTIME_FAILED, "OUT_OF_MEMORY": Status.RUNTIME_FAILED,
+                   "FAILED": Status.RUNTIME_FAILED, "BOOT_FAIL": Status.RUNTIME_FAILED, "DEADLINE": Status.TIMEOUT,
+                   "COMPLETED": Status.RUNTIME_FAILED}
 
 
 @dataclass
@@ -78,7 +80,7 @@ class SweepTask:
 
     def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
         self.started = time.time()
-        _Termination.watch()
+        Termination.watch()
         return run_job(job_dir, stages)
 
     def timed_out(self) -> bool:
@@ -91,28 +93,17 @@ class SweepTask:
 
         d = Path(job_dir)
         cfg = JobConfig.load(d)
-        stage = ""
-        try:
-            stage = json.loads((d / "state.json").read_text()).get("stage", "")
-        except (OSError, ValueError):
-            pass
-        previous = read_result(d)
-        history = ()
-        if previous and previous.config_hash == cfg.config_hash:
-            history = previous.history + ({"status": previous.status, "stage": previous.stage, "reason": previous.reason},)
-        log = _task_log(d)
+        stage = current_stage(d) or "job"
+        where = "the job" if stage == "job" else stage
+        previous, log = read_result(d), _task_log(d)
         if self.timed_out():
-            write_result(d, JobResult(
-                sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status="timeout",
-                stage=stage or "job", reason=f"hit the {self.time_min}-minute time limit during {stage or 'the job'}; "
-                                             "raise it (--time or slurm.time_min)",
-                log=log, role=cfg.role, history=history, finished_at=_now()))
+            write_result(d, JobResult.ended(cfg, Status.TIMEOUT, stage, f"hit the {self.time_min}-minute time limit "
+                                            f"during {where}; raise it (--time or slurm.time_min)", log, previous=previous))
             (d / "state.json").unlink(missing_ok=True)
             return None  # no requeue: it would time out again
-        write_result(d, JobResult(
-            sweep=cfg.sweep, tag=cfg.tag, config_hash=cfg.config_hash, macros=cfg.macros, status="preempted",
-            stage=stage or "job", reason=f"preempted on {socket.gethostname()} during {stage or 'the job'}; requeued",
-            log=log, role=cfg.role, history=history, finished_at=_now()))
+        write_result(d, JobResult.ended(cfg, Status.PREEMPTED, stage,
+                                        f"preempted on {socket.gethostname()} during {where}; requeued", log,
+                                        previous=previous))
         return submitit.helpers.DelayedSubmission(SweepTask(self.time_min), job_dir, stages)
 
 
@@ -243,7 +234,8 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
     ex = submitit.SlurmExecutor(folder=str(folder), max_num_timeout=0)
     params = executor_parameters(s, sweep)
     params.setdefault("setup", [])
-    params["setup"] = [f"export SWEEP_SLURM_LOG_DIR={folder}"] + params["setup"]
+    params["setup"] = [f"export SWEEP_SLURM_LOG_DIR={folder}",
+                       *(f"export {k}={v}" for k, v in job_environment().items())] + params["setup"]
     try:
         ex.update_parameters(**params)
     except ValueError as e:
@@ -265,89 +257,113 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
                               f"# array {array_id}, task {i} of {len(jobs)} (this folder); the script every task ran:\n{text}")
     record = {"array_id": array_id, "job_ids": [sj.job_id for sj in sjobs],  # "A_i", or "A" for a lone job
               "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
-              "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": _now(), "log_dir": str(folder)}
+              "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": now(), "log_dir": str(folder)}
     records = load_records(sweep_dir) + [record]
     atomic.write_json(_records_path(sweep_dir), records)
     return record
 
 
-def run_array(jobs: list[PendingJob], stages: str, progress: Progress, on_result: Callable[[JobResult], None],
-              sweep_dir: Path, s: Slurm, poll_s: float = 10.0) -> None:
-    """Submit what is not already queued, then watch every task until it has left the queue."""
-    if not jobs:
-        return
-    sweep = JobConfig.load(jobs[0].dir).sweep
-    # Tasks a previous driver submitted and the scheduler still holds: watch, do not resubmit.
-    records = load_records(sweep_dir)
-    live = queue_states([r["array_id"] for r in records])
-    watching: dict[str, tuple[PendingJob, str, str]] = {}   # job id "A_i" -> (job, log folder, stages)
-    fresh = []
-    by_dir = {str(j.dir): j for j in jobs}
-    attached = set()
-    for r in records:
-        for i, (d, h) in enumerate(zip(r["dirs"], r["hashes"])):
-            jid = r.get("job_ids", [])[i] if r.get("job_ids") else f"{r['array_id']}_{i}"
-            if d in by_dir and by_dir[d].config_hash == h and live.get(jid) in LIVE_STATES and d not in attached:
-                watching[jid] = (by_dir[d], r["log_dir"], r["stages"])
-                attached.add(d)
-    for j in jobs:
-        if str(j.dir) not in attached:
-            fresh.append(j)
-    if attached:
-        progress._print(f"  {len(attached)} job(s) still queued from an earlier run: watching them, not resubmitting", True)
-    if fresh:
-        rec = submit(fresh, stages, sweep_dir, s, sweep)
-        for jid, j in zip(rec["job_ids"], fresh):
-            watching[jid] = (j, rec["log_dir"], stages)
-        progress._print(f"  submitted job array {rec['array_id']} ({len(fresh)} tasks, at most {s.array_parallelism} at once)", True)
-    arrays = sorted({jid.split("_")[0] for jid in watching})
-    while watching:
-        states = queue_states(arrays)
-        running = sum(1 for jid in watching if states.get(jid) not in (None, "PENDING"))
-        for jid, (j, folder, st) in list(watching.items()):
-            if jid in states:
-                continue
-            del watching[jid]
-            on_result(_finished(j, jid, Path(folder), st))
-        progress.show(running=running)
-        if watching:
-            time.sleep(poll_s)
+class SlurmExecutor(Executor):
+    name = "slurm"
+    doc = "one job array per batch (one sbatch), watched with one squeue per interval"
+
+    def __init__(self, ctx: Context):
+        super().__init__(ctx)
+        self.watching: dict[str, tuple[PendingJob, str, str]] = {}   # job id "A_i" -> (job, log folder, stages)
+
+    @classmethod
+    def preflight(cls, space, dry_run: bool) -> None:
+        executor_parameters(space.slurm, space.name)  # refuses what an #SBATCH line cannot carry, before rendering
+        if not shutil.which("sbatch"):
+            raise SweepError("sbatch not found: --executor slurm runs on a Slurm login node; use --executor local on a GPU machine")
+
+    def parallelism(self) -> int:
+        return self.ctx.space.slurm.array_parallelism
+
+    def submit(self, jobs: list[PendingJob], stages: str, progress: Progress | None = None) -> None:
+        """Submit what is not already queued (tasks a previous driver submitted are watched, not resubmitted)."""
+        ctx, s = self.ctx, self.ctx.space.slurm
+        say = progress.note if progress is not None else (lambda text: None)
+        records = load_records(ctx.sweep_dir)
+        live = queue_states([r["array_id"] for r in records])
+        by_dir = {str(j.dir): j for j in jobs}
+        attached: set[str] = set()
+        for r in records:
+            for i, (d, h) in enumerate(zip(r["dirs"], r["hashes"])):
+                jid = r.get("job_ids", [])[i] if r.get("job_ids") else f"{r['array_id']}_{i}"
+                if d in by_dir and by_dir[d].config_hash == h and live.get(jid) in LIVE_STATES and d not in attached:
+                    self.watching[jid] = (by_dir[d], r["log_dir"], r["stages"])
+                    attached.add(d)
+        fresh = [j for j in jobs if str(j.dir) not in attached]
+        if attached:
+            say(f"  {len(attached)} job(s) still queued from an earlier run: watching them, not resubmitting")
+        if fresh:
+            rec = submit(fresh, stages, ctx.sweep_dir, s, ctx.space.name)
+            for jid, j in zip(rec["job_ids"], fresh):
+                self.watching[jid] = (j, rec["log_dir"], stages)
+            say(f"  submitted job array {rec['array_id']} ({len(fresh)} tasks, at most {s.array_parallelism} at once)")
+
+    def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:
+        if jobs:
+            self.submit(jobs, stages, progress)
+            self.watch(on_result, progress)
+
+    def watch(self, on_result: OnResult, progress: Progress) -> None:
+        """Watch every task until it has left the queue."""
+        poll_s = max(self.ctx.poll_s, 5.0)
+        arrays = sorted({jid.split("_")[0] for jid in self.watching})
+        while self.watching:
+            states = queue_states(arrays)
+            running = sum(1 for jid in self.watching if states.get(jid) not in (None, "PENDING"))
+            for jid, (j, folder, st) in list(self.watching.items()):
+                if jid in states:
+                    continue
+                del self.watching[jid]
+                on_result(_finished(j, jid, Path(folder), st))
+            progress.show(running=running)
+            if self.watching:
+                time.sleep(poll_s)
+
+    def cancel(self) -> None:
+        """The driver's interrupt leaves the array running: its tasks write their own
+        results, and the next driver watches them (resume). Nothing is cancelled."""
 
 
 def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResult:
     """The result of a task that has left the queue: its own record, else the scheduler's verdict."""
     r = read_result(j.dir)
-    if r is not None and r.config_hash == j.config_hash and r.status == "cancelled":
+    if r is not None and r.config_hash == j.config_hash and r.status == Status.CANCELLED:
         # the job only knows it was terminated; the scheduler knows why
         state = final_state(job_id).split()[0].rstrip("+")
         if state in ("TIMEOUT", "DEADLINE"):
-            r = replace(r, status="timeout", reason=f"hit the Slurm time limit during {r.stage}; raise --time")
+            r = replace(r, status=Status.TIMEOUT, reason=f"hit the Slurm time limit during {r.stage}; raise --time")
         elif state == "NODE_FAIL":
-            r = replace(r, status="runtime_failed", reason=f"its node failed (NODE_FAIL) during {r.stage}")
+            r = replace(r, status=Status.RUNTIME_FAILED, reason=f"its node failed (NODE_FAIL) during {r.stage}")
         elif state == "PREEMPTED":
-            r = replace(r, status="preempted", reason=f"preempted during {r.stage} and not requeued")
+            r = replace(r, status=Status.PREEMPTED, reason=f"preempted during {r.stage} and not requeued")
         write_result(j.dir, r)
         return r
-    if r is not None and r.config_hash == j.config_hash and r.status != "preempted":
+    if r is not None and r.config_hash == j.config_hash and r.status != Status.PREEMPTED:
         return r
     log = folder / f"{job_id}_0_log.out"  # submitit's name for task 0 of job (or array task) job_id
     if stages == "build":  # a dry run records a successful build in built.json, not result.json
         try:
             built = json.loads((j.dir / "built.json").read_text())
             if built.get("config_hash") == j.config_hash:
-                cfg = JobConfig.load(j.dir)
-                return JobResult(sweep=cfg.sweep, tag=j.tag, config_hash=j.config_hash, macros=cfg.macros, status="ok",
-                                 stage="build", reason="built only (dry run): not measured", log=str(log))
+                return JobResult.ended(JobConfig.load(j.dir), Status.OK, "build", "built only (dry run): not measured", log)
         except (OSError, ValueError):
             pass
     state = final_state(job_id).split()[0].rstrip("+")
-    status = STATE_TO_STATUS.get(state, "runtime_failed")
-    reason = {"timeout": "hit the Slurm time limit before writing a result; raise --time",
-              "cancelled": "cancelled (scancel, or an administrator)",
-              "preempted": "preempted and not requeued"}.get(status, f"the job ended as {state} without a result")
+    status = STATE_TO_STATUS.get(state, Status.RUNTIME_FAILED)
+    reason = {Status.TIMEOUT: "hit the Slurm time limit before writing a result; raise --time",
+              Status.CANCELLED: "cancelled (scancel, or an administrator)",
+              Status.PREEMPTED: "preempted and not requeued"}.get(status, f"the job ended as {state} without a result")
     if state == "NODE_FAIL":
         reason = "its node failed (NODE_FAIL)"
     outcome = _submitit_outcome(folder, job_id)
-    if "timed-out" in outcome and status != "cancelled":
-        status, reason = "timeout", "hit the Slurm time limit; raise --time"
-    return _lost(j, reason, log, status=status, stage="scheduler")
+    if "timed-out" in outcome and status != Status.CANCELLED:
+        status, reason = Status.TIMEOUT, "hit the Slurm time limit; raise --time"
+    return record_lost(j, reason, log, status=status, stage="scheduler")
+
+
+EXECUTOR = SlurmExecutor

@@ -1,0 +1,75 @@
+"""The GPT-2 CUDA engine as a sweep target (`target: engine` in a space file).
+
+The framework knows targets, not GPT-2: this plugin gives it the engine's
+target (its sources in kernels/, the programs that verify and time it) and a
+prepare step, run once per model while the builds run, that exports the weights
+and the reference outputs the engine's programs read ({weights}, {reference}).
+
+    target(model)   the Target for a space's `model:` section (preset, seed, model_dir)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweep.errors import SweepError
+from sweep.space import Target
+
+ENGINE_DIR = Path(__file__).resolve().parents[1] / "kernels"
+MODEL_KEYS = ("preset", "seed", "model_dir")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelExport:
+    """The engine's prepare step: export the model's weights and references once per model,
+    under jobs/_models/<key>/, shared by every sweep of the same model."""
+
+    model: Mapping[str, Any] = field(default_factory=dict)
+
+    def folder(self, jobs_root: Path) -> Path:
+        m = self.model
+        key = "local-" + Path(m["model_dir"]).name if m.get("model_dir") else f"{m['preset']}-seed{m['seed']}"
+        return Path(jobs_root) / "_models" / key
+
+    def values(self, jobs_root: Path) -> dict[str, str]:
+        out = self.folder(jobs_root)
+        return {"weights": str(out / "gpt2.bin"), "reference": str(out / "reference.bin")}
+
+    def describe(self, jobs_root: Path) -> str:
+        return f"model: exporting or reusing {self.folder(jobs_root)} while the builds run"
+
+    def prepare(self, jobs_root: Path) -> dict[str, str]:
+        from gpt2_engine import export
+
+        m = self.model
+        model_dir = Path(m["model_dir"]).expanduser() if m.get("model_dir") else None
+        e = export.ensure_export(self.folder(jobs_root), preset=m.get("preset", "124M"), seed=int(m.get("seed", 0)),
+                                 model_dir=model_dir)
+        return {"weights": str(e.weights), "reference": str(e.reference)}
+
+
+def target(model: Mapping[str, Any] | None = None) -> Target:
+    model = dict(model or {})
+    unknown = sorted(set(model) - set(MODEL_KEYS))
+    if unknown:
+        raise SweepError(f"model: unknown key(s) {', '.join(unknown)}; the engine takes {', '.join(MODEL_KEYS)}")
+    model.setdefault("preset", "124M")
+    model.setdefault("seed", 0)
+    if not (ENGINE_DIR / "Makefile").is_file():
+        raise SweepError(f"the engine's sources are not at {ENGINE_DIR}: run from a checkout of the repository "
+                         "(the engine is not part of an installed package), or use a custom target")
+    return Target(
+        name="gpt2-engine",
+        source_dir=ENGINE_DIR,
+        verify=(
+            ("{build}/gpt2_verify", "--weights", "{weights}", "--ref", "{reference}"),
+            ("{build}/gpt2_generate", "--weights", "{weights}", "--ref", "{reference}", "--check", "--repeats", "1"),
+        ),
+        profile=("{build}/gpt2_forward", "--weights", "{weights}", "-b", "{batch}", "-t", "{seq_len}",
+                 "-n", "{iterations}", "-w", "{warmup}", "{args}"),
+        events=("--kernel-timing", "--json", "{events_json}"),
+        model=model,
+        plugin=ModelExport(model),
+    )

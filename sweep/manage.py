@@ -1,0 +1,113 @@
+"""Commands over a sweep's files, from any shell: status, collect again, clean.
+
+`clean` deletes only inside the sweep's own folders: jobs/<sweep>/ and
+results/<sweep>/, named by a sweep name (never a path), never through a link,
+and only where sweep.json says the folder is a sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweep import collect as collect_mod, lock, paths, space as space_mod, target
+from sweep.errors import SweepError
+from sweep.pipeline import SPACE_SNAPSHOT, Options, Sweep, finish
+from sweep.records import FAILED, Best, Manifest, read_json
+from sweep.space import NAME_RE, Space
+
+
+def sweep_dir_of(sweep: str, jobs_root: Path) -> Path:
+    """jobs_root/<sweep>, for a sweep name only: refuses paths, '.', '..' and links."""
+    if not isinstance(sweep, str) or not NAME_RE.match(sweep) or sweep in (".", ".."):
+        raise SweepError(f"{sweep!r} is not a sweep name: give the name (letters, digits, '.', '_', '-'), as "
+                         "`python config_sweep.py status` lists them, not a path")
+    d = Path(jobs_root) / sweep
+    if d.is_symlink():
+        raise SweepError(f"{d} is a link; the tool never acts through links: remove it by hand if it is yours")
+    return d
+
+
+def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
+    """Counts, running jobs and the driver of a sweep, from its files alone."""
+    sweep_dir = sweep_dir_of(sweep, jobs_root)
+    c = collect_mod.collect(sweep_dir)
+    counts = c.configs["status"].value_counts().to_dict() if not c.configs.empty else {}
+    running = []
+    for d in collect_mod.job_dirs(sweep_dir):
+        try:
+            running.append({"tag": d.name, **read_json(d / "state.json")})
+        except (OSError, SweepError, TypeError):
+            pass
+    failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
+        if not c.configs.empty else []
+    return {"sweep": sweep, "manifest": c.manifest.to_dict(), "counts": counts, "running": running,
+            "failures": failures, "driver": lock.holder(sweep_dir)}
+
+
+def load_snapshot(manifest: Manifest, sweep_dir: Path) -> Space:
+    """The space the sweep ran with: its snapshot in the sweep folder (paths in it resolve
+    from where the original was), else the original file."""
+    snap = sweep_dir / (manifest.space_snapshot or SPACE_SNAPSHOT)
+    if snap.is_file():
+        try:
+            data = yaml.safe_load(snap.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise SweepError(f"{snap} is damaged ({e}); run the sweep again to rewrite it") from None
+        return space_mod.parse_space(data, Path(manifest.space), engine_target=target.engine_target)
+    return target.load(manifest.space)
+
+
+def recollect(sweep: str, jobs_root: Path = paths.JOBS, results_root: Path = paths.RESULTS,
+              report: bool = True) -> tuple[Best | None, Any]:
+    sweep_dir = sweep_dir_of(sweep, jobs_root)
+    manifest = Manifest.load(sweep_dir)
+    space = dataclasses.replace(load_snapshot(manifest, sweep_dir), name=sweep)
+    sw = Sweep(space, Options(jobs_root=jobs_root, results_root=results_root, report=report), sweep_dir,
+               manifest.source_digest, manifest.commit, {}, manifest)
+    return finish(space, sw, Path(results_root) / sweep, confirm=False)
+
+
+def _owned(path: Path, root: Path) -> bool:
+    """A real folder directly under root (no link on the way)."""
+    return path.is_dir() and not path.is_symlink() and path.resolve().parent == Path(root).resolve()
+
+
+def clean(sweep: str, jobs_root: Path = paths.JOBS, results_root: Path = paths.RESULTS,
+          everything: bool = False) -> list[Path]:
+    """Remove build products and raw profiles (result.json files stay), or the whole sweep
+    (its jobs/ and results/ folders) with everything=True. Returns what was removed."""
+    sweep_dir = sweep_dir_of(sweep, jobs_root)
+    if not _owned(sweep_dir, jobs_root) or not (sweep_dir / collect_mod.MANIFEST).is_file():
+        raise SweepError(f"no sweep {sweep!r} under {jobs_root} (no {collect_mod.MANIFEST} there); "
+                         "`python config_sweep.py status` lists the sweeps")
+    driver = lock.holder(sweep_dir)
+    if driver and driver.get("alive"):
+        raise SweepError(f"sweep {sweep} is being run (host {driver.get('host')}, pid {driver.get('pid')}); "
+                         "clean it after that driver ends")
+    removed: list[Path] = []
+    if everything:
+        results_dir = sweep_dir_of(sweep, results_root)
+        for d, root in ((sweep_dir, jobs_root), (results_dir, results_root)):
+            if _owned(d, root):
+                shutil.rmtree(d)
+                removed.append(d)
+        return removed
+    for d in collect_mod.job_dirs(sweep_dir):
+        if d.is_symlink():
+            continue
+        for p in [d / "build", *d.glob("*.nsys-rep"), *d.glob("*.sqlite"), *d.glob("*.ncu-rep")]:
+            if p.is_symlink():
+                p.unlink()
+            elif p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+            else:
+                continue
+            removed.append(p)
+    return removed

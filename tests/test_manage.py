@@ -1,0 +1,113 @@
+"""Nothing the tool does not own is touched: clean takes sweep names only and deletes
+inside the sweep's own folders; one driver per sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweep import lock, manage
+from sweep.errors import SweepError
+from sweep.records import Manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """jobs/ and results/ with one real sweep, and a sentinel file everywhere a bad clean could reach."""
+    jobs, results = tmp_path / "work" / "jobs", tmp_path / "work" / "results"
+    (jobs / "real" / "T1" / "build").mkdir(parents=True)
+    (jobs / "real" / "T1" / "config.json").write_text("{}")
+    Manifest("real", "/x.yaml", "grid", "events", "local", 1, "1", "c", "d", "t").save(jobs / "real")
+    (results / "real").mkdir(parents=True)
+    for d in (tmp_path, tmp_path / "work", jobs, results, jobs / "_cache"):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "SENTINEL").write_text("must survive")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SENTINEL").write_text("must survive")
+    (jobs / "linked").symlink_to(outside)
+    (results / "linked").symlink_to(outside)
+    return tmp_path, jobs, results
+
+
+def _sentinels(root: Path) -> int:
+    return len(list(root.rglob("SENTINEL")))
+
+
+@pytest.mark.parametrize("name", ["..", ".", "/", "../work", "/etc", "real/..", "", "linked", "_cache", "a b"])
+def test_clean_refuses_anything_but_a_sweep_name_and_deletes_nothing(tree, name):
+    root, jobs, results = tree
+    before = _sentinels(root)
+    with pytest.raises(SweepError) as err:
+        manage.clean(name, jobs, results, everything=True)
+    assert "\n" not in str(err.value)
+    assert _sentinels(root) == before and (jobs / "real" / "sweep.json").is_file()
+
+
+def test_clean_all_removes_exactly_the_sweeps_two_folders(tree):
+    root, jobs, results = tree
+    before = _sentinels(root)
+    removed = manage.clean("real", jobs, results, everything=True)
+    assert set(removed) == {jobs / "real", results / "real"}
+    assert not (jobs / "real").exists() and not (results / "real").exists() and _sentinels(root) == before
+
+
+def test_clean_cli_refuses_dotdot_with_one_line_and_exit_1(tree):
+    root, jobs, results = tree
+    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "clean", "..", "--all", "--jobs-dir", str(jobs),
+                        "--results-dir", str(results)], capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "not a sweep name" in p.stderr
+    assert (root / "work" / "SENTINEL").is_file() and (jobs / "real").is_dir()
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from sweep.lock import DriverLock
+with DriverLock(Path(sys.argv[1]), "s"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def _holder(sweep_dir: Path) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(sweep_dir)], stdout=subprocess.PIPE, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_second_driver_is_refused_naming_the_first_and_a_killed_ones_lock_is_taken_over(tmp_path, capsys):
+    first = _holder(tmp_path)
+    try:
+        with pytest.raises(SweepError, match=rf"another driver \(host \S+, pid {first.pid}, since "):
+            with lock.DriverLock(tmp_path, "s"):
+                pass
+        assert lock.holder(tmp_path)["alive"] is True
+    finally:
+        first.kill()
+        first.wait()
+    assert lock.holder(tmp_path)["alive"] is False        # status tells a dead driver from a running one
+    with lock.DriverLock(tmp_path, "s"):
+        assert json.loads((tmp_path / lock.LOCK).read_text())["pid"] == os.getpid()
+    assert "took over the lock" in capsys.readouterr().err
+    assert lock.holder(tmp_path) is None                  # released cleanly: nothing to take over
+
+
+def test_a_lock_held_on_another_host_is_refused_until_its_heartbeat_is_stale(tmp_path):
+    info = {"host": "elsewhere", "pid": 1, "started": "t", "heartbeat": time.time()}
+    (tmp_path / lock.LOCK).write_text(json.dumps(info))
+    with pytest.raises(SweepError, match="host elsewhere"):
+        with lock.DriverLock(tmp_path, "s"):
+            pass
+    (tmp_path / lock.LOCK).write_text(json.dumps(info | {"heartbeat": time.time() - lock.STALE_S - 1}))
+    with lock.DriverLock(tmp_path, "s"):
+        pass
