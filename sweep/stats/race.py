@@ -1,0 +1,243 @@
+"""Certify each group's pick: race the top candidates interleaved until they separate.
+
+After the sweep, a group's top candidates (by default 3, plus the target's
+default configuration) run again on one GPU in interleaved rounds, one sample
+of each per round (A B C D A B C D ...), so slow drift of clocks and
+temperature hits them all alike. The GPU side runs the programs; `Race` only
+takes the rounds (`add_round`, which answers after every round: None to run
+another, or the final result) and decides at scheduled looks:
+
+    at each look       the leader (lowest median) against every other candidate,
+                       paired by round (compare(..., paired=True): Wilcoxon
+                       signed-rank interval of the relative margin)
+    certified          every interval lies above 0: the leader is faster than
+                       each of the others beyond the noise
+    tie                the budget (max_rounds, or budget_s seconds) is spent
+                       first: the tied set is the leader and every candidate
+                       whose interval against it does not lie above 0
+
+A tie is settled by a documented rule: the target's default configuration if
+it is in the tied set (no change without evidence), else the fewest threads per
+block (finer blocks: more of them fit an SM and the last wave is shorter),
+ties broken by the fastest median.
+
+Multiple comparisons. Certification makes k - 1 claims at once (leader beats
+each other) and is tested at several rounds (looks). Each pairwise interval is
+therefore built at level alpha / ((k - 1) * looks) (Bonferroni): a wrong
+certification of candidate w needs the interval of w against one fixed
+candidate that is truly no slower to lie above 0, a one-sided error of at most
+alpha / (2 (k - 1)) per look; summed over the k possible winners and over the
+looks it stays at most alpha (0.05). Looks are not taken every round but at a
+geometric schedule (min_rounds, then x look_growth, and max_rounds; one more is
+reserved for a time-budget stop), so the correction stays mild: with 4
+candidates and 100 rounds a candidate that wins every round certifies at round
+12. Bonferroni ignores that successive looks share their samples, so the real
+false-certification rate is well under alpha.
+
+Paired comparisons assume the candidates' order within a round does not favour
+one of them; `order(round)` rotates the order (A B C D, B C D A, ...) for a
+caller that wants to remove any position effect.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from sweep.errors import SweepError
+from sweep.stats.compare import Comparison, compare
+
+RACE_TOP = 3    # a group races its 3 fastest candidates from the sweep, plus the default
+RACE_STATUSES = ("certified", "tie")
+PICK_RULES = ("certified", "default in tied set", "fewest threads")
+
+
+@dataclass(frozen=True, slots=True)
+class Entrant:
+    """One candidate of a race: its id (e.g. the job tag), threads per block, and whether it is the target's default."""
+
+    id: str
+    threads: int
+    is_default: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RaceResult:
+    """The outcome of a race.
+
+    status: "certified" or "tie". pick: the chosen entrant id; rule: how it was
+    chosen (one of PICK_RULES). leader: the entrant with the lowest median.
+    runner_up: the other entrant closest to the leader (smallest margin), and
+    margin/ci_low/ci_high its relative margin over the leader (other / leader - 1,
+    a fraction) and interval at `confidence` (after the corrections; None where
+    unbounded or unknown). tied: the tied set (just the winner when certified).
+    rounds: rounds used; elapsed_s: seconds spent; stopped: "separated",
+    "max_rounds", "budget" (or "running" for an `evaluate` mid-race). medians: per entrant median time (the samples'
+    unit, e.g. ns). comparisons: the leader against each other entrant.
+    """
+
+    status: str
+    pick: str
+    rule: str
+    leader: str
+    runner_up: str
+    margin: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    tied: tuple[str, ...]
+    rounds: int
+    elapsed_s: float
+    stopped: str
+    medians: dict[str, float]
+    comparisons: dict[str, Comparison]
+    entrants: tuple[Entrant, ...]
+
+    @property
+    def certified(self) -> bool:
+        return self.status == "certified"
+
+    def to_dict(self) -> dict:
+        d = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        d["tied"] = list(self.tied)
+        d["medians"] = dict(self.medians)
+        d["comparisons"] = {k: c.to_dict() for k, c in self.comparisons.items()}
+        d["entrants"] = [e.to_dict() for e in self.entrants]
+        for key in ("ci_low", "ci_high"):
+            if d[key] is not None and not math.isfinite(d[key]):
+                d[key] = None
+        return d
+
+
+def contenders(candidates: Sequence[Entrant], medians: Mapping[str, float], top: int = RACE_TOP) -> tuple[Entrant, ...]:
+    """A group's race entrants: its `top` fastest candidates by sweep median (time, e.g. ns), plus the default."""
+    ranked = sorted(candidates, key=lambda e: (medians[e.id], e.threads))
+    return (*ranked[:top], *(e for e in ranked[top:] if e.is_default))
+
+
+def look_rounds(min_rounds: int, max_rounds: int, growth: float) -> tuple[int, ...]:
+    """The rounds after which a race is evaluated: min_rounds, then x growth (at least +1), and max_rounds."""
+    looks, r = [], min_rounds
+    while r < max_rounds:
+        looks.append(r)
+        r = max(r + 1, math.ceil(r * growth))
+    looks.append(max_rounds)
+    return tuple(looks)
+
+
+def tie_break(tied: Sequence[Entrant], medians: Mapping[str, float]) -> tuple[Entrant, str]:
+    """The pick among tied entrants and the rule used: the default if tied, else fewest threads, then fastest median."""
+    for e in tied:
+        if e.is_default:
+            return e, "default in tied set"
+    return min(tied, key=lambda e: (e.threads, medians[e.id])), "fewest threads"
+
+
+class Race:
+    """Interleaved rounds of k entrants and the decision after each (see the module docstring).
+
+    alpha: family-wise chance of a wrong certification (0.05). min_rounds: first
+    look. max_rounds: rounds budget. budget_s: seconds budget (None: rounds only).
+    look_growth: ratio between successive looks.
+    """
+
+    __slots__ = ("entrants", "alpha", "min_rounds", "max_rounds", "budget_s", "looks", "pair_alpha",
+                 "_samples", "_result")
+
+    def __init__(self, entrants: Sequence[Entrant], *, alpha: float = 0.05, min_rounds: int = 5,
+                 max_rounds: int = 100, budget_s: float | None = None, look_growth: float = 1.25) -> None:
+        ids = [e.id for e in entrants]
+        bad = []
+        if len(ids) < 2:
+            bad.append(f"{len(ids)} entrant(s) (a race needs at least 2)")
+        if len(set(ids)) != len(ids):
+            bad.append(f"entrant ids {ids} (each id once)")
+        if sum(e.is_default for e in entrants) > 1:
+            bad.append("more than one default entrant (at most one)")
+        if any(e.threads < 1 for e in entrants):
+            bad.append(f"threads {[e.threads for e in entrants]} (each at least 1)")
+        if not 0 < alpha < 1:
+            bad.append(f"alpha={alpha} (in (0, 1), e.g. 0.05)")
+        if not 1 <= min_rounds <= max_rounds:
+            bad.append(f"min_rounds={min_rounds}, max_rounds={max_rounds} (1 <= min_rounds <= max_rounds)")
+        if budget_s is not None and not budget_s > 0:
+            bad.append(f"budget_s={budget_s} (seconds > 0, or None)")
+        if not look_growth > 1:
+            bad.append(f"look_growth={look_growth} (> 1, e.g. 1.25)")
+        if bad:
+            raise SweepError("race: bad " + "; ".join(bad))
+        self.entrants = tuple(entrants)
+        self.alpha, self.min_rounds, self.max_rounds, self.budget_s = alpha, min_rounds, max_rounds, budget_s
+        self.looks = look_rounds(min_rounds, max_rounds, look_growth)
+        n_looks = len(self.looks) + (1 if budget_s is not None else 0)
+        self.pair_alpha = alpha / (n_looks * (len(ids) - 1))
+        self._samples: dict[str, list[float]] = {i: [] for i in ids}
+        self._result: RaceResult | None = None
+
+    @property
+    def rounds(self) -> int:
+        return len(self._samples[self.entrants[0].id])
+
+    @property
+    def result(self) -> RaceResult | None:
+        """The final result once the race has stopped, else None."""
+        return self._result
+
+    def order(self, round_index: int) -> tuple[str, ...]:
+        """Entrant ids in the order to run them in round `round_index` (0-based): rotated by one each round."""
+        k = len(self.entrants)
+        return tuple(self.entrants[(round_index + i) % k].id for i in range(k))
+
+    def add_round(self, times: Mapping[str, float], elapsed_s: float) -> RaceResult | None:
+        """Add one round (entrant id -> time, e.g. ns); None to run another, or the final RaceResult.
+
+        elapsed_s: seconds since the race began.
+        """
+        if self._result is not None:
+            raise ValueError(f"the race already stopped after {self._result.rounds} rounds")
+        if set(times) != set(self._samples):
+            raise ValueError(f"a round needs one time per entrant {sorted(self._samples)}; got {sorted(times)}")
+        for i, t in times.items():
+            if not (math.isfinite(t) and t > 0):
+                raise ValueError(f"time of {i!r} must be a positive finite number; got {t!r}")
+        for i, t in times.items():
+            self._samples[i].append(float(t))
+        r = self.rounds
+        stop = ("max_rounds" if r >= self.max_rounds
+                else "budget" if self.budget_s is not None and elapsed_s >= self.budget_s else None)
+        if r not in self.looks and stop is None:
+            return None
+        res = self.evaluate(elapsed_s, stop)
+        if res.certified or stop is not None:
+            self._result = res
+            return res
+        return None
+
+    def evaluate(self, elapsed_s: float = 0.0, stop: str | None = None) -> RaceResult:
+        """The race as it stands on the rounds so far (`add_round` calls it at each look).
+
+        stop: why the race ends here ("max_rounds", "budget"), None while it runs.
+        """
+        if not self.rounds:
+            raise ValueError("a race needs at least one round before it can be evaluated")
+        samples = self._samples
+        medians = {i: float(np.median(s)) for i, s in samples.items()}
+        leader, *others = sorted(self.entrants, key=lambda e: (medians[e.id], e.threads))
+        comps = {e.id: compare(samples[leader.id], samples[e.id], alpha=self.pair_alpha, paired=True) for e in others}
+        runner_up = min(others, key=lambda e: comps[e.id].margin)
+        closest = comps[runner_up.id]
+        if all(c.verdict == "faster" for c in comps.values()):
+            status, pick, rule, tied, stopped = "certified", leader, "certified", (leader,), "separated"
+        else:
+            tied = (leader, *(e for e in others if comps[e.id].verdict != "faster"))
+            pick, rule = tie_break(tied, medians)
+            status, stopped = "tie", stop or "running"
+        return RaceResult(status, pick.id, rule, leader.id, runner_up.id, closest.margin, closest.ci_low,
+                          closest.ci_high, 1 - self.pair_alpha, tuple(e.id for e in tied), self.rounds,
+                          float(elapsed_s), stopped, medians, comps, self.entrants)
