@@ -1,4 +1,4 @@
-"""The report stage (sweep/report.py) on real collected sweeps.
+"""The report stage (the package sweep/report/) on real collected sweeps.
 
 Cases: the CPU toy sweep (tests/data/toy_results/toy: 20 grid points, 12 ok,
 4 verify_failed, 4 skipped by a static_assert, baseline and best jobs) and every
