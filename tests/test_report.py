@@ -295,6 +295,61 @@ def test_sweep_with_nothing_measured_and_no_space_file_still_renders_and_says_wh
     assert report.summary_json(toy)["choices"] == []
 
 
+NOTHING_MEASURED = {   # status: (stage, reason) of every job of a sweep where no configuration was measured
+    "compile_failed": ("build", "ptxas error: too much shared data (0x12000 > 0xc000) in alpha_kernel"),
+    "skipped": ("build", "static_assert: ALPHA_BLOCK must be <= 512 (toy rule)"),
+    "runtime_failed": ("profile", "toy_bench was killed by SIGSEGV <core dumped>"),
+}
+
+
+def nothing_measured(toy: Path, measurements: str) -> pd.DataFrame:
+    """Turn the toy copy into what `run` leaves when no job measured anything: only the two tables,
+    every sweep job compile_failed, skipped or runtime_failed (no confirmation jobs: they follow
+    a pick); measurements empty, with no columns as collect writes it, or with its columns."""
+    configs = pd.read_parquet(toy / "configs.parquet")
+    configs = configs[configs["role"] == "sweep"].reset_index(drop=True)
+    statuses = list(NOTHING_MEASURED)
+    for i in configs.index:
+        status = statuses[i % len(statuses)]
+        configs.loc[i, ["status", "stage", "reason"]] = [status, *NOTHING_MEASURED[status]]
+    configs.to_parquet(toy / "configs.parquet", index=False)
+    m = pd.read_parquet(toy / "measurements.parquet").iloc[0:0] if measurements == "columns" else pd.DataFrame()
+    m.to_parquet(toy / "measurements.parquet", index=False)
+    shutil.rmtree(toy / "best")
+    for f in ("best.json", "confirmation.json", "manifest.json"):
+        (toy / f).unlink()
+    return configs
+
+
+@pytest.mark.parametrize("measurements", ["no-columns", "columns"])
+def test_sweep_where_every_job_failed_or_was_skipped_reports_its_failures_and_no_plots(
+        toy: Path, measurements: str) -> None:
+    configs = nothing_measured(toy, measurements)
+    by = configs["status"].value_counts().to_dict()
+    n_failed = by["compile_failed"] + by["runtime_failed"]
+    page = report.write_report(toy).read_text()
+    assert (f"{len(configs)} configurations: 0 ok, {n_failed} failed ({by['compile_failed']} compile_failed, "
+            f"{by['runtime_failed']} runtime_failed), {by['skipped']} skipped") in page
+    assert f'<h2 id="failures">Failures ({n_failed})</h2>' in page
+    failed, skipped = section(page, "failures-table"), section(page, "skipped-table")
+    for _, r in configs.iterrows():
+        row = next(x for x in (skipped if r["status"] == "skipped" else failed).split("<tr>") if f">{r['tag']}<" in x)
+        assert r["status"] in row and html.escape(r["reason"]) in row
+    assert "<svg" not in page and 'id="best-table"' not in page and 'id="measured"' not in page
+    assert "No picks yet" in page and "nothing was measured" in page
+
+    md = (toy / "report.md").read_text()
+    assert f"## Failures ({n_failed})" in md and f"## Skipped ({by['skipped']})" in md and "No picks yet." in md
+    for _, reason in NOTHING_MEASURED.values():
+        assert reason.replace("<c", "&lt;c") in md          # markdown escapes what could open a tag
+
+    s = json.loads(json.dumps(report.summary_json(toy)))
+    assert s["choices"] == [] and s["config"] is None and not s["provisional"] and s["confirmation"] is None
+    assert s["counts"]["ok"] == 0 and s["counts"]["failed"] == n_failed and s["counts"]["skipped"] == by["skipped"]
+    assert {f["tag"] for f in s["failures"] + s["skipped"]} == set(configs["tag"])
+    assert {f["reason"] for f in s["failures"] + s["skipped"]} == {r for _, r in NOTHING_MEASURED.values()}
+
+
 def test_missing_space_file_degrades_to_best_json_and_macro_columns_and_says_so(toy: Path) -> None:
     manifest = json.loads((toy / "manifest.json").read_text())
     manifest["space"] = "/nowhere/gone.yaml"
