@@ -181,10 +181,20 @@ def report(args: argparse.Namespace) -> int:
                          "(`python config_sweep.py status` lists them)")
     jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
     if (jobs_dir / "sweep.json").is_file():
+        html = results_dir / "report.html"
+
+        def stamp() -> tuple[int, int] | None:   # tells a new file (atomic write: a new inode) from the same one
+            st = html.stat() if html.is_file() else None
+            return (st.st_ino, st.st_mtime_ns) if st else None
+
+        before = stamp()
         pipeline.recollect(args.sweep, args.jobs_dir, args.results_dir)
-        # again here, not only inside recollect: that one is skipped when nothing was measured yet and only
-        # warns when it fails, and a stale report.html must not pass for this one
-        report_mod.write_report(results_dir, jobs_dir=jobs_dir)
+        # recollect writes the report itself when something was measured; write it here only when it did not:
+        # it skips the report when nothing was measured yet and only warns when writing it fails, and a stale
+        # report.html must not pass for this one (here a failure is an error)
+        after = stamp()
+        if after is None or after == before:
+            report_mod.write_report(results_dir, jobs_dir=jobs_dir)
     elif (results_dir / "configs.parquet").is_file():
         report_mod.write_report(results_dir)
     else:

@@ -14,11 +14,12 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import pytest
 
-from sweep import cli, report, select as select_mod, target
+from sweep import atomic, cli, pipeline, report, select as select_mod, target
 from sweep.errors import SweepError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -490,6 +491,66 @@ def test_cli_report_recollects_from_the_jobs_dir_when_the_sweep_is_there(tmp_pat
                       str(tmp_path / "jobs"))
     assert rc == 0 and calls == [("toy", tmp_path / "jobs", tmp_path / "results")]
     assert (tmp_path / "results" / "toy" / "report.html").is_file()
+
+
+@pytest.fixture
+def report_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the report files written through sweep.atomic, in order."""
+    written: list[str] = []
+    write_text = atomic.write_text
+
+    def spy(path: Path, text: str) -> None:
+        if Path(path).name in ("report.html", "report.md"):
+            written.append(Path(path).name)
+        write_text(path, text)
+
+    monkeypatch.setattr(atomic, "write_text", spy)
+    return written
+
+
+def test_cli_report_writes_report_html_once_after_recollecting_a_measured_sweep(
+        toy_sweep: tuple, tmp_path: Path, capsys: pytest.CaptureFixture, report_writes: list[str]) -> None:
+    _, jobs, _, _ = toy_sweep
+    shutil.copytree(jobs / "toy", tmp_path / "jobs" / "toy", ignore=shutil.ignore_patterns("build"))
+    rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(tmp_path / "jobs"), "--results-dir",
+                      str(tmp_path / "results"))
+    assert rc == 0 and out.strip() == str(tmp_path / "results" / "toy" / "report.html")
+    assert report_writes == ["report.html", "report.md"]      # by recollect; the CLI does not write it again
+    assert "ALPHA_BLOCK=128" in section(Path(out.strip()).read_text(), "best-table")
+
+
+def test_cli_report_replaces_a_stale_report_itself_when_recollect_wrote_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, report_writes: list[str]) -> None:
+    d = copy_case(TOY, tmp_path / "results")
+    (d / "report.html").write_text("stale")
+    (tmp_path / "jobs" / "toy").mkdir(parents=True)
+    (tmp_path / "jobs" / "toy" / "sweep.json").write_text("{}")
+    monkeypatch.setattr(cli.pipeline, "recollect", lambda sweep, jobs_root, results_root: (None, {}))
+    rc, out, _ = _cli(capsys, "report", "toy", "--results-dir", str(tmp_path / "results"), "--jobs-dir",
+                      str(tmp_path / "jobs"))
+    assert rc == 0 and report_writes == ["report.html", "report.md"]
+    head = section((d / "report.html").read_text(), "header")
+    assert f"<th>Jobs</th><td>{tmp_path / 'jobs' / 'toy'}</td>" in head
+
+
+def test_cli_report_of_a_run_where_no_job_was_measured_is_its_failures(
+        write_space: Callable[..., Path], dirs: tuple[Path, Path], fake_gpus: None, capsys: pytest.CaptureFixture,
+        report_writes: list[str]) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    jobs, results = dirs
+    params = {"ALPHA_BLOCK": {"tag": "A", "values": [96, 1024], "default": 96, "kernels": ["alpha_kernel"]},
+              "BETA_X": {"tag": "B", "values": [32], "default": 32, "kernels": ["beta_kernel"]},
+              "BETA_Y": {"tag": "B", "values": [1], "default": 1, "kernels": ["beta_kernel"]}}
+    s = pipeline.run(write_space(parameters=params),
+                     pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, poll_s=0.05))
+    assert s.best is None and s.counts == {"verify_failed": 1, "skipped": 1}
+    rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(jobs), "--results-dir", str(results))
+    assert rc == 0 and report_writes == ["report.html", "report.md"]
+    page = Path(out.strip()).read_text()
+    assert "2 configurations: 0 ok, 1 failed (1 verify_failed), 1 skipped" in page and "<svg" not in page
+    assert "ALPHA_BLOCK=96 computes wrong results" in section(page, "failures-table")
+    assert html.escape("static_assert: ALPHA_BLOCK must be <= 512") in section(page, "skipped-table")
 
 
 def test_cli_report_of_an_unknown_sweep_fails_naming_both_paths_and_the_run_command(
