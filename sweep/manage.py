@@ -12,11 +12,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sweep import collect as collect_mod, lock, paths, space as space_mod, target
+from sweep import collect as collect_mod, lock, paths, target
 from sweep.errors import SweepError
-from sweep.pipeline import SPACE_SNAPSHOT, Options, Sweep, finish
+from sweep.pipeline import Options, Sweep, finish
 from sweep.records import FAILED, Best, Manifest, read_json
 from sweep.space import NAME_RE, Space
 
@@ -50,15 +48,10 @@ def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
 
 
 def load_snapshot(manifest: Manifest, sweep_dir: Path) -> Space:
-    """The space the sweep ran with: its snapshot in the sweep folder (paths in it resolve
-    from where the original was), else the original file."""
-    snap = sweep_dir / (manifest.space_snapshot or SPACE_SNAPSHOT)
+    """The space the sweep ran with: its snapshot in the sweep folder, else the original file."""
+    snap = sweep_dir / (manifest.space_snapshot or target.SNAPSHOT)
     if snap.is_file():
-        try:
-            data = yaml.safe_load(snap.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise SweepError(f"{snap} is damaged ({e}); run the sweep again to rewrite it") from None
-        return space_mod.parse_space(data, Path(manifest.space), engine_target=target.engine_target)
+        return target.load_snapshot(snap, Path(manifest.space))
     return target.load(manifest.space)
 
 

@@ -32,7 +32,6 @@ from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
-SPACE_SNAPSHOT = "space.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,8 +233,8 @@ class Sweep:
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
     """The space file as run, kept in the sweep folder: collect and report read it, so
     editing or moving the original later changes nothing already measured."""
-    atomic.write_bytes(sweep_dir / SPACE_SNAPSHOT, Path(space_path).read_bytes())
-    return SPACE_SNAPSHOT
+    atomic.write_bytes(sweep_dir / target.SNAPSHOT, Path(space_path).read_bytes())
+    return target.SNAPSHOT
 
 
 def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> RunSummary:
@@ -360,6 +359,9 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[s
                 "are compiled",))
     collect_mod.write_tables(c, results_dir)
     atomic.write_json(results_dir / "manifest.json", c.manifest.to_dict())
+    snapshot = sw.sweep_dir / (c.manifest.space_snapshot or target.SNAPSHOT)
+    if snapshot.is_file():  # so the report reads the space as run from results/ alone
+        atomic.write_bytes(results_dir / target.SNAPSHOT, snapshot.read_bytes())
     if best is not None:
         jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}), "best",
                                "-", sw.commit)

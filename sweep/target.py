@@ -59,6 +59,17 @@ def load(path: Path | str) -> space_mod.Space:
     return space_mod.load_space(path, engine_target=engine_target)
 
 
+SNAPSHOT = "space.yaml"     # the space file as run, kept in jobs/<sweep>/ and results/<sweep>/
+
+
+def load_snapshot(snapshot: Path, recorded: Path) -> space_mod.Space:
+    """A space from its snapshot's text, with relative paths (a custom target's dir)
+    resolved from where the original file was when the sweep ran."""
+    from sweep.space import reader
+
+    return space_mod.parse_space(reader.read(Path(snapshot)), Path(recorded), engine_target=engine_target)
+
+
 def source_digest(target: space_mod.Target) -> str:
     """sha256 over the target's source files (and Makefile): results measured on
     other sources are not reused."""

@@ -1,4 +1,4 @@
-"""The report stage (sweep/report.py) on real collected sweeps.
+"""The report stage (the package sweep/report/) on real collected sweeps.
 
 Cases: the CPU toy sweep (tests/data/toy_results/toy: 20 grid points, 12 ok,
 4 verify_failed, 4 skipped by a static_assert, baseline and best jobs) and every
@@ -14,11 +14,12 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import pytest
 
-from sweep import cli, report, select as select_mod, target
+from sweep import atomic, cli, pipeline, report, select as select_mod, target
 from sweep.errors import SweepError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -295,6 +296,61 @@ def test_sweep_with_nothing_measured_and_no_space_file_still_renders_and_says_wh
     assert report.summary_json(toy)["choices"] == []
 
 
+NOTHING_MEASURED = {   # status: (stage, reason) of every job of a sweep where no configuration was measured
+    "compile_failed": ("build", "ptxas error: too much shared data (0x12000 > 0xc000) in alpha_kernel"),
+    "skipped": ("build", "static_assert: ALPHA_BLOCK must be <= 512 (toy rule)"),
+    "runtime_failed": ("profile", "toy_bench was killed by SIGSEGV <core dumped>"),
+}
+
+
+def nothing_measured(toy: Path, measurements: str) -> pd.DataFrame:
+    """Turn the toy copy into what `run` leaves when no job measured anything: only the two tables,
+    every sweep job compile_failed, skipped or runtime_failed (no confirmation jobs: they follow
+    a pick); measurements empty, with no columns as collect writes it, or with its columns."""
+    configs = pd.read_parquet(toy / "configs.parquet")
+    configs = configs[configs["role"] == "sweep"].reset_index(drop=True)
+    statuses = list(NOTHING_MEASURED)
+    for i in configs.index:
+        status = statuses[i % len(statuses)]
+        configs.loc[i, ["status", "stage", "reason"]] = [status, *NOTHING_MEASURED[status]]
+    configs.to_parquet(toy / "configs.parquet", index=False)
+    m = pd.read_parquet(toy / "measurements.parquet").iloc[0:0] if measurements == "columns" else pd.DataFrame()
+    m.to_parquet(toy / "measurements.parquet", index=False)
+    shutil.rmtree(toy / "best")
+    for f in ("best.json", "confirmation.json", "manifest.json"):
+        (toy / f).unlink()
+    return configs
+
+
+@pytest.mark.parametrize("measurements", ["no-columns", "columns"])
+def test_sweep_where_every_job_failed_or_was_skipped_reports_its_failures_and_no_plots(
+        toy: Path, measurements: str) -> None:
+    configs = nothing_measured(toy, measurements)
+    by = configs["status"].value_counts().to_dict()
+    n_failed = by["compile_failed"] + by["runtime_failed"]
+    page = report.write_report(toy).read_text()
+    assert (f"{len(configs)} configurations: 0 ok, {n_failed} failed ({by['compile_failed']} compile_failed, "
+            f"{by['runtime_failed']} runtime_failed), {by['skipped']} skipped") in page
+    assert f'<h2 id="failures">Failures ({n_failed})</h2>' in page
+    failed, skipped = section(page, "failures-table"), section(page, "skipped-table")
+    for _, r in configs.iterrows():
+        row = next(x for x in (skipped if r["status"] == "skipped" else failed).split("<tr>") if f">{r['tag']}<" in x)
+        assert r["status"] in row and html.escape(r["reason"]) in row
+    assert "<svg" not in page and 'id="best-table"' not in page and 'id="measured"' not in page
+    assert "No picks yet" in page and "nothing was measured" in page
+
+    md = (toy / "report.md").read_text()
+    assert f"## Failures ({n_failed})" in md and f"## Skipped ({by['skipped']})" in md and "No picks yet." in md
+    for _, reason in NOTHING_MEASURED.values():
+        assert reason.replace("<c", "&lt;c") in md          # markdown escapes what could open a tag
+
+    s = json.loads(json.dumps(report.summary_json(toy)))
+    assert s["choices"] == [] and s["config"] is None and not s["provisional"] and s["confirmation"] is None
+    assert s["counts"]["ok"] == 0 and s["counts"]["failed"] == n_failed and s["counts"]["skipped"] == by["skipped"]
+    assert {f["tag"] for f in s["failures"] + s["skipped"]} == set(configs["tag"])
+    assert {f["reason"] for f in s["failures"] + s["skipped"]} == {r for _, r in NOTHING_MEASURED.values()}
+
+
 def test_missing_space_file_degrades_to_best_json_and_macro_columns_and_says_so(toy: Path) -> None:
     manifest = json.loads((toy / "manifest.json").read_text())
     manifest["space"] = "/nowhere/gone.yaml"
@@ -435,6 +491,66 @@ def test_cli_report_recollects_from_the_jobs_dir_when_the_sweep_is_there(tmp_pat
                       str(tmp_path / "jobs"))
     assert rc == 0 and calls == [("toy", tmp_path / "jobs", tmp_path / "results")]
     assert (tmp_path / "results" / "toy" / "report.html").is_file()
+
+
+@pytest.fixture
+def report_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the report files written through sweep.atomic, in order."""
+    written: list[str] = []
+    write_text = atomic.write_text
+
+    def spy(path: Path, text: str) -> None:
+        if Path(path).name in ("report.html", "report.md"):
+            written.append(Path(path).name)
+        write_text(path, text)
+
+    monkeypatch.setattr(atomic, "write_text", spy)
+    return written
+
+
+def test_cli_report_writes_report_html_once_after_recollecting_a_measured_sweep(
+        toy_sweep: tuple, tmp_path: Path, capsys: pytest.CaptureFixture, report_writes: list[str]) -> None:
+    _, jobs, _, _ = toy_sweep
+    shutil.copytree(jobs / "toy", tmp_path / "jobs" / "toy", ignore=shutil.ignore_patterns("build"))
+    rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(tmp_path / "jobs"), "--results-dir",
+                      str(tmp_path / "results"))
+    assert rc == 0 and out.strip() == str(tmp_path / "results" / "toy" / "report.html")
+    assert report_writes == ["report.html", "report.md"]      # by recollect; the CLI does not write it again
+    assert "ALPHA_BLOCK=128" in section(Path(out.strip()).read_text(), "best-table")
+
+
+def test_cli_report_replaces_a_stale_report_itself_when_recollect_wrote_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, report_writes: list[str]) -> None:
+    d = copy_case(TOY, tmp_path / "results")
+    (d / "report.html").write_text("stale")
+    (tmp_path / "jobs" / "toy").mkdir(parents=True)
+    (tmp_path / "jobs" / "toy" / "sweep.json").write_text("{}")
+    monkeypatch.setattr(cli.pipeline, "recollect", lambda sweep, jobs_root, results_root: (None, {}))
+    rc, out, _ = _cli(capsys, "report", "toy", "--results-dir", str(tmp_path / "results"), "--jobs-dir",
+                      str(tmp_path / "jobs"))
+    assert rc == 0 and report_writes == ["report.html", "report.md"]
+    head = section((d / "report.html").read_text(), "header")
+    assert f"<th>Jobs</th><td>{tmp_path / 'jobs' / 'toy'}</td>" in head
+
+
+def test_cli_report_of_a_run_where_no_job_was_measured_is_its_failures(
+        write_space: Callable[..., Path], dirs: tuple[Path, Path], fake_gpus: None, capsys: pytest.CaptureFixture,
+        report_writes: list[str]) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    jobs, results = dirs
+    params = {"ALPHA_BLOCK": {"tag": "A", "values": [96, 1024], "default": 96, "kernels": ["alpha_kernel"]},
+              "BETA_X": {"tag": "B", "values": [32], "default": 32, "kernels": ["beta_kernel"]},
+              "BETA_Y": {"tag": "B", "values": [1], "default": 1, "kernels": ["beta_kernel"]}}
+    s = pipeline.run(write_space(parameters=params),
+                     pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, poll_s=0.05))
+    assert s.best is None and s.counts == {"verify_failed": 1, "skipped": 1}
+    rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(jobs), "--results-dir", str(results))
+    assert rc == 0 and report_writes == ["report.html", "report.md"]
+    page = Path(out.strip()).read_text()
+    assert "2 configurations: 0 ok, 1 failed (1 verify_failed), 1 skipped" in page and "<svg" not in page
+    assert "ALPHA_BLOCK=96 computes wrong results" in section(page, "failures-table")
+    assert html.escape("static_assert: ALPHA_BLOCK must be <= 512") in section(page, "skipped-table")
 
 
 def test_cli_report_of_an_unknown_sweep_fails_naming_both_paths_and_the_run_command(

@@ -1,0 +1,275 @@
+"""The report's sections as plain data, for the HTML template, the markdown and the JSON summary.
+
+    header(sw)             where and how the sweep ran (label, value) rows
+    counts(sw)             ok, failed by status, skipped, pending, running; counts_line(n) as one line
+    missing(sw)            what the report cannot show yet, and why
+    groups(sw)             per parameter group: its plot (SVG), candidates and never-measured values
+    best_rows(sw)          the best table, one row per group
+    confirmation_rows(sw)  the end-to-end confirmation
+    failure_rows(sw)       (failed, skipped) jobs with their reasons and logs
+    measured_rows(sw)      every ok job's per-iteration time per kernel
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+from markupsafe import Markup
+
+from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ns, fmt_pct, fmt_ratio, fmt_values, listed,
+                              main_status, value_list)
+from sweep.report.loading import SweepData
+from sweep.report.plots import plot_1d, plot_2d, plot_style, svg_of
+from sweep.space import Space
+
+
+def _uniq(series: pd.Series | None) -> list[str]:
+    if series is None:
+        return []
+    return sorted({str(v) for v in series.dropna() if str(v).strip() and str(v) != "nan"})
+
+
+def sweep_rows(configs: pd.DataFrame) -> pd.DataFrame:
+    return configs[configs["role"].fillna("sweep") == "sweep"] if not configs.empty else configs
+
+
+def _col(df: pd.DataFrame, name: str) -> pd.Series | None:
+    return df[name] if name in df else None
+
+
+def macro_columns(configs: pd.DataFrame) -> list[str]:
+    """Macro columns of the tables (collect writes every other column in lower case)."""
+    return [c for c in configs.columns if re.fullmatch(r"[A-Z_][A-Z0-9_]*", str(c))]
+
+
+def header(sw: SweepData) -> list[tuple[str, str]]:
+    """Label/value rows: where and how the sweep ran."""
+    c, m = sw.configs, sw.manifest
+    done = c[c["status"] == "ok"] if not c.empty else c
+
+    def env(col: str) -> str:
+        return ", ".join(_uniq(_col(done, col))) or "not recorded"
+
+    commits = _uniq(_col(done, "commit")) or ([m["commit"]] if m.get("commit") else [])
+    finished = _uniq(_col(c, "finished_at"))
+    tables = sw.results_dir / "configs.parquet"
+    collected = datetime.fromtimestamp(tables.stat().st_mtime, timezone.utc).isoformat(timespec="seconds") \
+        if tables.is_file() else "—"
+    space = str(sw.space.path) if sw.space is not None else (m.get("space") or "unknown")
+    strategy = m.get("strategy") or (sw.space.strategy.name if sw.space else "unknown")
+    rows = [
+        ("Sweep", sw.name), ("GPU", env("gpu")), ("Driver", env("driver")), ("CUDA runtime", env("cuda_runtime")),
+        ("Commit", ", ".join(commits) or "unknown"), ("Host(s)", env("host")), ("Space file", space),
+        ("Strategy", strategy + (f" ({m['note']})" if m.get("note") else "")),
+        ("Backend", ", ".join(_uniq(_col(done, "backend"))) or m.get("backend") or "unknown"),
+        ("Executor", m.get("executor") or "unknown"),
+        ("Started", m.get("created") or "—"), ("Last result", finished[-1] if finished else "—"),
+        ("Collected", collected), ("Results", str(sw.results_dir)),
+    ]
+    if sw.jobs_dir is not None:
+        rows.append(("Jobs", str(sw.jobs_dir)))
+    return rows
+
+
+def counts(sw: SweepData) -> dict[str, Any]:
+    """How many of the sweep's configurations are done, failed, skipped, still to come."""
+    s = sweep_rows(sw.configs)
+    by = s["status"].value_counts().to_dict() if not s.empty else {}
+    failed = {k: int(v) for k, v in by.items() if k not in NOT_FAILED}
+    extra = sw.configs[sw.configs["role"].isin(["baseline", "best"])] if not sw.configs.empty else sw.configs
+    return {
+        "planned": int(len(s)), "ok": int(by.get("ok", 0)), "failed": sum(failed.values()), "failed_by_status": failed,
+        "skipped": int(by.get("skipped", 0)), "pending": int(by.get("pending", 0)), "running": int(by.get("running", 0)),
+        "confirmation_jobs": {str(r["tag"]): str(r["status"]) for _, r in extra.iterrows()},
+        "grid_size": sw.manifest.get("grid_size"),
+    }
+
+
+def counts_line(n: dict[str, Any]) -> str:
+    failed = ", ".join(f"{v} {k}" for k, v in sorted(n["failed_by_status"].items()))
+    parts = [f"{n['ok']} ok", f"{n['failed']} failed" + (f" ({failed})" if failed else ""), f"{n['skipped']} skipped",
+             f"{n['pending']} pending", f"{n['running']} running"]
+    line = f"{n['planned']} configurations: " + ", ".join(parts)
+    if n["confirmation_jobs"]:
+        line += "; confirmation jobs: " + ", ".join(f"{t} {s}" for t, s in n["confirmation_jobs"].items())
+    return line
+
+
+def missing(sw: SweepData) -> list[str]:
+    """What this report cannot show yet, and why; empty for a finished sweep."""
+    out = list(sw.notes)
+    s = sweep_rows(sw.configs)
+    for st in ("pending", "running"):
+        tags = sorted(s[s["status"] == st]["tag"].astype(str)) if not s.empty else []
+        if tags:
+            verb = "still pending" if st == "pending" else "still running"
+            out.append(f"{len(tags)} of {len(s)} configurations {verb}: {listed(tags)}")
+    if sw.best is not None and sw.confirmation is None:
+        out.append("no confirmation.json: the combined best was not confirmed end to end")
+    if sw.conf_text is None:
+        out.append("no best/conf.cuh yet")
+    roles = set(sw.configs["role"]) if not sw.configs.empty else set()
+    if sw.best is not None and "baseline" not in roles:
+        out.append("no baseline job (the target's default launch sizes): no speed-ups against the defaults")
+    return out
+
+
+def _group_failures(sw: SweepData, macros: tuple[str, ...], measured: set[tuple]) -> dict[tuple, dict[str, Any]]:
+    """Values of a group (over its first two macros) that no ok job measured, with why:
+    {values: {"statuses": {status: count}, "reasons": {status: first reason}}}."""
+    keys = [m for m in macros[:2] if m in sw.configs]
+    s = sweep_rows(sw.configs)
+    if len(keys) < min(2, len(macros)) or s.empty:
+        return {}
+    out: dict[tuple, dict[str, Any]] = {}
+    bad = s[(s["status"] != "ok")].dropna(subset=keys)
+    for _, r in bad.iterrows():
+        v = tuple(int(r[k]) for k in keys)
+        if v in measured:
+            continue
+        e = out.setdefault(v, {"statuses": {}, "reasons": {}})
+        e["statuses"][r["status"]] = e["statuses"].get(r["status"], 0) + 1
+        if isinstance(r.get("reason"), str) and r["reason"]:
+            e["reasons"].setdefault(r["status"], r["reason"])
+    return dict(sorted(out.items()))
+
+
+def groups(sw: SweepData) -> list[dict[str, Any]]:
+    """Per parameter group (a Choice of best.json): its plot, candidates and unmeasured values."""
+    if not sw.best:
+        return []
+    out = []
+    for i, ch in enumerate(sw.best.get("choices", [])):
+        macros = tuple(ch["macros"])
+        cands = ch.get("candidates") or [ch["best"]]
+        measured = {tuple(int(c["values"][m]) for m in macros[:2]) for c in cands}
+        fails = _group_failures(sw, macros, measured)
+        default = _defaults(sw.space, macros)
+        salt = f"{sw.name}-group-{i}"
+        with plot_style():
+            fig = plot_1d(ch, fails) if len(macros) == 1 else plot_2d(ch, fails, default)
+            svg = svg_of(fig, salt)
+        not_measured = [{"label": ", ".join(f"{m}={v}" for m, v in zip(macros, vals)),
+                         "statuses": ", ".join(f"{k} ×{e['statuses'][k]}" for k in by_weight(e["statuses"])),
+                         "reason": e["reasons"].get(main_status(e["statuses"]), "")}
+                        for vals, e in fails.items()]
+        best_ns = ch["best"]["ns"]
+        out.append({
+            "title": ", ".join(macros), "macros": macros, "kernels": ", ".join(ch.get("kernels", [])) or "—",
+            "svg": Markup(svg), "chosen": fmt_values(ch["values"]), "note": ch.get("note", ""),
+            "not_measured": not_measured,
+            "candidates": [{"label": fmt_values(c["values"]), "ns": fmt_ns(c["ns"]), "std": fmt_ns(c["std_ns"]),
+                            "jobs": c.get("jobs", ""), "vs_best": fmt_pct((c["ns"] - best_ns) / best_ns) if best_ns else "—",
+                            "chosen": c["values"] == ch["values"], "tag": c.get("tag", "")} for c in cands],
+            "more_than_two": len(macros) > 2,
+        })
+    return out
+
+
+def _defaults(space: Space | None, macros: tuple[str, ...]) -> dict[str, int] | None:
+    if space is None:
+        return None
+    try:
+        d = {m: space.parameter(m).default for m in macros}
+    except KeyError:
+        return None
+    return d if all(v is not None for v in d.values()) else None
+
+
+def best_rows(sw: SweepData) -> list[dict[str, str]]:
+    """The best table: one row per parameter group."""
+    rows = []
+    for ch in (sw.best or {}).get("choices", []):
+        ru = ch.get("runner_up")
+        beyond = "—" if ru is None else ("yes" if ch.get("beyond_noise") else "no")
+        noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
+        rows.append({
+            "kernels": ", ".join(ch.get("kernels", [])) or "—", "chosen": fmt_values(ch["values"]),
+            "kernel_list": list(ch.get("kernels", [])) or ["—"], "chosen_list": value_list(ch["values"]),
+            "runner_up_list": value_list(ru["values"]) if ru else ["—"], "noise": noise,
+            "time": f"{fmt_ns(ch['best']['ns'])} ± {fmt_ns(ch['best']['std_ns'])}",
+            "ns": fmt_ns(ch["best"]["ns"]), "std": fmt_ns(ch["best"]["std_ns"]),
+            "runner_up": fmt_values(ru["values"]) if ru else "—", "runner_up_time": fmt_ns(ru["ns"]) if ru else "—",
+            "margin": fmt_pct(ch.get("margin")), "beyond_noise": beyond, "default": fmt_ns(ch.get("default_ns")),
+            "speedup": fmt_ratio(ch.get("speedup_vs_default")), "note": ch.get("note", ""),
+        })
+    return rows
+
+
+def confirmation_rows(sw: SweepData) -> list[tuple[str, str, str]]:
+    """(what, value, ratio/explanation) rows of the end-to-end confirmation."""
+    c = sw.confirmation
+    if not c:
+        return []
+    rows = [
+        ("Sum of per-group bests (each measured in its own jobs)", fmt_ns(c.get("sum_of_group_bests_ns")), ""),
+        ("Combined best (job 'best', every pick at once)", fmt_ns(c.get("best_total_ns")),
+         f"{fmt_ratio(c.get('best_vs_sum_of_bests'))} the sum of bests" if c.get("best_vs_sum_of_bests") else
+         "not run: no job 'best'" if not c.get("best_total_ns") else ""),
+        ("Default launch sizes (job 'default')", fmt_ns(c.get("default_total_ns")),
+         f"combined best is {fmt_ratio(c.get('speedup_vs_default'))} faster" if c.get("speedup_vs_default") else
+         "no baseline measured" if not c.get("default_total_ns") else ""),
+    ]
+    if c.get("best_forward_ms") is not None or c.get("default_forward_ms") is not None:
+        def ms(v: float | None) -> str:
+            return "—" if v is None else f"{v:.4g} ms"
+        rows.append(("Forward pass, combined best", ms(c.get("best_forward_ms")), ""))
+        rows.append(("Forward pass, default launch sizes", ms(c.get("default_forward_ms")),
+                     f"combined best is {fmt_ratio(c.get('forward_speedup_vs_default'))} faster"
+                     if c.get("forward_speedup_vs_default") else ""))
+    return rows
+
+
+def failure_rows(sw: SweepData, jobs_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """(failed, skipped) jobs: tag, role, status, stage, reason, log and its file:// link."""
+    c = sw.configs
+    if c.empty:
+        return [], []
+    bad = c[~c["status"].isin(["ok", "pending", "running"])].sort_values(["status", "tag"])
+    failed, skipped = [], []
+    for _, r in bad.iterrows():
+        log = str(r.get("log") or "") if clean_value(r.get("log")) is not None else ""
+        row = {"tag": str(r["tag"]), "role": str(r.get("role") or "sweep"), "status": str(r["status"]),
+               "stage": str(clean_value(r.get("stage")) or ""), "reason": str(clean_value(r.get("reason")) or ""),
+               "log": log, "href": _log_href(log, jobs_dir or sw.jobs_dir),
+               "log_found": bool(log) and _log_path(log, jobs_dir or sw.jobs_dir).is_file()}
+        (skipped if row["status"] == "skipped" else failed).append(row)
+    return failed, skipped
+
+
+def _log_path(log: str, jobs_dir: Path | None) -> Path:
+    p = Path(log)
+    return p if p.is_absolute() or jobs_dir is None else jobs_dir / p
+
+
+def _log_href(log: str, jobs_dir: Path | None) -> str:
+    if not log:
+        return ""
+    p = _log_path(log, jobs_dir)
+    return p.as_uri() if p.is_absolute() else quote(log)
+
+
+def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every ok job's per-iteration time per kernel (the raw material of the picks)."""
+    m = sw.measurements
+    if m.empty:
+        return [], []
+    m = m[m["status"] == "ok"]
+    per = m.groupby(["tag", "kernel"])["total_median_ns"].sum().unstack("kernel")
+    kernels = [str(k) for k in per.columns]
+    macros = [c for c in macro_columns(sw.configs)]
+    info = sw.configs.set_index("tag")
+    rows = []
+    for tag, r in per.iterrows():
+        total = float(r.sum())
+        vals = {m: clean_value(info.at[tag, m]) if tag in info.index and m in info else None for m in macros}
+        rows.append({"tag": str(tag), "role": str(info.at[tag, "role"]) if tag in info.index else "",
+                     "label": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
+                     "kernels": [fmt_ns(clean_value(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total})
+    rows.sort(key=lambda x: x["total_ns"])
+    return kernels, rows
