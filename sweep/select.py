@@ -28,7 +28,7 @@ import pandas as pd
 
 from sweep import atomic
 from sweep.space import Config, Space, check, make_config
-from sweep.strategies.factorized import groups as parameter_groups
+from sweep.space import groups as parameter_groups
 
 NOISE_SIGMAS = 2.0
 
