@@ -7,13 +7,16 @@ each result's objective: the summed time of the kernels the space governs. A
 failed config is told as failed.
 
 The space's constraints are handed to the sampler as Optuna constraints: each
-trial's value for constraint i is 1 when the trial breaks it, else 0, so TPE
-ranks every infeasible trial below the feasible ones (fewer broken rules
-first) and learns where the legal region is, instead of treating unmeasured
-points as neutral. Optuna 5 takes them per trial (Trial.set_constraint) and
-deprecates the sampler's constraints_func, which older versions need; both
-get the same values. An illegal suggestion is still never built: it is told
-as pruned (with its constraint values) and recorded as skipped.
+trial's value for constraint i is 1 when the trial breaks it, else 0. TPE then
+ranks every infeasible trial after the feasible and merely pruned ones (those
+breaking fewer rules first), so an illegal point is never taken for a good one;
+as a pruned trial without constraints it could be, while few trials had
+completed. Optuna 5 takes constraints per trial (Trial.set_constraint) and
+deprecates the sampler's constraints_func, which older versions need; both get
+the same values. TPE may still suggest illegal points: each is told as pruned
+(with its constraint values), recorded as skipped, and never built. A space
+whose legal points are rare is better sampled by `random`, which draws from the
+legal set.
 """
 
 from __future__ import annotations
