@@ -30,7 +30,7 @@ from sweep import atomic
 from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.space import Config, Space, check, make_config
-from sweep.strategies.factorized import groups as parameter_groups
+from sweep.space import groups as parameter_groups
 
 NOISE_SIGMAS = 2.0
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]

@@ -2,8 +2,8 @@
 
 A profile times each kernel separately, so one build can measure a value of
 every parameter at once: the residual kernel's time in a build depends on
-RESIDUAL_BLOCK_SIZE, not on GELU_BLOCK_SIZE. Parameters are grouped when they
-cannot be varied apart: they share a tag (the three sides of a 3-D block), a
+RESIDUAL_BLOCK_SIZE, not on GELU_BLOCK_SIZE. Parameters are grouped
+(sweep.space.groups) when they cannot be varied apart: they share a tag (the three sides of a 3-D block), a
 kernel pattern, or a constraint. Build i sets every group to its i-th legal
 combination (each group's combinations shuffled with the space's seed, so
 groups are not paired the same way in every sweep); a group with fewer
@@ -17,44 +17,12 @@ that confirmation says whether the assumption held.
 
 from __future__ import annotations
 
-import ast
-import itertools
 import random
 
-from sweep.space import Config, Parameter, Space, check, make_config
-from sweep.strategies import Plan, Skipped
+from sweep.space import Config, Parameter, Space, check, groups, make_config
+from sweep.strategies.base import Option, Plan, Skipped, StrategySpec, group_combinations
 
-
-def _names(expr: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
-
-
-def groups(space: Space) -> list[list[Parameter]]:
-    """Swept parameters that must vary together, in declaration order."""
-    swept = list(space.swept)
-    root = {p.macro: p.macro for p in swept}
-    source = {p.macro: (p.equals or p.macro) for p in space.parameters}
-
-    def find(m: str) -> str:
-        while root[m] != m:
-            root[m] = root[root[m]]
-            m = root[m]
-        return m
-
-    def union(a: str, b: str) -> None:
-        root[find(a)] = find(b)
-
-    for a, b in itertools.combinations(swept, 2):
-        if a.tag == b.tag or set(a.kernels) & set(b.kernels):
-            union(a.macro, b.macro)
-    for c in space.constraints:
-        named = sorted({source[n] for n in _names(c.expr) if n in source})
-        for other in named[1:]:
-            union(named[0], other)
-    out: dict[str, list[Parameter]] = {}
-    for p in swept:
-        out.setdefault(find(p.macro), []).append(p)
-    return list(out.values())
+__all__ = ["SPEC", "groups", "plan"]     # groups lives in sweep.space; kept here for older imports
 
 
 def _filler(space: Space, group: list[Parameter], combos: list[dict[str, int]]) -> dict[str, int]:
@@ -67,20 +35,13 @@ def _filler(space: Space, group: list[Parameter], combos: list[dict[str, int]]) 
 
 
 def plan(space: Space) -> Plan:
-    rng = random.Random(space.strategy.seed)
+    rng = random.Random(SPEC.values(space.strategy)["seed"])
     gs = groups(space)
     base = {p.macro: (p.default if p.default is not None else p.values[0]) for p in space.swept}
     legal_combos, skipped = [], []
     for g in gs:
-        combos = []
-        for values in itertools.product(*(p.values for p in g)):
-            chosen = dict(zip((p.macro for p in g), values))
-            probe = make_config(space, {**base, **chosen})
-            reason = _group_reason(space, g, probe)
-            if reason is None:
-                combos.append(chosen)
-            else:
-                skipped.append(Skipped(probe, reason))
+        combos, broken = group_combinations(space, g, base)
+        skipped.extend(broken)
         rng.shuffle(combos)
         legal_combos.append(combos)
     builds = max((len(c) for c in legal_combos), default=0)
@@ -104,9 +65,9 @@ def plan(space: Space) -> Plan:
     return Plan(tuple(configs), tuple(skipped), note)
 
 
-def _group_reason(space: Space, group: list[Parameter], config: Config) -> str | None:
-    """The first constraint about this group's parameters that `config` breaks."""
-    mine = {p.macro for p in group} | {p.macro for p in space.parameters if p.equals in {g.macro for g in group}}
-    relevant = [c for c in space.constraints if _names(c.expr) & mine]
-    sub = Space(space.name, space.path, space.parameters, space.target, tuple(relevant))
-    return check(sub, config)
+SPEC = StrategySpec(
+    "factorized", "each build sets every parameter group to one of its legal combinations; max(|combinations|) "
+                  "builds measure every group's values, since a profile times each kernel separately",
+    options=(Option("seed", int, 0, "shuffles each group's combinations, so groups pair up differently per seed"),),
+    plan=plan,
+)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from sweep.space import Space
-from sweep.strategies import Plan, check_grid_size, grid_points, legal
+from sweep.strategies.base import Plan, StrategySpec, check_grid_size, grid_points, legal
 
 
 def plan(space: Space) -> Plan:
     n = check_grid_size(space)
     p = legal(space, grid_points(space))
     return Plan(p.configs, p.skipped, f"grid: {n} points ({space.size()[1]}), {len(p.configs)} legal")
+
+
+SPEC = StrategySpec("grid", "every combination of the swept parameters' values, each illegal one skipped with its rule",
+                    plan=plan)

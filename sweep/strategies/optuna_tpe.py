@@ -3,15 +3,33 @@
 nor a factorized sweep fits.
 
 The driver asks for a batch (as many as it can run at once), runs it and tells
-each result's objective: the summed time of the kernels the space governs.
-Illegal suggestions are told to Optuna as pruned and recorded as skipped; a
-failed config is told as failed, so TPE steers away from both.
+each result's objective: the summed time of the kernels the space governs. A
+failed config is told as failed.
+
+The space's constraints are handed to the sampler as Optuna constraints: each
+trial's value for constraint i is 1 when the trial breaks it, else 0. TPE then
+ranks every infeasible trial after the feasible and merely pruned ones (those
+breaking fewer rules first), so an illegal point is never taken for a good one;
+as a pruned trial without constraints it could be, while few trials had
+completed. Optuna 5 takes constraints per trial (Trial.set_constraint) and
+deprecates the sampler's constraints_func, which older versions need; both get
+the same values. TPE may still suggest illegal points: each is told as pruned
+(with its constraint values), recorded as skipped, and never built. A space
+whose legal points are rare is better sampled by `random`, which draws from the
+legal set.
 """
 
 from __future__ import annotations
 
-from sweep.space import Config, Space, check, make_config
-from sweep.strategies import Search, Skipped
+from typing import Any
+
+from sweep.space import Config, Space, check, first_broken, make_config
+from sweep.strategies.base import Option, Search, Skipped, StrategySpec
+
+
+def per_trial_constraints(optuna: Any) -> bool:
+    """Whether this Optuna takes constraints per trial (5 and later) rather than through constraints_func."""
+    return hasattr(optuna.trial.Trial, "set_constraint")
 
 
 class TPESearch(Search):
@@ -19,14 +37,26 @@ class TPESearch(Search):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        o = SPEC.values(space.strategy)
         self.space = space
-        self.study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=space.strategy.seed))
-        self.budget = space.strategy.samples
+        self.per_trial = per_trial_constraints(optuna)
+        extra = {} if self.per_trial or not space.constraints else {"constraints_func": self._constraints_func}
+        self.study = optuna.create_study(direction="minimize",
+                                         sampler=optuna.samplers.TPESampler(seed=o["seed"], **extra))
+        self.budget = o["samples"]
         self.asked = 0
         self.pending: dict[Config, list] = {}
         self.told: dict[Config, float | None] = {}   # measured configs: a repeat is answered from here
         self.skipped: list[Skipped] = []
         self._optuna = optuna
+
+    def violations(self, config: Config) -> tuple[float, ...]:
+        """Per constraint of the space: 1.0 where `config` breaks it, else 0.0 (Optuna: > 0 is infeasible)."""
+        values = config.as_dict()
+        return tuple(0.0 if first_broken((c,), values) is None else 1.0 for c in self.space.constraints)
+
+    def _constraints_func(self, trial: Any) -> tuple[float, ...]:
+        return self.violations(make_config(self.space, trial.params))
 
     def ask(self, n: int) -> list[Config]:
         out: list[Config] = []
@@ -38,6 +68,10 @@ class TPESearch(Search):
             c = make_config(self.space, chosen)
             reason = check(self.space, c)
             if reason is not None:
+                if self.per_trial:
+                    for i, v in enumerate(self.violations(c)):
+                        if v > 0:
+                            trial.set_constraint(str(i), v)
                 self.study.tell(trial, state=self._optuna.trial.TrialState.PRUNED)
                 self.skipped.append(Skipped(c, reason))
                 continue
@@ -62,3 +96,13 @@ class TPESearch(Search):
                 self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
             else:
                 self.study.tell(trial, objective_ns)
+
+
+SPEC = StrategySpec(
+    "optuna", "Optuna's TPE sampler, learning from each batch's results; constraints are handed to the sampler",
+    options=(
+        Option("samples", int, 20, "how many distinct configs to measure (trials)", lo=1, hi=1_000_000),
+        Option("seed", int, 0, "seeds the sampler: the same seed and results ask for the same configs"),
+    ),
+    search=TPESearch,
+)

@@ -1,0 +1,44 @@
+"""Search spaces: what a sweep varies, what is legal, how it builds and runs.
+
+    model     the frozen dataclasses (Parameter, Constraint, Strategy, Space,
+              Config, ...) and what is computed from them: make_config, check,
+              tag, tags_for, config_hash, default_config, groups
+    expr      constraint expressions: a small, safe, bounded subset of Python
+    reader    a space file's bytes to plain data, every size bounded (1 MiB,
+              nesting, aliases, duplicate keys, encoding)
+    loader    plain data to a validated Space (parameters, values, constraints)
+    sections  the settings sections, and the strategy's options checked against
+              what the strategy declares (sweep.strategies)
+
+Everything is validated before anything is rendered: a bad file stops with one
+SweepError naming the file, the key, the bad value, what is allowed and the
+fix. A *combination* that breaks a constraint is not an error: strategies skip
+it and record why (see `check`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.space.loader import MACRO_RE, MAX_CONSTRAINTS, MAX_PARAMETERS, MAX_VALUES, NAME_RE, TAG_RE, launch_size, \
+    load_space, parse_space
+from sweep.space.model import BACKENDS, MAX_VALUE, Build, Config, Constraint, Parameter, Profile, Run, Slurm, Space, \
+    Strategy, Target, check, config_hash, default_config, first_broken, group_constraints, groups, make_config, tag, \
+    tags_for, values_digest
+
+__all__ = [
+    "BACKENDS", "MACRO_RE", "MAX_CONSTRAINTS", "MAX_PARAMETERS", "MAX_VALUE", "MAX_VALUES", "NAME_RE", "STRATEGIES",
+    "TAG_RE", "Build", "Config", "Constraint", "Parameter", "Profile", "Run", "Slurm", "Space", "Strategy", "Target",
+    "check", "config_hash", "default_config", "first_broken", "group_constraints", "groups", "launch_size",
+    "load_space", "make_config", "parse_space", "tag", "tags_for", "values_digest",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """STRATEGIES: the strategy names, from the registry in sweep.strategies (which
+    imports this package, so it is looked up on first use)."""
+    if name == "STRATEGIES":
+        from sweep.strategies import STRATEGIES
+
+        return STRATEGIES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,340 @@
+"""The space model: what a sweep varies, what is legal, how it builds and runs.
+
+A Space holds its Parameters (each a conf.cuh macro with the values to try, a
+tag letter for job names and the kernels it governs), the Constraints that say
+which combinations are legal, the Strategy that picks combinations, and the
+Build, Run, Profile and Slurm settings. A Config is one point of a space.
+
+Functions over them: `make_config` completes a point with its derived macros,
+`check` says why a point is illegal (None when it is legal), `tag`/`tags_for`
+name job folders, `config_hash` identifies what a job measures, and `groups`
+splits the swept parameters into the groups that must vary together.
+
+These are plain frozen data; the YAML loader (sweep.space.loader) builds them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from sweep.profile import BACKENDS as _BACKEND_REGISTRY
+from sweep.space import expr
+
+MAX_VALUE = 2**31 - 1
+BACKENDS = tuple(_BACKEND_REGISTRY)     # the profile backends' registry is the one list
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One macro of conf.cuh and the values a sweep tries for it."""
+
+    macro: str
+    tag: str
+    values: tuple[int, ...]
+    kernels: tuple[str, ...] = ()        # glob patterns over kernel names
+    default: int | None = None           # the target's own default (used to pad factorized builds)
+    equals: str | None = None            # derived: always the value of this other macro
+    doc: str = ""
+    floor: int = 1                       # the smallest value it loads with: 1, or 0 where it declares min
+
+    @property
+    def derived(self) -> bool:
+        return self.equals is not None
+
+    def governs(self, kernel: str) -> bool:
+        return any(fnmatch.fnmatchcase(kernel, p) for p in self.kernels)
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A boolean expression over macro names; combinations where it is false are skipped."""
+
+    expr: str
+    why: str = ""
+
+    def holds(self, values: Mapping[str, int]) -> bool:
+        return bool(expr.evaluate(self.expr, values))
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    arch: tuple[str, ...] = ("auto",)      # sm_XY targets, or "auto": the GPU's own, detected on the node
+    nvcc_flags: tuple[str, ...] = ("-O3", "-lineinfo")
+    make_targets: tuple[str, ...] = ("all",)
+    jobs: int = 0                          # make -j; 0: the job's CPUs
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    batch: int = 4
+    seq_len: int = 64
+    warmup: int = 5
+    iterations: int = 20
+    args: tuple[str, ...] = ()             # extra arguments to the profiled program
+    verify: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    backend: str = "nsys"
+    ncu_iterations: int = 3                # ncu replays every launch: fewer iterations keep it quick
+
+
+@dataclass(frozen=True, slots=True)
+class Slurm:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    gpus_per_job: int = 1
+    cpus_per_job: int = 4
+    mem: str | None = None                 # e.g. "16G"
+    time_min: int = 20
+    array_parallelism: int = 16
+    extra_sbatch: tuple[str, ...] = ()     # more "#SBATCH ..." options, e.g. "--exclusive"
+    setup: tuple[str, ...] = ()            # shell lines before the job, e.g. "module load cuda/13.0"
+    log_dir: str | None = None             # default jobs/<sweep>/_slurm
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What is built and measured: any folder whose Makefile takes CONF_DIR, BUILD_DIR,
+    NVCC, ARCH and NVCCFLAGS, plus the commands that verify and time it (placeholders:
+    {build} {job} {batch} {seq_len} {iterations} {warmup} {events_json}, and those a
+    plugin's prepare step names, e.g. the engine's {weights} {reference}; {args}
+    expands to run.args). A plugin target (sweep.target) also carries its options
+    and its prepare step."""
+
+    name: str
+    source_dir: Path
+    verify: tuple[tuple[str, ...], ...]
+    profile: tuple[str, ...]
+    events: tuple[str, ...] = ()           # extra profile arguments that make it print engine-timing/1 JSON
+    model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
+    plugin: Any = None                     # a plugin target's prepare step (sweep.target.Prepare)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Strategy:
+    """The strategy a space names and the options its file gave it.
+
+    Which options a strategy takes, with their types, defaults and docs, is
+    declared by the strategy's own module (sweep.strategies: each module's SPEC),
+    and the loader refuses any other. `options` holds what was given, as sorted
+    (name, value) pairs; reading one as an attribute (`strategy.samples`) falls
+    back to the named strategy's declared default. Keywords set options, so
+    Strategy("random", samples=10) and dataclasses.replace(s, seed=3) both work;
+    an option the strategy does not declare is kept but never read (a --strategy
+    override may pick a strategy that reads it).
+    """
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
+
+    def __init__(self, name: str = "grid", options: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+                 **values: Any):
+        merged = dict(options)
+        merged.update(values)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "options", tuple(sorted(merged.items())))
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_") or key in ("name", "options"):   # slots not set yet (copy, unpickling)
+            raise AttributeError(key)
+        given = dict(self.options)
+        if key in given:
+            return given[key]
+        from sweep.strategies import REGISTRY   # declarations live with the strategies, a later stage
+
+        spec = REGISTRY.get(self.name)
+        declared = {o.name: o.default for o in spec.options} if spec else {}
+        if key not in declared:
+            raise AttributeError(f"strategy {self.name!r} has no option {key!r}; "
+                                 f"it takes: {', '.join(declared) or 'no options'}")
+        return declared[key]
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    name: str
+    path: Path
+    parameters: tuple[Parameter, ...]
+    target: Target
+    constraints: tuple[Constraint, ...] = ()
+    strategy: Strategy = field(default_factory=Strategy)
+    build: Build = field(default_factory=Build)
+    run: Run = field(default_factory=Run)
+    profile: Profile = field(default_factory=Profile)
+    slurm: Slurm = field(default_factory=Slurm)
+    description: str = ""
+
+    def parameter(self, macro: str) -> Parameter:
+        for p in self.parameters:
+            if p.macro == macro:
+                return p
+        raise KeyError(macro)
+
+    @property
+    def swept(self) -> tuple[Parameter, ...]:
+        """The parameters a strategy chooses values for (derived ones follow)."""
+        return tuple(p for p in self.parameters if not p.derived)
+
+    def size(self) -> tuple[int, str]:
+        """The full grid's size and its product, e.g. (960, "4*4*4*3*5")."""
+        n, parts = 1, []
+        for p in self.swept:
+            n *= len(p.values)
+            parts.append(str(len(p.values)))
+        return n, "*".join(parts) or "1"
+
+    def groups(self) -> list[list[Parameter]]:
+        """See `groups`."""
+        return groups(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """One point of a space: a value for every macro (derived ones included), in declaration order."""
+
+    values: tuple[tuple[str, int], ...]
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.values)
+
+    def __getitem__(self, macro: str) -> int:
+        return self.as_dict()[macro]
+
+
+# ---------------------------------------------------------------------------
+# Configs: completion, legality, tags, hashes
+# ---------------------------------------------------------------------------
+
+
+def make_config(space: Space, chosen: Mapping[str, int]) -> Config:
+    """A Config from values for the swept parameters; derived ones are filled in."""
+    values = dict(chosen)
+    for p in space.parameters:
+        if p.derived:
+            values[p.macro] = values[p.equals]
+    missing = [p.macro for p in space.parameters if p.macro not in values]
+    if missing:
+        raise ValueError(f"no value for {', '.join(missing)}")
+    return Config(tuple((p.macro, int(values[p.macro])) for p in space.parameters))
+
+
+def check(space: Space, config: Config) -> str | None:
+    """None when `config` is legal, else why it is skipped (the first rule it breaks)."""
+    return first_broken(space.constraints, config.as_dict())
+
+
+def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
+    """Why the first of `constraints` that `values` break fails; None when all hold."""
+    for c in constraints:
+        try:
+            ok = c.holds(values)
+        except (ArithmeticError, ValueError, TypeError):  # e.g. x // 0, a negative shift, a complex power
+            ok = False
+        if not ok:
+            return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
+    return None
+
+
+def tag(space: Space, config: Config) -> str:
+    """Readable, stable job name, e.g. R128_G128_E5x5x5_L256_P256_F16.
+
+    Parameters sharing a tag letter are joined with 'x' (a 3-D block); derived
+    parameters take part like the others.
+    """
+    by_tag: dict[str, list[str]] = {}
+    for p in space.parameters:
+        by_tag.setdefault(p.tag, []).append(str(config[p.macro]))
+    return "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+
+
+def tags_for(space: Space, configs: list[Config]) -> dict[Config, str]:
+    """Tags for many configs; where two would collide, both get a short hash suffix."""
+    plain = {c: tag(space, c) for c in configs}
+    counts: dict[str, int] = {}
+    for t in plain.values():
+        counts[t] = counts.get(t, 0) + 1
+    return {c: t if counts[t] == 1 else f"{t}_{values_digest(c)[:6]}" for c, t in plain.items()}
+
+
+def values_digest(config: Config) -> str:
+    return hashlib.sha256(json.dumps(config.values).encode()).hexdigest()
+
+
+def config_hash(space: Space, config: Config, source_digest: str) -> str:
+    """Identity of what a job measures: macros, build, run and profile settings, and the
+    target's sources. A stored result counts as done only while this still matches."""
+    blob = json.dumps({
+        "macros": config.values, "target": space.target.name, "source": source_digest,
+        "build": [space.build.arch, space.build.nvcc_flags, space.build.make_targets],
+        "run": [space.run.batch, space.run.seq_len, space.run.warmup, space.run.iterations, space.run.args,
+                space.run.verify],
+        "profile": [space.profile.backend, space.profile.ncu_iterations],
+        "model": dict(space.target.model or {}),
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def default_config(space: Space) -> Config | None:
+    """The target's own defaults, when every swept parameter declares one."""
+    if any(p.default is None for p in space.swept):
+        return None
+    return make_config(space, {p.macro: p.default for p in space.swept})
+
+
+# ---------------------------------------------------------------------------
+# Parameter groups
+# ---------------------------------------------------------------------------
+
+
+def groups(space: Space) -> list[list[Parameter]]:
+    """Swept parameters that must vary together, in declaration order.
+
+    Two parameters are grouped when they share a tag (the sides of a 3-D block),
+    a kernel pattern, or a constraint (a derived parameter counts as its source).
+    Every constraint then speaks about one group only, so a space's legal points
+    are the product of each group's legal combinations (see group_constraints).
+    """
+    swept = list(space.swept)
+    root = {p.macro: p.macro for p in swept}
+    source = {p.macro: (p.equals or p.macro) for p in space.parameters}
+
+    def find(m: str) -> str:
+        while root[m] != m:
+            root[m] = root[root[m]]
+            m = root[m]
+        return m
+
+    def union(a: str, b: str) -> None:
+        root[find(a)] = find(b)
+
+    for a, b in itertools.combinations(swept, 2):
+        if a.tag == b.tag or set(a.kernels) & set(b.kernels):
+            union(a.macro, b.macro)
+    for c in space.constraints:
+        named = sorted({source[n] for n in expr.names(c.expr) if n in source})
+        for other in named[1:]:
+            union(named[0], other)
+    out: dict[str, list[Parameter]] = {}
+    for p in swept:
+        out.setdefault(find(p.macro), []).append(p)
+    return list(out.values())
+
+
+def group_constraints(space: Space, group: list[Parameter]) -> tuple[Constraint, ...]:
+    """The constraints that name a parameter of `group` (or one derived from it), in file order."""
+    mine = {p.macro for p in group}
+    mine |= {p.macro for p in space.parameters if p.equals in mine}
+    return tuple(c for c in space.constraints if expr.names(c.expr) & mine)

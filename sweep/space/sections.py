@@ -1,0 +1,226 @@
+"""The settings sections of a space file: strategy, build, run, profile, slurm, target.
+
+Each reader takes the file's top-level Section and returns the model's
+dataclass, or raises one SweepError naming the file, the key, the bad value,
+what is allowed and the fix. Values are shown with `show`, which keeps any
+value, however large or odd, to one short line.
+
+Strategy options are declared by the strategies themselves (sweep.strategies:
+each module's SPEC, with names, types, defaults and docs); `strategy` checks
+the file against that declaration. Both shapes are read:
+
+    strategy: {name: random, samples: 50, seed: 3}
+    strategy: random            # with top-level samples: / seed: / tuples: {columns, rows}
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from sweep.errors import SweepError
+from sweep.space.model import BACKENDS, MAX_VALUE, Build, Parameter, Profile, Run, Slurm, Strategy, Target
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = 8
+_REPR.maxdict, _REPR.maxlevel = 6, 3
+
+# Keys of the older, flat shape: each carries these options of the strategy.
+_FLAT_OPTIONS = {"samples": ("samples",), "seed": ("seed",), "tuples": ("columns", "rows")}
+
+
+def show(value: Any) -> str:
+    """repr, cut to one short line."""
+    return _REPR.repr(value)
+
+
+def plain(key: Any) -> str:
+    return key if isinstance(key, str) and key.isprintable() and len(key) <= 40 else show(key)
+
+
+class Section:
+    """A mapping from the YAML file that knows where it is, for error messages."""
+
+    def __init__(self, data: Any, where: str, allowed: tuple[str, ...]):
+        if data is None:
+            data = {}
+        label = where[:-1] if where.endswith(":") else where   # the top level's where is "<file>:"
+        if not isinstance(data, dict):
+            raise SweepError(f"{label}: expected a mapping with keys {', '.join(allowed)}, "
+                             f"got {type(data).__name__} {show(data)}")
+        unknown = [k for k in data if k not in allowed]
+        if unknown:
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise SweepError(f"{label}: unknown key(s) {', '.join(map(plain, unknown[:5]))}{more}; "
+                             f"valid keys are: {', '.join(allowed)}")
+        self.data, self.where = data, where
+
+    def at(self, key: str) -> str:
+        return f"{self.where}.{key}" if not self.where.endswith(":") else f"{self.where} {key}"
+
+    def int(self, key: str, default: int, lo: int = 0, hi: int = MAX_VALUE) -> int:
+        return integer(self.data.get(key, default), self.at(key), lo, hi)
+
+    def str(self, key: str, default: str | None) -> str | None:
+        v = self.data.get(key, default)
+        if v is not None and not isinstance(v, str):
+            raise SweepError(f"{self.at(key)}: {show(v)} must be a string")
+        return v
+
+    def bool(self, key: str, default: bool) -> bool:
+        v = self.data.get(key, default)
+        if not isinstance(v, bool):
+            raise SweepError(f"{self.at(key)}: {show(v)} must be true or false")
+        return v
+
+    def strings(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        v = self.data.get(key, list(default))
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list) or not all(isinstance(x, (str, int, float)) for x in v):
+            raise SweepError(f"{self.at(key)}: {show(v)} must be a list of strings")
+        return tuple(str(x) for x in v)
+
+
+def integer(v: Any, where: str, lo: int = 0, hi: int = MAX_VALUE) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise SweepError(f"{where}: {show(v)} must be an integer from {lo} to {hi}")
+    return v
+
+
+def strategy(top: Section, path: Path, params: list[Parameter]) -> Strategy:
+    """The strategy and its options, checked against what the strategy declares."""
+    from sweep.strategies import REGISTRY   # the strategies declare their options; a later stage, imported late
+
+    raw = top.data.get("strategy", "grid")
+    given: dict[Any, tuple[Any, str]] = {}                 # option -> (value, where)
+    written: list[tuple[Any, str, tuple]] = []             # (key as written, where, the options it carries)
+    if isinstance(raw, dict):
+        prefix = f"{path}: strategy"
+        s = Section(raw, prefix, tuple(raw))
+        if "name" not in raw:
+            raise SweepError(f"{prefix}: missing 'name'; write e.g. strategy: {{name: random, samples: 20}}")
+        name = s.str("name", None)
+        flat = [k for k in _FLAT_OPTIONS if k in top.data]
+        if flat:
+            raise SweepError(f"{top.at(flat[0])}: with strategy: {{name: ...}} the options go inside it; move "
+                             f"{flat[0]} into strategy:")
+        given = {k: (v, s.at(k)) for k, v in raw.items() if k != "name"}
+        written = [(k, where, (k,)) for k, (_, where) in given.items()]
+    else:
+        prefix = f"{path}: tuples"
+        name = top.str("strategy", "grid")
+        for key in (k for k in _FLAT_OPTIONS if k in top.data):
+            written.append((key, top.at(key), _FLAT_OPTIONS[key]))
+            if key == "tuples":
+                t = Section(top.data[key], prefix, _FLAT_OPTIONS[key])
+                given.update({k: (v, t.at(k)) for k, v in t.data.items()})
+            else:
+                given[key] = (top.data[key], top.at(key))
+    if name not in REGISTRY:
+        raise SweepError(f"{top.at('strategy')}: {show(name)} is not a strategy; choose one of {', '.join(REGISTRY)}")
+    spec = REGISTRY[name]
+    declared = {o.name: o for o in spec.options}
+    for key, where, carried in written:
+        if not any(o in declared for o in carried):
+            raise SweepError(_not_taken(spec, key, where, carried, REGISTRY))
+    options = {k: declared[k].check(v, where) for k, (v, where) in given.items()}
+    if spec.check is not None:
+        options = spec.check(options, params, lambda o: given[o][1] if o in given else f"{prefix}.{o}")
+    return Strategy(name, options)
+
+
+def _not_taken(spec: Any, key: Any, where: str, carried: tuple, registry: Mapping[str, Any]) -> str:
+    readers = [n for n, s in registry.items() if any(o.name in carried for o in s.options)]
+    takes = ", ".join(o.name if o.type is list else f"{o.name} (default {o.default!r})" for o in spec.options)
+    takes = takes or "no options"
+    if not readers:
+        fix = f"no strategy reads {show(key)}: remove it"
+    elif len(readers) == 1:
+        fix = f"only the {readers[0]} strategy reads {show(key)}; set strategy: {readers[0]} or remove it"
+    else:
+        fix = (f"only the {', '.join(readers[:-1])} and {readers[-1]} strategies read {show(key)}; set strategy to "
+               f"one of {', '.join(readers)}, or remove it")
+    return f"{where}: {spec.name} does not take {show(key)} ({spec.name} takes {takes}); {fix}"
+
+
+def build(top: Section, path: Path) -> Build:
+    s = Section(top.data.get("build"), f"{path}: build", ("arch", "nvcc_flags", "make_targets", "jobs"))
+    arch = s.strings("arch", ("auto",))
+    for a in arch:
+        if a != "auto" and not re.match(r"^sm_\d+[a-z]?\Z", a):
+            raise SweepError(f"{s.at('arch')}: {show(a)} is not a GPU architecture; write sm_90, [sm_80, sm_90] or auto")
+    if "auto" in arch and len(arch) > 1:
+        raise SweepError(f"{s.at('arch')}: 'auto' detects the GPU on each node; do not list it with other architectures")
+    d = Build()
+    return Build(arch, s.strings("nvcc_flags", d.nvcc_flags), s.strings("make_targets", d.make_targets),
+                 s.int("jobs", 0, 0, 256))
+
+
+def run(top: Section, path: Path) -> Run:
+    s = Section(top.data.get("run"), f"{path}: run", ("batch", "seq_len", "warmup", "iterations", "args", "verify"))
+    d = Run()
+    return Run(s.int("batch", d.batch, 1, 1 << 16), s.int("seq_len", d.seq_len, 1, 1 << 20),
+               s.int("warmup", d.warmup, 0, 10000), s.int("iterations", d.iterations, 1, 100000), s.strings("args", ()),
+               s.bool("verify", True))
+
+
+def profile(top: Section, path: Path) -> Profile:
+    s = Section(top.data.get("profile"), f"{path}: profile", ("backend", "ncu_iterations"))
+    backend = s.str("backend", "nsys")
+    if backend not in BACKENDS:
+        raise SweepError(f"{s.at('backend')}: {show(backend)} is not a profile backend; choose one of {', '.join(BACKENDS)}")
+    return Profile(backend, s.int("ncu_iterations", 3, 1, 1000))
+
+
+def slurm(top: Section, path: Path) -> Slurm:
+    s = Section(top.data.get("slurm"), f"{path}: slurm", tuple(Slurm.__slots__))
+    return Slurm(
+        partition=s.str("partition", None), account=s.str("account", None), qos=s.str("qos", None),
+        constraint=s.str("constraint", None), gpus_per_job=s.int("gpus_per_job", 1, 0, 64),
+        cpus_per_job=s.int("cpus_per_job", 4, 1, 1024), mem=s.str("mem", None),
+        time_min=s.int("time_min", 20, 1, 60 * 24 * 14), array_parallelism=s.int("array_parallelism", 16, 1, 100000),
+        extra_sbatch=s.strings("extra_sbatch", ()), setup=s.strings("setup", ()), log_dir=s.str("log_dir", None),
+    )
+
+
+def target(top: Section, path: Path, engine_target: Callable[[Mapping[str, Any] | None], Target] | None) -> Target:
+    raw = top.data.get("target", "engine")
+    model = top.data.get("model")
+    if raw == "engine":
+        if engine_target is None:
+            raise SweepError(f"{top.at('target')}: the engine target needs sweep.target (load spaces through sweep.target.load)")
+        if model is not None:
+            m = Section(model, f"{path}: model", ("preset", "seed", "model_dir"))
+            m.str("preset", None), m.int("seed", 0), m.str("model_dir", None)
+        return engine_target(model)
+    if model is not None:
+        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target; a custom target exports nothing, "
+                         "remove 'model'")
+    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events"))
+    name = s.str("name", None)
+    src = s.str("dir", None)
+    if not name or not src:
+        raise SweepError(f"{path}: target: a custom target needs 'name' and 'dir' (a folder whose Makefile takes "
+                         "CONF_DIR, BUILD_DIR, NVCC, ARCH, NVCCFLAGS); or write target: engine")
+    try:
+        source_dir = (path.parent / src).resolve()
+        has_makefile = (source_dir / "Makefile").is_file()
+    except (OSError, ValueError, RuntimeError) as e:    # a NUL byte, a name too long, a symlink loop
+        raise SweepError(f"{s.at('dir')}: {show(src)} is not a usable folder ({e}); point dir at the folder holding "
+                         "your Makefile") from None
+    if not has_makefile:
+        raise SweepError(f"{s.at('dir')}: {source_dir} has no Makefile; point dir at the folder holding your Makefile")
+    verify = s.data.get("verify", [])
+    if isinstance(verify, list) and verify and all(isinstance(v, str) for v in verify):
+        verify = [verify]  # one command
+    if not isinstance(verify, list) or not all(isinstance(v, list) for v in verify):
+        raise SweepError(f"{s.at('verify')}: expected a command as a list of strings, or a list of such commands")
+    profile_cmd = s.strings("profile", ())
+    if not profile_cmd:
+        raise SweepError(f"{s.at('profile')}: missing; give the timing command, e.g. "
+                         "['{build}/my_bench', '--iters', '{iterations}']")
+    return Target(name, source_dir, tuple(tuple(str(x) for x in v) for v in verify), profile_cmd, s.strings("events", ()))
