@@ -11,6 +11,7 @@ turns what it wrote into Measurements, one per kernel x launch shape:
     ncu     Nsight Compute: gpu__time_duration.sum per launch, from the CSV.
     events  the engine's own CUDA-event timing (gpt2_forward --kernel-timing),
             no profiler needed.
+    cupti   a CUPTI injection library in the program itself (cupti.py): launches attributed as nsys does.
 
 Each backend module exposes BACKEND (a Backend: the command to run, and the
 parser of what it wrote); BACKENDS maps their names to them, and is the only

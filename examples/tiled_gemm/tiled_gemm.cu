@@ -1,0 +1,206 @@
+// tiled_gemm: checks gemm_tiled_kernel against the reference, then times it at
+// several problem sizes, so one kernel runs at several launch shapes (grids).
+//
+//   tiled_gemm [--iters N] [--warmup W] [--sizes 256,512,1024] [--nvtx] [--check-only]
+//              [--pause-ms P] [--crash-after I [--crash-how abort|segv]]
+//
+// --iters N      timed iterations; each launches the kernel once per size
+// --warmup W     untimed iterations first (outside any NVTX range)
+// --sizes LIST   square problem sizes M = N = K
+// --nvtx         wrap each timed iteration in an NVTX range named "iteration"
+//                (what the sweep's nsys and cupti backends attribute launches to)
+// --check-only   exit after the correctness check (0: right, 1: wrong)
+// --pause-ms P   sleep P ms of host time after each timed iteration (host work
+//                between iterations; makes a run last long enough to be killed)
+// --crash-after I  die inside timed iteration I (0-based), after its launches
+//                were issued: for testing profilers on a crashing program
+//
+// The timed iterations run between cudaProfilerStart and cudaProfilerStop, so
+// `nsys profile --capture-range=cudaProfilerApi` captures just them.
+#include "gemm.cuh"
+
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+struct Options {
+    int iters = 10;
+    int warmup = 2;
+    std::vector<int> sizes = {256, 512, 1024};
+    bool nvtx = false;
+    bool check_only = false;
+    int pause_ms = 0;
+    int crash_after = -1;
+    std::string crash_how = "abort";
+};
+
+struct Shape {
+    int M, N, K;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
+        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
+        else if (a == "--nvtx") o.nvtx = true;
+        else if (a == "--check-only") o.check_only = true;
+        else if (a == "--pause-ms" && has_value) o.pause_ms = atoi(argv[++i]);
+        else if (a == "--crash-after" && has_value) o.crash_after = atoi(argv[++i]);
+        else if (a == "--crash-how" && has_value) o.crash_how = argv[++i];
+        else if (a == "--sizes" && has_value) {
+            o.sizes.clear();
+            for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) o.sizes.push_back(atoi(tok));
+        } else {
+            fprintf(stderr, "tiled_gemm: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    bool sizes_ok = !o.sizes.empty() &&
+                    std::all_of(o.sizes.begin(), o.sizes.end(), [](int s) { return s >= 1 && s <= 8192; });
+    bool crash_ok = o.crash_how == "abort" || o.crash_how == "segv";
+    if (o.iters < 1 || o.warmup < 0 || o.pause_ms < 0 || !sizes_ok || !crash_ok) {
+        fprintf(stderr, "tiled_gemm: need --iters >= 1, --warmup >= 0, --pause-ms >= 0, sizes in 1..8192, "
+                        "--crash-how abort|segv\n");
+        return false;
+    }
+    return true;
+}
+
+// Deterministic inputs in [-1, 1).
+void fill(std::vector<float>& v, uint32_t seed) {
+    for (float& x : v) {
+        seed = seed * 1664525u + 1013904223u;
+        x = float(seed >> 8) / float(1u << 23) - 1.0f;
+    }
+}
+
+// The tiled kernel against the reference kernel at one shape, every element
+// within atol + |ref| * rtol; the reference itself is spot-checked on the CPU
+// (in double), so a bug the two kernels share is caught too.
+bool check(const Shape& s, const float* dA, const float* dB, float* dC, float* dRef,
+           const std::vector<float>& A, const std::vector<float>& B) {
+    const double atol = 1e-4 * std::sqrt(double(s.K)), rtol = 1e-4;
+    if (gemm_tiled(s.M, s.N, s.K, dA, dB, dC) || gemm_reference(s.M, s.N, s.K, dA, dB, dRef)) return false;
+    std::vector<float> C(size_t(s.M) * s.N), ref(C.size());
+    if (cudaCheck(cudaMemcpy(C.data(), dC, C.size() * 4, cudaMemcpyDeviceToHost)) ||
+        cudaCheck(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost)))
+        return false;
+    for (int probe = 0; probe < 64; ++probe) {
+        int r = int((probe * 7919u) % unsigned(s.M)), c = int((probe * 104729u) % unsigned(s.N));
+        double want = 0;
+        for (int k = 0; k < s.K; ++k) want += double(A[size_t(r) * s.K + k]) * B[size_t(k) * s.N + c];
+        double got = ref[size_t(r) * s.N + c];
+        if (std::fabs(got - want) > atol + std::fabs(want) * rtol) {
+            fprintf(stderr, "gemm_reference_kernel is wrong at %dx%dx%d, C[%d][%d] = %g, the CPU says %g\n",
+                    s.M, s.N, s.K, r, c, got, want);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < C.size(); ++i) {
+        if (!(std::fabs(C[i] - ref[i]) <= atol + std::fabs(ref[i]) * rtol)) {
+            fprintf(stderr, "gemm_tiled_kernel (BM=%d BN=%d BK=%d TM=%d TN=%d) is wrong at %dx%dx%d: "
+                            "C[%zu][%zu] = %g, the reference says %g\n",
+                    GEMM_BM, GEMM_BN, GEMM_BK, GEMM_TM, GEMM_TN, s.M, s.N, s.K, i / s.N, i % s.N, C[i], ref[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+[[noreturn]] void crash(const std::string& how) {
+    fprintf(stderr, "tiled_gemm: crashing on purpose (--crash-after, %s)\n", how.c_str());
+    fflush(stderr);
+    if (how == "segv") {
+        volatile int* null = nullptr;
+        *null = 1;
+    }
+    abort();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    if (!parse(argc, argv, o)) return 2;
+    printf("tiled_gemm: BM=%d BN=%d BK=%d TM=%d TN=%d, %d threads, %d B shared memory\n", GEMM_BM, GEMM_BN,
+           GEMM_BK, GEMM_TM, GEMM_TN, GEMM_THREADS, GEMM_SMEM_BYTES);
+
+    int largest = *std::max_element(o.sizes.begin(), o.sizes.end());
+    // Every timed size, and one shape that is no multiple of any tile (edges).
+    std::vector<Shape> checks = {{97, 130, 45}};
+    for (int s : o.sizes) checks.push_back({s, s, s});
+    size_t elems = std::max(size_t(largest) * largest, size_t(130 * 97));
+    std::vector<float> A(elems), B(elems);
+    fill(A, 1);
+    fill(B, 2);
+    float *dA, *dB, *dC, *dRef;
+    if (cudaCheck(cudaMalloc(&dA, elems * 4)) || cudaCheck(cudaMalloc(&dB, elems * 4)) ||
+        cudaCheck(cudaMalloc(&dC, elems * 4)) || cudaCheck(cudaMalloc(&dRef, elems * 4)) ||
+        cudaCheck(cudaMemcpy(dA, A.data(), elems * 4, cudaMemcpyHostToDevice)) ||
+        cudaCheck(cudaMemcpy(dB, B.data(), elems * 4, cudaMemcpyHostToDevice)))
+        return 1;
+
+    for (const Shape& s : checks) {
+        if (!check(s, dA, dB, dC, dRef, A, B)) {
+            fprintf(stderr, "tiled_gemm: FAILED the check at %dx%dx%d\n", s.M, s.N, s.K);
+            return 1;
+        }
+    }
+    printf("check: ok (%zu shapes)\n", checks.size());
+    if (o.check_only) return 0;
+
+    for (int it = 0; it < o.warmup; ++it)
+        for (int s : o.sizes)
+            if (gemm_tiled(s, s, s, dA, dB, dC)) return 1;
+
+    size_t n = o.sizes.size();
+    std::vector<cudaEvent_t> events(2 * n * o.iters);
+    for (cudaEvent_t& e : events)
+        if (cudaCheck(cudaEventCreate(&e))) return 1;
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
+    for (int it = 0; it < o.iters; ++it) {
+        if (o.nvtx) nvtxRangePushA("iteration");
+        for (size_t j = 0; j < n; ++j) {
+            int s = o.sizes[j];
+            cudaEvent_t* e = &events[2 * (it * n + j)];
+            if (cudaCheck(cudaEventRecord(e[0])) || gemm_tiled(s, s, s, dA, dB, dC) || cudaCheck(cudaEventRecord(e[1])))
+                return 1;
+        }
+        if (it == o.crash_after) crash(o.crash_how);
+        if (o.nvtx) nvtxRangePop();
+        if (o.pause_ms) usleep(useconds_t(o.pause_ms) * 1000);
+    }
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
+
+    for (size_t j = 0; j < n; ++j) {
+        std::vector<float> ms(o.iters);
+        for (int it = 0; it < o.iters; ++it)
+            if (cudaCheck(cudaEventElapsedTime(&ms[it], events[2 * (it * n + j)], events[2 * (it * n + j) + 1])))
+                return 1;
+        std::sort(ms.begin(), ms.end());
+        double median = ms[ms.size() / 2], s = o.sizes[j];
+        printf("M=N=K=%d: grid %dx%d, median %.4f ms, %.0f GFLOP/s over %d iterations\n", o.sizes[j],
+               CEIL_DIV(o.sizes[j], GEMM_BN), CEIL_DIV(o.sizes[j], GEMM_BM), median, 2 * s * s * s / (median * 1e6),
+               o.iters);
+    }
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaFree(dRef);
+    return 0;
+}

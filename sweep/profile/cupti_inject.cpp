@@ -1,0 +1,432 @@
+// cupti_inject.cpp: a CUPTI injection library that records every kernel launch
+// of a CUDA program into one small text file, for the sweep's `cupti` profile
+// backend (sweep/profile/cupti.py builds, runs and parses it).
+//
+// How it is loaded: the CUDA driver dlopens the library named by
+// CUDA_INJECTION64_PATH when the program initialises CUDA and calls its
+// InitializeInjection(). NVTX ranges reach CUPTI only when NVTX_INJECTION64_PATH
+// names libcupti.so itself (cupti.environment() sets both), and only ranges
+// opened after CUDA was initialised are seen.
+//
+// Environment:
+//   SWEEP_CUPTI_OUT   the file to write (truncated first). "%p" in it becomes the
+//                     process id, for programs that start several CUDA processes.
+//                     Unset: the library records nothing and says so on stderr.
+//
+// What it records (CUPTI Activity API, nothing else):
+//   - CONCURRENT_KERNEL: every kernel execution (CUpti_ActivityKernel10, the
+//     record version of CUDA 13.0's cupti_activity.h): name, grid, block, static
+//     and dynamic shared memory, registers per thread, local memory per thread,
+//     GPU start and end, device, stream, correlation id.
+//   - the launch API calls only (runtime and driver functions whose name holds
+//     "Launch", enabled one by one; if CUPTI refuses that, the whole API is
+//     traced and only launches are written), for their CPU start and thread: the
+//     parser places a kernel in an NVTX "iteration" range by when and where it
+//     was launched, as the nsys backend does, not by when the GPU ran it.
+//   - MARKER: NVTX range starts and ends (push/pop and start/end).
+//
+// File format "sweep-cupti/1": UTF-8 text, one record per line, fields separated
+// by tabs; in names, tab, newline and backslash are written \t, \n and \\.
+//   sweep-cupti/1  pid=<pid>  cupti_api=<CUPTI_API_VERSION>  start_ns=<CUPTI clock>  exe=<path>
+//   api    <R|D> <cbid> <function name>             launch functions traced (R runtime, D driver)
+//   name   <id> <mangled> <demangled>               once, before the first kern line using it
+//   kern   <corr> <start_ns> <end_ns> <device> <context> <stream> <gx> <gy> <gz> <bx> <by> <bz>
+//          <registers> <static_smem_B> <dynamic_smem_B> <local_B_per_thread> <name id>
+//   call   <R|D> <cbid> <corr> <start_ns> <end_ns> <pid> <tid>
+//   mark   <S|E|I> <id> <ns> <pid> <tid> <domain> <name>   S start (named), E end (name empty), I instant
+//   drop   <records>                                 CUPTI dropped records (its buffers were full)
+//   signal <number>                                  a fatal signal arrived; what was buffered was flushed
+//   end    kernels=<n> calls=<n> marks=<n> dropped=<n>   the final flush at exit completed
+// `kern` start = end = 0: CUPTI had no times for it (still queued when flushed).
+// Lines are written as CUPTI hands back each completed buffer, so a program
+// killed mid-way leaves every record flushed so far; a file with an `end` line
+// is complete. Times are CUPTI timestamps (ns, one clock for CPU and GPU records).
+//
+// Flushing: at exit (atexit), after waiting up to 10 s for kernels still queued
+// (a program need not synchronise before it returns); and on SIGTERM, SIGINT,
+// SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL, after waiting up to 1 s, before
+// the signal takes its course (the program's own handler if it had one, else the
+// default: the process ends as it would have). A handler that hangs (a crash
+// inside the driver) is ended by alarm() after 5 s. SIGKILL, _exit() and
+// quick_exit() leave only the buffers CUPTI had already handed back.
+
+#include <cupti.h>
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <cerrno>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr size_t kBufferBytes = 256 * 1024;   // per CUPTI activity buffer
+constexpr size_t kAlign = 8;                  // CUPTI wants 8-byte aligned buffers
+constexpr unsigned kExitDrainMs = 10000;      // at exit, wait this long at most for queued kernels
+constexpr unsigned kSignalDrainMs = 1000;     // on a fatal signal, this long
+constexpr unsigned kFlushWatchdogS = 5;       // a signal handler that hangs ends the process after this
+
+int g_fd = -1;
+std::mutex g_mutex;                           // guards the name table and the counters
+std::unordered_map<std::string, uint32_t> g_names;
+uint64_t g_kernels = 0, g_calls = 0, g_marks = 0, g_dropped = 0;
+std::atomic<bool> g_done{false};              // the final flush ran (atexit or a signal)
+std::vector<bool> g_launch_runtime, g_launch_driver;  // by callback id: a launch function?
+
+const int kSignals[] = {SIGTERM, SIGINT, SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
+struct sigaction g_previous[sizeof(kSignals) / sizeof(kSignals[0])];
+
+// Reports a failed CUPTI call on stderr; true when it succeeded. The program
+// runs on either way: a profiler must not be the reason it fails.
+bool cupti_ok(CUptiResult r, const char* what) {
+    if (r == CUPTI_SUCCESS) return true;
+    const char* s = "?";
+    cuptiGetResultString(r, &s);
+    fprintf(stderr, "sweep-cupti: %s failed: %s\n", what, s);
+    return false;
+}
+
+void write_all(const std::string& s) {
+    const char* p = s.data();
+    size_t left = s.size();
+    while (left > 0 && g_fd >= 0) {
+        ssize_t n = write(g_fd, p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        p += n;
+        left -= size_t(n);
+    }
+}
+
+void escape(std::string& out, const char* s) {
+    for (; s && *s; ++s) {
+        switch (*s) {
+            case '\t': out += "\\t"; break;
+            case '\n': out += "\\n"; break;
+            case '\\': out += "\\\\"; break;
+            default: out += *s;
+        }
+    }
+}
+
+void field(std::string& out, const char* s) {
+    out += '\t';
+    escape(out, s);
+}
+
+void field(std::string& out, uint64_t v) {
+    char b[24];
+    snprintf(b, sizeof b, "\t%llu", (unsigned long long)v);
+    out += b;
+}
+
+void field(std::string& out, int64_t v) {
+    char b[24];
+    snprintf(b, sizeof b, "\t%lld", (long long)v);
+    out += b;
+}
+
+// The id of a kernel name; the first time, a `name` line goes into `out` first.
+uint32_t name_id(std::string& out, const char* mangled) {
+    std::string key = mangled ? mangled : "?";
+    auto it = g_names.find(key);
+    if (it != g_names.end()) return it->second;
+    uint32_t id = uint32_t(g_names.size());
+    g_names.emplace(key, id);
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
+    out += "name";
+    field(out, uint64_t(id));
+    field(out, key.c_str());
+    field(out, status == 0 && demangled ? demangled : key.c_str());  // extern "C" names are not mangled
+    out += '\n';
+    free(demangled);
+    return id;
+}
+
+void kernel_line(std::string& out, const CUpti_ActivityKernel10* k) {
+    uint32_t id = name_id(out, k->name);
+    out += "kern";
+    field(out, uint64_t(k->correlationId));
+    field(out, uint64_t(k->start));
+    field(out, uint64_t(k->end));
+    field(out, uint64_t(k->deviceId));
+    field(out, uint64_t(k->contextId));
+    field(out, uint64_t(k->streamId));
+    for (int32_t v : {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ}) field(out, int64_t(v));
+    field(out, uint64_t(k->registersPerThread));
+    field(out, int64_t(k->staticSharedMemory));
+    field(out, int64_t(k->dynamicSharedMemory));
+    field(out, uint64_t(k->localMemoryPerThread));
+    field(out, uint64_t(id));
+    out += '\n';
+    ++g_kernels;
+}
+
+void call_line(std::string& out, const CUpti_ActivityAPI* a) {
+    const std::vector<bool>& launch = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g_launch_runtime : g_launch_driver;
+    if (a->cbid >= launch.size() || !launch[a->cbid]) return;
+    out += a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? "call\tR" : "call\tD";
+    field(out, uint64_t(a->cbid));
+    field(out, uint64_t(a->correlationId));
+    field(out, uint64_t(a->start));
+    field(out, uint64_t(a->end));
+    field(out, uint64_t(a->processId));
+    field(out, uint64_t(a->threadId));
+    out += '\n';
+    ++g_calls;
+}
+
+void mark_line(std::string& out, const CUpti_ActivityMarker2* m) {
+    const char* kind = (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) ? "S"
+                     : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END)   ? "E"
+                     : (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) ? "I" : nullptr;
+    if (!kind) return;  // synchronization markers: not ranges
+    bool thread = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || m->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS;
+    out += "mark\t";
+    out += kind;
+    field(out, uint64_t(m->id));
+    field(out, uint64_t(m->timestamp));
+    field(out, uint64_t(thread ? m->objectId.pt.processId : 0));
+    field(out, uint64_t(thread ? m->objectId.pt.threadId : 0));
+    field(out, m->domain);
+    field(out, m->name);
+    out += '\n';
+    ++g_marks;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *buffer = static_cast<uint8_t*>(aligned_alloc(kAlign, kBufferBytes));
+    *size = *buffer ? kBufferBytes : 0;
+    *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+    std::string out;
+    out.reserve(valid / 2 + 256);
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        CUpti_Activity* record = nullptr;
+        while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+            switch (record->kind) {
+                case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+                case CUPTI_ACTIVITY_KIND_KERNEL:
+                    kernel_line(out, reinterpret_cast<CUpti_ActivityKernel10*>(record));
+                    break;
+                case CUPTI_ACTIVITY_KIND_RUNTIME:
+                case CUPTI_ACTIVITY_KIND_DRIVER:
+                    call_line(out, reinterpret_cast<CUpti_ActivityAPI*>(record));
+                    break;
+                case CUPTI_ACTIVITY_KIND_MARKER:
+                    mark_line(out, reinterpret_cast<CUpti_ActivityMarker2*>(record));
+                    break;
+                default:
+                    break;
+            }
+        }
+        size_t dropped = 0;
+        if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+            out += "drop";
+            field(out, uint64_t(dropped));
+            out += '\n';
+            g_dropped += dropped;
+        }
+        write_all(out);  // under the lock, so name lines always precede their first use
+    }
+    free(buffer);
+}
+
+// The launch functions of one API domain: every one whose name holds "Launch"
+// (cudaLaunchKernel, CUDA 13's __cudaLaunchKernel behind <<<>>>, cuLaunchKernelEx,
+// graph launches, ...), found by name so new variants are not missed. They are
+// enabled one by one; if CUPTI refuses that, the whole API is traced and the
+// writer keeps the launch calls only.
+void enable_launch_calls(std::string& out, CUpti_CallbackDomain domain, uint32_t size, const char* tag,
+                         std::vector<bool>& launch) {
+    launch.assign(size, false);
+    bool refused = false;
+    for (uint32_t cbid = 1; cbid < size; ++cbid) {
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+        if (!strstr(name, "Launch") || strstr(name, "HostFunc")) continue;
+        launch[cbid] = true;
+        out += "api\t";
+        out += tag;
+        field(out, uint64_t(cbid));
+        field(out, name);
+        out += '\n';
+        if (!refused) {
+            CUptiResult r = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? cuptiActivityEnableRuntimeApi(cbid, 1)
+                                                                  : cuptiActivityEnableDriverApi(cbid, 1);
+            refused = r != CUPTI_SUCCESS;
+        }
+    }
+    if (refused) {
+        CUpti_ActivityKind kind = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? CUPTI_ACTIVITY_KIND_RUNTIME
+                                                                        : CUPTI_ACTIVITY_KIND_DRIVER;
+        cupti_ok(cuptiActivityEnable(kind), "tracing the whole API, as launch functions could not be chosen");
+    }
+}
+
+void flush_and_finish(int signal_number) {
+    bool expected = false;
+    if (!g_done.compare_exchange_strong(expected, true)) return;
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::string out;
+    if (signal_number) {
+        out = "signal";
+        field(out, uint64_t(signal_number));
+    } else {
+        char b[160];
+        snprintf(b, sizeof b, "end\tkernels=%llu\tcalls=%llu\tmarks=%llu\tdropped=%llu",
+                 (unsigned long long)g_kernels, (unsigned long long)g_calls, (unsigned long long)g_marks,
+                 (unsigned long long)g_dropped);
+        out = b;
+    }
+    out += '\n';
+    write_all(out);
+    fsync(g_fd);
+}
+
+// Gives kernels already queued up to `ms` to finish, so that their records
+// carry times: records an event on the legacy default stream (which follows
+// every blocking stream) and polls it. The driver is already loaded (it loaded
+// us) and is reached through dlsym, so this library does not link it. A thread
+// with no current context (a signal delivered to another thread) skips the wait.
+void drain(unsigned ms) {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda) return;
+    auto create = reinterpret_cast<decltype(&cuEventCreate)>(dlsym(cuda, "cuEventCreate"));
+    auto record = reinterpret_cast<decltype(&cuEventRecord)>(dlsym(cuda, "cuEventRecord"));
+    auto query = reinterpret_cast<decltype(&cuEventQuery)>(dlsym(cuda, "cuEventQuery"));
+    auto destroy = reinterpret_cast<decltype(&cuEventDestroy)>(dlsym(cuda, "cuEventDestroy_v2"));
+    CUevent event = nullptr;
+    if (create && record && query && destroy && create(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (record(event, CU_STREAM_LEGACY) == CUDA_SUCCESS)
+            for (unsigned i = 0; i < ms && query(event) == CUDA_ERROR_NOT_READY; ++i) usleep(1000);
+        destroy(event);
+    }
+    dlclose(cuda);
+}
+
+// At exit: a program need not synchronise before it returns.
+void at_exit() {
+    drain(kExitDrainMs);
+    flush_and_finish(0);
+}
+
+size_t signal_index(int sig) {
+    for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i)
+        if (kSignals[i] == sig) return i;
+    return 0;
+}
+
+// Flush what CUPTI holds, then let the signal do what it would have done.
+void on_signal(int sig) {
+    if (!g_done.load()) {
+        alarm(kFlushWatchdogS);  // if the crash left the driver, CUPTI or our lock unusable, SIGALRM ends the wait
+        drain(kSignalDrainMs);
+        flush_and_finish(sig);
+        alarm(0);
+    }
+    // The disposition the program had before us (its own handler, if it set one
+    // before CUDA started), else the default one, which ends the process.
+    struct sigaction previous = g_previous[signal_index(sig)];
+    bool own = (previous.sa_flags & SA_SIGINFO) ||
+               (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && previous.sa_handler != on_signal);
+    if (own) {
+        sigaction(sig, &previous, nullptr);
+    } else {
+        signal(sig, SIG_DFL);
+    }
+    raise(sig);
+}
+
+void install_signal_handlers() {
+    for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_signal;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_NODEFER | SA_RESETHAND;
+        sigaction(kSignals[i], &action, &g_previous[i]);
+    }
+}
+
+std::string output_path(const char* pattern) {
+    std::string path;
+    for (const char* p = pattern; *p; ++p) {
+        if (p[0] == '%' && p[1] == 'p') {
+            path += std::to_string(getpid());
+            ++p;
+        } else {
+            path += *p;
+        }
+    }
+    return path;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+    static std::atomic<bool> initialised{false};
+    bool expected = false;
+    if (!initialised.compare_exchange_strong(expected, true)) return 1;
+
+    const char* pattern = getenv("SWEEP_CUPTI_OUT");
+    if (!pattern || !*pattern) {
+        fprintf(stderr, "sweep-cupti: SWEEP_CUPTI_OUT is not set, so nothing is recorded; "
+                        "set it to the capture file to write\n");
+        return 1;
+    }
+    std::string path = output_path(pattern);
+    g_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (g_fd < 0) {
+        fprintf(stderr, "sweep-cupti: cannot write %s: %s; nothing is recorded\n", path.c_str(), strerror(errno));
+        return 1;
+    }
+
+    uint64_t now = 0;
+    cuptiGetTimestamp(&now);
+    char exe[4096] = "";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    std::string out = "sweep-cupti/1";
+    out += "\tpid=" + std::to_string(getpid());
+    out += "\tcupti_api=" + std::to_string(CUPTI_API_VERSION);
+    out += "\tstart_ns=" + std::to_string(now);
+    out += "\texe=";
+    escape(out, exe);
+    out += '\n';
+    write_all(out);  // the header goes first, before any buffer can complete
+
+    // Thread ids from gettid(), for launch calls and NVTX ranges alike.
+    cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (!cupti_ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks"))
+        return 1;
+    cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
+    cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER), "enabling NVTX marker records");
+    out.clear();
+    enable_launch_calls(out, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, "R", g_launch_runtime);
+    enable_launch_calls(out, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, "D", g_launch_driver);
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        write_all(out);
+    }
+    atexit(at_exit);
+    install_signal_handlers();
+    return 1;
+}

@@ -1,0 +1,82 @@
+"""examples/tiled_gemm, the "bring your own program" example, builds with real
+nvcc by the target contract: default tiles, a conf.cuh from CONF_DIR through the
+sweep's multi-word NVCC and an ARCH list, and an illegal conf.cuh that stops at
+its static_assert (which the sweep records as skipped). Running it needs a GPU
+(tests/gpu/test_cupti_gpu.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweep.objcache
+from sweep.build import classify_failure
+from sweep.space import check, load_space, make_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "tiled_gemm"
+OBJCACHE = Path(sweep.objcache.__file__)
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+TILES_B = {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
+TOO_MUCH_SHARED = {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 64, "GEMM_TM": 8, "GEMM_TN": 8}  # 64 KB
+
+
+def conf_dir(tmp: Path, macros: dict[str, int]) -> Path:
+    folder = tmp / "conf"
+    folder.mkdir()
+    (folder / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
+    return folder
+
+
+def make(tmp: Path, *variables: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp / 'build'}", *variables],
+                          capture_output=True, text=True, timeout=600)
+
+
+def symbols(exe: Path) -> str:
+    return subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
+
+
+def test_tiled_gemm_builds_for_sm_90_with_its_default_tiles(tmp_path):
+    p = make(tmp_path, "ARCH=sm_90")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    exe = tmp_path / "build" / "tiled_gemm"
+    assert exe.is_file()
+    if shutil.which("nm"):
+        assert "_Z17gemm_tiled_kernelILi64ELi64ELi16ELi4ELi4EEviiiPKfS1_Pf" in symbols(exe)
+    assert not (EXAMPLE / "build").exists()
+
+
+def test_tiled_gemm_takes_conf_cuh_from_conf_dir_through_the_sweeps_nvcc_and_an_arch_list(tmp_path):
+    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {tmp_path / 'objcache'} -- nvcc"
+    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, TILES_B)}", f"NVCC={nvcc}", "ARCH=sm_80 sm_90",
+             "NVCCFLAGS=-O3")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    exe = tmp_path / "build" / "tiled_gemm"
+    assert "objcache: miss" in p.stderr + p.stdout
+    if shutil.which("nm"):
+        assert "_Z17gemm_tiled_kernelILi128ELi64ELi8ELi8ELi8EEviiiPKfS1_Pf" in symbols(exe)
+    if shutil.which("cuobjdump"):
+        elfs = subprocess.run(["cuobjdump", "--list-elf", str(exe)], capture_output=True, text=True).stdout
+        assert "sm_80" in elfs and "sm_90" in elfs
+
+
+def test_illegal_tiles_stop_the_build_at_the_static_assert_which_the_sweep_records_as_skipped(tmp_path):
+    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, TOO_MUCH_SHARED)}", "ARCH=sm_90")
+    assert p.returncode != 0
+    status, reason = classify_failure(p.stdout + p.stderr)
+    assert status == "skipped"
+    assert reason == ("static_assert: (GEMM_BM+GEMM_BN)*GEMM_BK*4 bytes of shared memory must be <= 48 KB "
+                      "(the static limit)")
+
+
+def test_the_example_space_file_loads_and_its_constraints_reject_what_the_static_asserts_reject():
+    space = load_space(EXAMPLE / "space.yaml")
+    assert space.target.source_dir == EXAMPLE and space.size() == (108, "3*3*3*2*2")
+    assert check(space, make_config(space, TILES_B)) is None
+    assert "48 KB" in (check(space, make_config(space, TOO_MUCH_SHARED)) or "")

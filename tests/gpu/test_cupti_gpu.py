@@ -1,0 +1,49 @@
+"""The CUPTI backend end to end on a GPU: build the injection library and
+examples/tiled_gemm here, run it under the library, parse what it wrote."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweep.build import detect_arch
+from sweep.profile import cupti
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiled_gemm(tmp_path_factory) -> tuple[Path, Path]:
+    """(the injection library, the example program) built for this GPU."""
+    out = tmp_path_factory.mktemp("cupti_gpu")
+    p = subprocess.run(["make", "-C", str(ROOT / "examples" / "tiled_gemm"), f"BUILD_DIR={out / 'build'}",
+                        f"ARCH={detect_arch()}"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return cupti.library(out / "cache"), out / "build" / "tiled_gemm"
+
+
+def run_under(lib: Path, capture: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **cupti.environment(lib, capture)}
+    return subprocess.run([str(args[0]), *args[1:]], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_run_under_the_library_gives_one_measurement_per_launch_shape_and_iteration(tiled_gemm, tmp_path):
+    lib, exe = tiled_gemm
+    p = run_under(lib, tmp_path / "c.txt", exe, "--nvtx", "--iters", "5", "--warmup", "1")
+    assert p.returncode == 0, p.stderr
+    got = cupti.parse(tmp_path / "c.txt")
+    assert got.complete and got.iterations == 5 and got.counted == 15
+    assert {m.grid for m in got.measurements} == {(4, 4, 1), (8, 8, 1), (16, 16, 1)}
+    assert all(m.kernel == "gemm_tiled_kernel" and m.calls == 1 and m.median_ns > 0 for m in got.measurements)
+
+
+def test_a_crashing_run_leaves_the_iterations_finished_before_the_crash(tiled_gemm, tmp_path):
+    lib, exe = tiled_gemm
+    p = run_under(lib, tmp_path / "c.txt", exe, "--nvtx", "--iters", "10", "--crash-after", "3")
+    assert p.returncode != 0
+    got = cupti.parse(tmp_path / "c.txt")
+    assert not got.complete and got.signal == 6
+    assert got.iterations == 3 and got.unclosed_ranges == 1
