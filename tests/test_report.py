@@ -515,7 +515,7 @@ def test_cli_report_writes_report_html_once_after_recollecting_a_measured_sweep(
     rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(tmp_path / "jobs"), "--results-dir",
                       str(tmp_path / "results"))
     assert rc == 0 and out.strip() == str(tmp_path / "results" / "toy" / "report.html")
-    assert report_writes == ["report.html", "report.md"]      # by recollect; the CLI does not write it again
+    assert report_writes == ["report.html", "report.md"]      # once: recollect collects, the CLI writes the report
     assert "ALPHA_BLOCK=128" in section(Path(out.strip()).read_text(), "best-table")
 
 
@@ -525,7 +525,7 @@ def test_cli_report_replaces_a_stale_report_itself_when_recollect_wrote_none(
     (d / "report.html").write_text("stale")
     (tmp_path / "jobs" / "toy").mkdir(parents=True)
     (tmp_path / "jobs" / "toy" / "sweep.json").write_text("{}")
-    monkeypatch.setattr(cli.pipeline, "recollect", lambda sweep, jobs_root, results_root: (None, {}))
+    monkeypatch.setattr(cli.manage, "recollect", lambda sweep, jobs_root, results_root, report=True: (None, {}))
     rc, out, _ = _cli(capsys, "report", "toy", "--results-dir", str(tmp_path / "results"), "--jobs-dir",
                       str(tmp_path / "jobs"))
     assert rc == 0 and report_writes == ["report.html", "report.md"]
