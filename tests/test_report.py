@@ -545,6 +545,8 @@ def test_cli_report_of_a_run_where_no_job_was_measured_is_its_failures(
     s = pipeline.run(write_space(parameters=params),
                      pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, poll_s=0.05))
     assert s.best is None and s.counts == {"verify_failed": 1, "skipped": 1}
+    assert report_writes == ["report.html", "report.md"]      # the run writes its report even when all failed
+    report_writes.clear()
     rc, out, _ = _cli(capsys, "report", "toy", "--jobs-dir", str(jobs), "--results-dir", str(results))
     assert rc == 0 and report_writes == ["report.html", "report.md"]
     page = Path(out.strip()).read_text()
