@@ -125,3 +125,38 @@ def test_device_facts_are_found_among_a_profilers_own_output_lines():
     out = ('WARNING: {something} happened\nCollecting data...\n{\n  "schema": "engine-timing/1",\n'
            '  "device": {"name": "NVIDIA H100 80GB HBM3", "cuda_runtime": 13000}\n}\nGenerated: /x/profile.nsys-rep {1}\n')
     assert _json_tail(out)["device"]["cuda_runtime"] == 13000
+
+
+def _with_verify(d: Path, command: list[str]) -> None:
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target"]["verify"] = [command]
+    (d / "config.json").write_text(json.dumps(cfg))
+
+
+def test_a_program_printing_bytes_that_are_not_utf8_is_recorded_not_a_crash(job_for):
+    d = job_for()
+    _with_verify(d, ["sh", "-c", r"printf 'bad \377\376 bytes\n' >&2; exit 3"])
+    r = Job(d).run()
+    assert (r.status, r.stage) == ("verify_failed", "verify")
+    assert "exit 3: bad \ufffd\ufffd bytes" in r.reason
+    assert b"\xff\xfe" in (d / "verify.log").read_bytes()   # the log keeps the bytes as they were
+
+
+def test_a_program_that_outlives_its_time_limit_is_timeout_with_its_stage(job_for):
+    d = job_for()
+    assert Job(d).run("build").status == "ok"
+    _with_verify(d, ["sleep", "30"])
+    r = Job(d, timeout_s=1).run("measure")
+    assert (r.status, r.stage) == ("timeout", "verify") and "ran past its 1 s limit" in r.reason
+
+
+def test_an_interrupt_during_a_job_leaves_no_result_and_no_state(job_for, monkeypatch):
+    d = job_for()
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Job, "verify", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Job(d).run()
+    assert not (d / "result.json").exists() and not (d / "state.json").exists()

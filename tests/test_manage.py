@@ -111,3 +111,38 @@ def test_a_lock_held_on_another_host_is_refused_until_its_heartbeat_is_stale(tmp
     (tmp_path / lock.LOCK).write_text(json.dumps(info | {"heartbeat": time.time() - lock.STALE_S - 1}))
     with lock.DriverLock(tmp_path, "s"):
         pass
+
+
+def test_a_wrongly_shaped_result_is_set_aside_by_status_and_the_rerun_measures_it_again(toy_sweep, tmp_path, fake_gpus):
+    import shutil
+
+    from sweep import pipeline
+
+    space, jobs, _, _ = toy_sweep
+    shutil.copytree(jobs / "toy", tmp_path / "jobs" / "toy", ignore=shutil.ignore_patterns("build"))
+    bad = tmp_path / "jobs" / "toy" / "A64_B32x1" / "result.json"
+    bad.write_text(json.dumps({"schema": "sweep-result/1", "sweep": "toy", "status": "ok", "measurements": [{"x": 1}]}))
+    s = manage.status("toy", tmp_path / "jobs")                       # no traceback
+    assert s["counts"].get("pending") == 1
+    assert list(bad.parent.glob("result.json.bad-*"))                 # kept for inspection, out of the way
+    again = pipeline.run(space, pipeline.Options(executor="debug", jobs_root=tmp_path / "jobs",
+                                                 results_root=tmp_path / "results", confirm=False, report=False))
+    assert again.counts == {"ok": 1}
+    assert json.loads(bad.read_text())["status"] == "ok"
+
+
+def test_collect_and_report_read_the_space_as_run_after_the_file_was_edited_and_moved(write_space, dirs, fake_gpus):
+    from sweep import pipeline, report
+
+    jobs, results = dirs
+    space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [64, 128], "kernels": ["alpha_kernel"]},
+                                    "BETA_X": {"tag": "B", "values": [32], "kernels": ["beta_kernel"]},
+                                    "BETA_Y": {"tag": "B", "values": [4], "kernels": ["beta_kernel"]}})
+    pipeline.run(space, pipeline.Options(executor="debug", jobs_root=jobs, results_root=results, confirm=False,
+                                         report=False))
+    space.write_text("name: toy\nparameters: {}\n")      # edited beyond recognition...
+    space.rename(space.with_name("moved.yaml"))           # ...and moved
+    best, _ = manage.recollect("toy", jobs, results)
+    assert best.config["ALPHA_BLOCK"] == 128
+    page = report.write_report(results / "toy").read_text()
+    assert "ALPHA_BLOCK" in page and "could not be loaded" not in page
