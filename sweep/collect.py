@@ -23,7 +23,7 @@ import pandas as pd
 from sweep import atomic
 from sweep.lock import pid_alive
 from sweep.errors import SweepError
-from sweep.records import MANIFEST, JobConfig, Manifest, Status, read_json, read_result
+from sweep.records import JobConfig, Manifest, Status, read_json, read_result
 
 
 @dataclass(frozen=True, slots=True)

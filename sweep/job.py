@@ -37,7 +37,7 @@ from typing import Any
 from sweep import atomic, build as build_mod, profile
 from sweep.errors import DiskFull, SweepError
 from sweep.profile import Measurement
-from sweep.records import (FAILED, JobConfig, JobResult, JobSettings, Status, now, read_json, read_result,  # noqa: F401
+from sweep.records import (JobConfig, JobResult, JobSettings, Status, now, read_json, read_result,  # noqa: F401
                            write_result)
 
 # ---------------------------------------------------------------------------

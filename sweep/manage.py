@@ -15,7 +15,7 @@ from typing import Any
 from sweep import collect as collect_mod, lock, paths, target
 from sweep.errors import SweepError
 from sweep.pipeline import Options, Sweep, finish
-from sweep.records import FAILED, Best, Manifest, read_json
+from sweep.records import FAILED, MANIFEST, Best, Manifest, read_json
 from sweep.space import NAME_RE, Space
 
 
@@ -75,8 +75,8 @@ def clean(sweep: str, jobs_root: Path = paths.JOBS, results_root: Path = paths.R
     """Remove build products and raw profiles (result.json files stay), or the whole sweep
     (its jobs/ and results/ folders) with everything=True. Returns what was removed."""
     sweep_dir = sweep_dir_of(sweep, jobs_root)
-    if not _owned(sweep_dir, jobs_root) or not (sweep_dir / collect_mod.MANIFEST).is_file():
-        raise SweepError(f"no sweep {sweep!r} under {jobs_root} (no {collect_mod.MANIFEST} there); "
+    if not _owned(sweep_dir, jobs_root) or not (sweep_dir / MANIFEST).is_file():
+        raise SweepError(f"no sweep {sweep!r} under {jobs_root} (no {MANIFEST} there); "
                          "`python config_sweep.py status` lists the sweeps")
     driver = lock.holder(sweep_dir)
     if driver and driver.get("alive"):

@@ -50,16 +50,15 @@ there is no run-to-run spread (total_std_ns is 0).
 
 from __future__ import annotations
 
-import bisect
 import csv
 import io
 import re
 import sqlite3
 from dataclasses import dataclass
-from itertools import accumulate
 from pathlib import Path
 
 from sweep.errors import SweepError
+from sweep.profile.ranges import Range, attribute
 from sweep.profile import (Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
                            forward_from_stdout, short_name)
 
@@ -125,13 +124,6 @@ class _Kernel:
     call_tid: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Range:
-    start: int
-    end: int
-    tid: int | None
-
-
 def parse_sqlite(path: Path, iteration_range: str = "iteration") -> list[Measurement]:
     """Measurements per kernel x launch shape from an `nsys export --type sqlite` file.
 
@@ -173,7 +165,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[list[_Kernel], list[_Range]]:
+def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[list[_Kernel], list[Range]]:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if KERNEL_TABLE not in tables:
         if "StringIds" not in tables:
@@ -225,7 +217,7 @@ def _pid(global_id: int | None) -> int | None:
     return None if global_id is None else global_id // 0x1000000 % 0x1000000
 
 
-def _ranges(conn: sqlite3.Connection, tables: set[str], name: str) -> tuple[list[_Range], int]:
+def _ranges(conn: sqlite3.Connection, tables: set[str], name: str) -> tuple[list[Range], int]:
     """Closed ranges called `name`, and how many were never closed."""
     if NVTX_TABLE not in tables:
         return [], 0
@@ -237,7 +229,7 @@ def _ranges(conn: sqlite3.Connection, tables: set[str], name: str) -> tuple[list
         SELECT n.start, n.end, n.globalTid FROM {NVTX_TABLE} n {join}
         WHERE n.eventType IN ({",".join("?" * len(types))}) AND {text} = ?
         ORDER BY n.start""", (*types, name)).fetchall()
-    complete = [_Range(start, end, tid) for start, end, tid in rows if end is not None]
+    complete = [Range(start, end, tid) for start, end, tid in rows if end is not None]
     return complete, len(rows) - len(complete)
 
 
@@ -251,40 +243,10 @@ def _nvtx_range_types(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, 
     return tuple(NVTX_RANGE_TYPES.values())
 
 
-def _attribute(kernels: list[_Kernel], ranges: list[_Range]) -> tuple[list[Launch], int]:
+def _attribute(kernels: list[_Kernel], ranges: list[Range]) -> tuple[list[Launch], int]:
     """Launches inside a range, numbered by their range; ranges without launches dropped."""
-    by_thread: dict[int | None, list[tuple[int, _Range]]] = {}
-    for index, r in enumerate(sorted(ranges, key=lambda r: (r.start, r.end))):
-        by_thread.setdefault(r.tid, []).append((index, r))
-    finders = {tid: _RangeFinder(rs) for tid, rs in by_thread.items()}
-    placed = []
-    for k in kernels:
-        finder = finders.get(k.call_tid)
-        index = finder.find(k.call_start) if finder and k.call_start is not None else None
-        if index is not None:
-            placed.append((index, k))
-    used = {index: i for i, index in enumerate(sorted({index for index, _ in placed}))}
-    return [_launch(k, used[index]) for index, k in placed], len(used)
-
-
-class _RangeFinder:
-    """Which of one thread's ranges holds a time: the innermost, if they nest."""
-
-    def __init__(self, ranges: list[tuple[int, _Range]]):
-        self._ranges = ranges  # sorted by start
-        self._starts = [r.start for _, r in ranges]
-        # The latest end among ranges[:i+1] lets a search stop as soon as no
-        # earlier range can still be open.
-        self._max_end = list(accumulate((r.end for _, r in ranges), max))
-
-    def find(self, t: int) -> int | None:
-        i = bisect.bisect_right(self._starts, t) - 1
-        while i >= 0 and self._max_end[i] > t:
-            index, r = self._ranges[i]
-            if r.start <= t < r.end:
-                return index
-            i -= 1
-        return None
+    found, used = attribute([(k.call_start, k.call_tid) for k in kernels], ranges)
+    return [_launch(k, i) for k, i in zip(kernels, found) if i is not None], used
 
 
 def _launch(k: _Kernel, iteration: int) -> Launch:
