@@ -5,8 +5,6 @@ not make, a conf.cuh that had no effect."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
