@@ -54,7 +54,11 @@ def target(model: Mapping[str, Any] | None = None) -> Target:
     model = dict(model or {})
     unknown = sorted(set(model) - set(MODEL_KEYS))
     if unknown:
-        raise SweepError(f"model: unknown key(s) {', '.join(unknown)}; the engine takes {', '.join(MODEL_KEYS)}")
+        raise SweepError(f"unknown key(s) {', '.join(map(str, unknown))}; the engine's model takes {', '.join(MODEL_KEYS)}")
+    for key, kind in (("preset", str), ("seed", int), ("model_dir", str)):
+        v = model.get(key)
+        if v is not None and (not isinstance(v, kind) or isinstance(v, bool)):
+            raise SweepError(f"{key}: {v!r} must be {'an integer' if kind is int else 'a string'}")
     model.setdefault("preset", "124M")
     model.setdefault("seed", 0)
     if not (ENGINE_DIR / "Makefile").is_file():

@@ -41,8 +41,8 @@ class Prepare(Protocol):
 def plugin_target(name: str, options: Mapping[str, Any] | None) -> space_mod.Target:
     module = PLUGINS.get(name)
     if module is None:
-        raise SweepError(f"target {name!r} is not a plugin target; plugins: {', '.join(PLUGINS)}, "
-                         "or give a custom target as a mapping with name, dir, profile")
+        raise SweepError(f"target {name!r} is not a plugin target (plugins: {', '.join(PLUGINS)}); or give a custom "
+                         "target as a mapping with name, dir and profile")
     try:
         return importlib.import_module(module).target(options)
     except ImportError as e:
@@ -50,13 +50,9 @@ def plugin_target(name: str, options: Mapping[str, Any] | None) -> space_mod.Tar
                          "checkout of the repository") from None
 
 
-def engine_target(model: Mapping[str, Any] | None = None) -> space_mod.Target:
-    return plugin_target("engine", model)
-
-
 def load(path: Path | str) -> space_mod.Space:
     """Load a space file, with the plugin targets available (`target: engine`)."""
-    return space_mod.load_space(path, engine_target=engine_target)
+    return space_mod.load_space(path, plugin_target=plugin_target)
 
 
 SNAPSHOT = "space.yaml"     # the space file as run, kept in jobs/<sweep>/ and results/<sweep>/
@@ -67,7 +63,7 @@ def load_snapshot(snapshot: Path, recorded: Path) -> space_mod.Space:
     resolved from where the original file was when the sweep ran."""
     from sweep.space import reader
 
-    return space_mod.parse_space(reader.read(Path(snapshot)), Path(recorded), engine_target=engine_target)
+    return space_mod.parse_space(reader.read(Path(snapshot)), Path(recorded), plugin_target=plugin_target)
 
 
 def source_digest(target: space_mod.Target) -> str:

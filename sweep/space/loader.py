@@ -24,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sweep.errors import SweepError
 from sweep.space import expr, reader, sections
-from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space, Target
-from sweep.space.sections import Section
+from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space
+from sweep.space.sections import PluginTarget, Section
 
 # \Z, not $: "$" also matches before a final newline, which would let "FOO\n" through
 MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
@@ -42,17 +42,16 @@ MAX_CONSTRAINTS = 1024
 _TOP_KEYS = ("name", "description", "target", "model", "strategy", "tuples", "samples", "seed", "parameters",
              "constraints", "build", "run", "profile", "slurm")
 _PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc")
-EngineTarget = Callable[[Mapping[str, Any] | None], Target]
 
 
-def load_space(path: Path | str, *, engine_target: EngineTarget | None = None) -> Space:
-    """Read and validate a space file. `engine_target` builds the embedded engine's
-    Target (passed in so this module does not depend on later stages)."""
+def load_space(path: Path | str, *, plugin_target: PluginTarget | None = None) -> Space:
+    """Read and validate a space file. `plugin_target(name, options)` builds a plugin
+    target such as the engine (passed in so this module does not depend on later stages)."""
     path = Path(path)
-    return parse_space(reader.read(path), path, engine_target=engine_target)
+    return parse_space(reader.read(path), path, plugin_target=plugin_target)
 
 
-def parse_space(data: Any, path: Path, *, engine_target: EngineTarget | None = None) -> Space:
+def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = None) -> Space:
     top = Section(data, f"{path}:", _TOP_KEYS)
     name = top.str("name", path.stem)
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -62,7 +61,7 @@ def parse_space(data: Any, path: Path, *, engine_target: EngineTarget | None = N
     rules = _constraints(top, path, set(raw))      # checked as soon as the names are known: nothing runs from them
     params, constraints = _parameters(raw, path)
     constraints.extend(rules)                      # after each parameter's own bounds, which check names first
-    return Space(name, path, tuple(params), sections.target(top, path, engine_target), tuple(constraints),
+    return Space(name, path, tuple(params), sections.target(top, path, plugin_target), tuple(constraints),
                  sections.strategy(top, path, params), sections.build(top, path), sections.run(top, path),
                  sections.profile(top, path), sections.slurm(top, path), top.str("description", "") or "")
 

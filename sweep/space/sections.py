@@ -187,19 +187,26 @@ def slurm(top: Section, path: Path) -> Slurm:
     )
 
 
-def target(top: Section, path: Path, engine_target: Callable[[Mapping[str, Any] | None], Target] | None) -> Target:
+PluginTarget = Callable[[str, Mapping[str, Any] | None], Target]
+
+
+def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Target:
+    """A custom target (a mapping), or a plugin target by name (`target: engine`, the
+    default), built by `plugin_target(name, options)` from the file's `model:` options."""
     raw = top.data.get("target", "engine")
-    model = top.data.get("model")
-    if raw == "engine":
-        if engine_target is None:
-            raise SweepError(f"{top.at('target')}: the engine target needs sweep.target (load spaces through sweep.target.load)")
-        if model is not None:
-            m = Section(model, f"{path}: model", ("preset", "seed", "model_dir"))
-            m.str("preset", None), m.int("seed", 0), m.str("model_dir", None)
-        return engine_target(model)
-    if model is not None:
-        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target; a custom target exports nothing, "
-                         "remove 'model'")
+    options = top.data.get("model")
+    if isinstance(raw, str):
+        if plugin_target is None:
+            raise SweepError(f"{top.at('target')}: the {raw} target needs sweep.target (load spaces through sweep.target.load)")
+        if options is not None and not isinstance(options, dict):
+            raise SweepError(f"{top.at('model')}: expected a mapping of the {raw} target's options, got {show(options)}")
+        try:
+            return plugin_target(raw, options)
+        except SweepError as e:
+            raise SweepError(f"{top.at('model' if options is not None else 'target')}: {e}") from None
+    if options is not None:
+        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target (a plugin target's options); a custom "
+                         "target exports nothing, remove 'model'")
     s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events"))
     name = s.str("name", None)
     src = s.str("dir", None)
