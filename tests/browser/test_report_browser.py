@@ -96,7 +96,7 @@ def _scaled_copy(src: Path, dst: Path, kernel: str, factor: float) -> None:
     best = select_mod.select(space, m)
     (dst / "best.json").write_text(json.dumps(best.to_dict()))
     conf = select_mod.confirmation(space, m, pd.read_parquet(dst / "configs.parquet"), best)
-    (dst / "confirmation.json").write_text(json.dumps(conf))
+    (dst / "confirmation.json").write_text(json.dumps(conf.to_dict()))
 
 
 def test_compare_page_opens_without_errors_and_draws_its_chart(browser_context: Any, tmp_path: Path) -> None:
