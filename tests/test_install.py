@@ -4,6 +4,7 @@ package data, jobs importable whatever the working directory)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}   # nothing may point back at the checkout
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -31,7 +33,7 @@ def venv(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True)
     py = env_dir / "bin" / "python"
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(src)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     shutil.rmtree(src)  # nothing may lean on the source tree
     return env_dir
@@ -41,7 +43,7 @@ def test_installed_package_is_not_the_checkout_and_carries_its_templates(venv, t
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
                         "import sweep, sweep.paths as p; print(sweep.__file__); print(p.TEMPLATES); "
                         "print(sorted(x.name for x in p.TEMPLATES.iterdir()))"],
-                       capture_output=True, text=True, cwd=tmp_path)
+                       capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr
     file, templates, names = r.stdout.splitlines()
     assert str(venv) in file and str(ROOT) not in file
@@ -50,7 +52,7 @@ def test_installed_package_is_not_the_checkout_and_carries_its_templates(venv, t
 
 def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory(venv, tmp_path):
     cli = venv / "bin" / "config-sweep"
-    h = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    h = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
     assert h.returncode == 0 and "exit codes" in h.stdout
     target = tmp_path / "mytarget"
     shutil.copytree(DATA / "toy_target", target)
@@ -61,11 +63,11 @@ def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory
     space["parameters"]["BETA_Y"]["values"] = [4]
     (tmp_path / "toy.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
     r = subprocess.run([str(cli), "run", "toy.yaml", "--dry-run", "--arch", "sm_90"], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=600)
+                       cwd=tmp_path, timeout=600, env=CLEAN_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     jobs = sorted((tmp_path / "jobs" / "toy").glob("A*"))
     assert len(jobs) == 2 and all((j / "build" / "toy_bench").is_file() for j in jobs)
     # a job folder reruns by hand, from anywhere, with the installed framework
     again = subprocess.run([str(venv / "bin" / "python"), "-m", "sweep.job", str(jobs[0]), "--stages", "build"],
-                           capture_output=True, text=True, cwd="/")
+                           capture_output=True, text=True, cwd="/", env=CLEAN_ENV)
     assert again.returncode == 0, again.stdout + again.stderr

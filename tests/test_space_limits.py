@@ -37,16 +37,18 @@ def load_bytes(tmp_path: Path, data: bytes, name: str = "space.yaml") -> Space:
 def refused(tmp_path: Path, data: bytes | str) -> str:
     """The one-line message a file is refused with, checked to come within the time and memory bounds."""
     data = data.encode() if isinstance(data, str) else data
+    started = time.monotonic()                    # timed without tracing, which slows Python several-fold
+    with pytest.raises(SweepError) as e:
+        load_bytes(tmp_path, data)
+    elapsed = time.monotonic() - started
     tracemalloc.start()
-    started = time.monotonic()
     try:
-        with pytest.raises(SweepError) as e:
+        with pytest.raises(SweepError):
             load_bytes(tmp_path, data)
-        elapsed = time.monotonic() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert elapsed < SECONDS + MARGIN * 4, f"{elapsed:.2f} s (traced)"
+    assert elapsed < SECONDS + MARGIN, f"{elapsed:.2f} s"
     assert peak < MEGABYTES << 20, f"{peak >> 20} MB"
     message = str(e.value)
     assert message.startswith(str(tmp_path / "space.yaml")) and "\n" not in message

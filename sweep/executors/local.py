@@ -14,8 +14,9 @@ import os
 import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sweep.errors import SweepError
 from sweep.executors import (Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
@@ -73,7 +74,6 @@ class LocalExecutor(Executor):
         cpus = len(os.sched_getaffinity(0))
         build_parallel = self.build_parallel or max(1, min(len(self.queued), cpus // 4 or 1))
         build_jobs = max(1, cpus // build_parallel)     # make -j shares the CPUs among the builds at once
-        os.environ.update(job_environment())            # job processes inherit it (submitit copies the environment)
         executors = {}
         for g in self.gpus:
             ex = submitit.LocalExecutor(folder=str(folder / f"gpu{g}"))
@@ -104,7 +104,9 @@ class LocalExecutor(Executor):
                 for g in self.gpus if ready and ctx.ready_to_measure() else ():
                     while ready and len(measuring[g]) < JOBS_PER_GPU:
                         j = ready.pop(0)
-                        sjob = executors[g].submit(run_job, str(j.dir), "measure", gpu_lock_path=str(folder / f"gpu{g}.lock"))
+                        with environment(job_environment()):  # submitit copies the environment at submit
+                            sjob = executors[g].submit(run_job, str(j.dir), "measure",
+                                                       gpu_lock_path=str(folder / f"gpu{g}.lock"))
                         self._submitted.append(sjob)
                         measuring[g].append((sjob, j))
                 for g in self.gpus:
@@ -115,6 +117,21 @@ class LocalExecutor(Executor):
                 time.sleep(ctx.poll_s)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextmanager
+def environment(extra: dict[str, str]) -> Iterator[None]:
+    """os.environ with `extra` for the duration (the driver's own environment is left as it was)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _outcome(sjob: Any, j: PendingJob) -> JobResult:
