@@ -218,16 +218,35 @@ class Sweep:
     def save_manifest(self) -> None:
         self.manifest.save(self.sweep_dir)
 
+    @property
+    def stages(self) -> str:
+        return "build" if self.opts.dry_run else "all"
+
+    def executor(self) -> executors.Executor:
+        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
+        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
+                                dry_run=self.opts.dry_run)
+        return executors.executor(self.opts.executor)(ctx)
+
+    def _prepared(self) -> None:
+        if self.opts.executor != "local" and self.prepared is not None:
+            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
+
     def dispatch(self, jobs: list[executors.PendingJob], progress, on_result) -> None:
         if not jobs:
             return
-        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
-        if self.opts.executor != "local" and self.prepared is not None:
-            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
-        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
-                                dry_run=self.opts.dry_run)
-        ex = executors.executor(self.opts.executor)(ctx)
-        ex.run(jobs, "build" if self.opts.dry_run else "all", on_result, progress)
+        self._prepared()
+        self.executor().run(jobs, self.stages, on_result, progress)
+
+    def stream(self, ask: executors.Ask, progress, on_result) -> None:
+        """Run what `ask` hands over as the executor takes it (see Executor.stream)."""
+        def ready(n: int) -> list[executors.PendingJob]:
+            jobs = ask(n)
+            if jobs:
+                self._prepared()
+            return jobs
+
+        self.executor().stream(ready, self.stages, on_result, progress)
 
 
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
@@ -268,50 +287,59 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}
+    all_tags: dict[Config, str] = {}
+    by_tag: dict[str, Config] = {}
+
+    def tell(c: Config, r: JobResult | None) -> None:
+        search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
 
     def on_result(r: JobResult) -> None:
         counts[str(r.status)] = counts.get(str(r.status), 0) + 1
         results[r.tag] = r
         progress.finished(r)
+        if r.tag in by_tag:
+            tell(by_tag[r.tag], r)
 
-    ex_cls = executors.executor(opts.executor)
-    parallel = ex_cls(executors.Context(space, sweep_dir)).parallelism()
+    finds_running = executors.executor(opts.executor).finds_running
+
+    def ask(n: int) -> list[executors.PendingJob]:
+        """Up to n jobs to run (a static plan: all of it at once): the strategy's next configs,
+        rendered; those measured before are told at once and not run again."""
+        pending: list[executors.PendingJob] = []
+        while len(pending) < n:
+            batch = search.ask(n - len(pending))
+            if not batch:
+                break
+            tags = tags_for(space, list(all_tags) + batch)
+            done_before = 0
+            for c in batch:
+                t = all_tags[c] = tags[c]
+                by_tag[t] = c
+                job = sw.render(c, t)
+                go = opts.dry_run or executors.should_run(job.dir, job.config_hash, opts.retry_failed)[0]
+                if go and (finds_running or not executors.running_elsewhere(job.dir)):
+                    pending.append(job)
+                    continue
+                r = read_result(job.dir)
+                r = r if r is not None and r.config_hash == job.config_hash else None
+                if r is not None:
+                    results[r.tag] = r
+                    progress.counted(r)
+                done_before += 1
+                tell(c, r)
+            sw.manifest = dataclasses.replace(
+                sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | set(tags.values()))),
+                skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
+            sw.save_manifest()
+            progress.add(len(batch))
+            if done_before:
+                progress.note(f"  {done_before} already measured (resumed): skipped")
+        return pending
+
     progress = Progress(space.name)
-    all_tags: dict[Config, str] = {}
     print(f"{space.name}: {note}; backend {space.profile.backend}; executor {opts.executor}"
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
-    while True:
-        batch = search.ask(parallel)
-        if not batch:
-            break
-        tags = tags_for(space, list(all_tags) + batch)
-        pending, done_before = [], []
-        for c in batch:
-            t = tags[c]
-            all_tags[c] = t
-            job = sw.render(c, t)
-            go, why = executors.should_run(job.dir, job.config_hash, opts.retry_failed)
-            if opts.dry_run:
-                go = True
-            if go and executors.running_elsewhere(job.dir):
-                go, why = False, "running in another driver"
-            (pending if go else done_before).append((job, why))
-        sw.manifest = dataclasses.replace(
-            sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | set(tags.values()))),
-            skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
-        sw.save_manifest()
-        progress.add(len(batch))
-        for job, why in done_before:
-            r = read_result(job.dir)
-            if r is not None and r.config_hash == job.config_hash:
-                results[r.tag] = r
-                progress.counted(r)
-        if done_before:
-            progress.note(f"  {len(done_before)} already measured (resumed): skipped")
-        sw.dispatch([j for j, _ in pending], progress, on_result)
-        for c in batch:
-            r = results.get(all_tags[c])
-            search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
+    sw.stream(ask, progress, on_result)
     progress.close()
 
     results_dir = Path(opts.results_root) / space.name
