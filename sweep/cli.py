@@ -170,7 +170,27 @@ def status(args: argparse.Namespace) -> int:
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
         for f in s["failures"]:
             print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+        for line in array_lines(s["arrays"]):
+            print("  " + line)
     return 0
+
+
+def array_lines(arrays: list[dict]) -> list[str]:
+    """Slurm arrays with tasks in the queue, one line each; those done summed in one line."""
+    if arrays and "pending" not in arrays[0]:
+        return [f"{len(arrays)} Slurm array(s), {sum(a['tasks'] for a in arrays)} tasks (squeue not found here: "
+                "run status on a login node for their state)"]
+    lines, done = [], [a for a in arrays if a["done"] == a["tasks"]]
+    for a in arrays:
+        if a in done:
+            continue
+        reasons = ", ".join(f"{k} {v}" for k, v in a["reasons"].items())
+        after = f" after build array {a['after']}" if a["after"] else ""
+        lines.append(f"array {a['array_id']} ({a['kind']}{after}, {a['tasks']} tasks): {a['pending']} pending"
+                     + (f" ({reasons})" if reasons else "") + f", {a['running']} running, {a['done']} done")
+    if done:
+        lines.append(f"{len(done)} array(s) done ({sum(a['tasks'] for a in done)} tasks)")
+    return lines
 
 
 def collect(args: argparse.Namespace) -> int:

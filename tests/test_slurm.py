@@ -153,3 +153,24 @@ def test_a_build_array_goes_to_the_build_partition_without_gpus_or_gpu_features(
     params = executor_parameters(s, "seed", build=True)
     assert params["partition"] == "cpu" and params["cpus_per_task"] == 8 and params["time"] == 7
     assert "gpus_per_node" not in params and "constraint" not in params and params["job_name"] == "sweep-seed-build"
+
+
+def test_status_shows_each_array_pending_with_slurms_reasons_running_and_done():
+    from sweep.cli import array_lines
+    from sweep.executors.slurm_submit import array_status
+
+    records = [{"array_id": "21", "job_ids": ["21_0", "21_1"], "dirs": ["a", "b"], "stages": "build", "build": True},
+               {"array_id": "22", "job_ids": ["22_0", "22_1"], "dirs": ["a", "b"], "stages": "measure", "after": "21"},
+               {"array_id": "23", "job_ids": ["23_0", "23_1", "23_2"], "dirs": ["c", "d", "e"], "stages": "all"},
+               {"array_id": "27", "dirs": ["f", "g", "h"], "stages": "all"}]
+    arrays = array_status(records, parse_squeue(SQUEUE))
+    assert [(a["pending"], a["running"], a["done"], a["reasons"]) for a in arrays] == [
+        (0, 0, 2, {}), (1, 0, 1, {"DependencyNeverSatisfied": 1}), (1, 1, 1, {"JobArrayTaskLimit": 1}),
+        (1, 0, 2, {"Resources": 1})]
+    assert array_lines(arrays) == [
+        "array 22 (measure after build array 21, 2 tasks): 1 pending (DependencyNeverSatisfied 1), 0 running, 1 done",
+        "array 23 (all, 3 tasks): 1 pending (JobArrayTaskLimit 1), 1 running, 1 done",
+        "array 27 (all, 3 tasks): 1 pending (Resources 1), 0 running, 2 done",
+        "1 array(s) done (2 tasks)"]
+    assert array_lines(array_status(records, None)) == [
+        "4 Slurm array(s), 10 tasks (squeue not found here: run status on a login node for their state)"]

@@ -18,6 +18,7 @@ import os
 import re
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from sweep import atomic
 from sweep.errors import SweepError
 from sweep.executors import PendingJob, job_environment
 from sweep.executors.slurm_limits import LIMIT_REFUSALS
-from sweep.executors.slurm_queue import STATS
+from sweep.executors.slurm_queue import STATS, Queued
 from sweep.job import Termination, current_stage, run_job, slurm_job_id
 from sweep.records import JobConfig, JobResult, Status, now, read_result, write_result
 from sweep.space import Slurm
@@ -192,3 +193,21 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
               "throttle": params["array_parallelism"], "build": build, "after": after}
     atomic.write_json(records_path(sweep_dir), load_records(sweep_dir) + [record])
     return record
+
+
+def array_status(records: list[dict[str, Any]], queued: dict[str, Queued] | None) -> list[dict[str, Any]]:
+    """Per recorded array: its tasks pending (with the reasons Slurm gives, e.g. Priority, Resources,
+    JobArrayTaskLimit, QOSMaxJobsPerUserLimit), running, and done (left the queue), from one
+    squeue answer (`queued`; None where squeue cannot be asked: only the totals)."""
+    out = []
+    for r in records:
+        ids = task_ids(r)
+        entry: dict[str, Any] = {"array_id": r["array_id"], "kind": "build" if r.get("build") else r["stages"],
+                                 "tasks": len(ids), "after": r.get("after")}
+        if queued is not None:
+            pending = [queued[j].reason or "None" for j in ids if j in queued and queued[j].state == "PENDING"]
+            running = sum(1 for j in ids if j in queued and queued[j].state != "PENDING")
+            entry.update(pending=len(pending), running=running, done=len(ids) - len(pending) - running,
+                         reasons=dict(Counter(pending).most_common()))
+        out.append(entry)
+    return out

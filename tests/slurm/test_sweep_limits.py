@@ -15,7 +15,7 @@ from pathlib import Path
 
 from test_sweep_slurm import result, toy_space
 
-from sweep import pipeline
+from sweep import manage, pipeline
 from sweep.executors import slurm
 from sweep.executors.slurm_limits import read_limits
 from sweep.space import Slurm
@@ -44,17 +44,21 @@ def measured_once(jobs: Path, sweep: str, tags: list[str]) -> None:
 
 
 class QueueWatcher(threading.Thread):
-    """Counts the user's tasks in the queue (pending or running) every 0.3 s, as squeue shows them."""
+    """Counts the user's tasks in the queue (pending or running) every 0.3 s, as squeue shows them,
+    and keeps what `status` says of the sweep's arrays each time."""
 
-    def __init__(self):
+    def __init__(self, jobs: Path, sweep: str):
         super().__init__(daemon=True)
-        self.most, self.samples, self.stop = 0, 0, threading.Event()
+        self.jobs, self.sweep = jobs, sweep
+        self.most, self.samples, self.arrays, self.stop = 0, 0, [], threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True).stdout
             self.most = max(self.most, len([l for l in out.splitlines() if l.strip()]))
             self.samples += 1
+            if (self.jobs / self.sweep / "sweep.json").is_file():
+                self.arrays.extend(manage.status(self.sweep, self.jobs)["arrays"])
             time.sleep(0.3)
 
 
@@ -85,7 +89,7 @@ def test_a_plan_larger_than_max_array_size_goes_out_as_several_arrays_measuring_
 
 def test_the_submit_limit_is_never_exceeded_while_the_plan_drains(tmp_path):
     limit, n = 3, 7
-    watcher = QueueWatcher()
+    watcher = QueueWatcher(tmp_path / "jobs", "limited")
     watcher.start()
     before = slurm.STATS.submissions
     try:
@@ -98,3 +102,7 @@ def test_the_submit_limit_is_never_exceeded_while_the_plan_drains(tmp_path):
     assert slurm.STATS.submissions - before >= 3  # the plan drained through several arrays
     records = json.loads((tmp_path / "jobs" / "limited" / "_dispatch" / "slurm.json").read_text())
     measured_once(tmp_path / "jobs", "limited", [t for r in records for t in r["tags"]])
+    # status, meanwhile: per array its tasks pending (with Slurm's reason), running and done
+    assert all(a["pending"] + a["running"] + a["done"] == a["tasks"] for a in watcher.arrays)
+    assert any(a["reasons"].get("JobArrayTaskLimit") for a in watcher.arrays), watcher.arrays[:20]
+    assert any(a["running"] for a in watcher.arrays) and watcher.arrays[-1]["done"] == watcher.arrays[-1]["tasks"]
