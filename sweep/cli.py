@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("--gpus", "gpus_per_job", int, "GPUs per job (gres gpu:N)"), ("--cpus", "cpus_per_job", int, "CPUs per job"),
         ("--mem", "mem", str, "memory per job, e.g. 16G"), ("--time", "time_min", int, "time limit per job in minutes"),
         ("--parallel", "array_parallelism", int, "at most this many array tasks at once"),
+        ("--max-submit", "max_submit", int, "at most this many of your tasks queued at once (where sacctmgr cannot say)"),
+        ("--build-partition", "build_partition", str, "build as a CPU-only array there; measure tasks follow each build"),
         ("--log-dir", "log_dir", str, "where Slurm logs go (default jobs/<sweep>/_slurm)"),
     ):
         g.add_argument(flag, dest=f"slurm_{key}", type=typ, help=hlp, metavar=flag[2:].upper())
