@@ -98,6 +98,10 @@ def preflight(space: Space, opts: Options) -> None:
             raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
                              "into several paths; use a folder whose path has no spaces")
     cls = executors.executor(opts.executor)
+    if opts.executor == "slurm" and space.slurm.build_partition and list(space.build.arch) == ["auto"] and not opts.arch:
+        raise SweepError(f"{space.path}: slurm.build_partition {space.slurm.build_partition!r} builds on nodes without "
+                         "a GPU to detect the architecture from (build.arch: auto); set build.arch (e.g. [sm_90]) "
+                         "or pass --arch sm_90")
     if opts.executor in ("local", "debug") or opts.dry_run:
         for tool, hint in (("make", "install make (Debian: apt install make)"),
                            ("nvcc", "load CUDA (e.g. module load cuda) or add its bin/ to PATH")):

@@ -174,3 +174,11 @@ def test_status_shows_each_array_pending_with_slurms_reasons_running_and_done():
         "1 array(s) done (2 tasks)"]
     assert array_lines(array_status(records, None)) == [
         "4 Slurm array(s), 10 tasks (squeue not found here: run status on a login node for their state)"]
+
+
+def test_a_build_partition_needs_an_architecture_it_cannot_detect_on_a_cpu_node(write_space, tmp_path):
+    from sweep import pipeline, target
+
+    space = target.load(write_space(build={"arch": "auto"}, slurm={"build_partition": "cpu"}))
+    with pytest.raises(SweepError, match=r"build_partition 'cpu' builds on nodes without a GPU .* pass --arch sm_90"):
+        pipeline.preflight(space, pipeline.Options(executor="slurm", jobs_root=tmp_path / "jobs"))
