@@ -52,6 +52,7 @@ class PendingJob:
     tag: str
     dir: Path
     config_hash: str
+    partition: str = ""   # the Slurm partition it must run on (slurm.partitions); "": slurm.partition
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,8 +161,8 @@ class SlurmExecutor(Executor):
         """Submit from the backlog what the limits allow now, as arrays of one kind each."""
         assert self.limits is not None
         while self.backlog:
-            kind = self.backlog[0][1]
-            group = [j for j, k in self.backlog if k == kind]
+            first, kind = self.backlog[0]
+            group = [j for j, k in self.backlog if k == kind and j.partition == first.partition]
             per = 2 if kind == "split" else 1
             n, throttle = next_array(len(group), self.queued, len(self.open) - len(self.backlog), self.limits,
                                      self.parallelism(), per)
@@ -185,7 +185,8 @@ class SlurmExecutor(Executor):
             b = submit(jobs, "build", ctx.sweep_dir, s, ctx.space.name, throttle=throttle, build=True)
             self._remember(b)
             try:
-                m = submit(jobs, "measure", ctx.sweep_dir, s, ctx.space.name, throttle=throttle, after=b["array_id"])
+                m = submit(jobs, "measure", ctx.sweep_dir, s, ctx.space.name, throttle=throttle, after=b["array_id"],
+                       partition=jobs[0].partition)
             except BaseException:
                 for jid, j in zip(b["job_ids"], jobs):   # the builds are queued: once built, their measures follow
                     self.watching[jid] = Task(j, "build", b["log_dir"], b["array_id"], measure="")
@@ -198,11 +199,12 @@ class SlurmExecutor(Executor):
                      f"{m['array_id']} after it ({len(jobs)} tasks each, at most {throttle} at once)")
             return
         rec = submit(jobs, kind, ctx.sweep_dir, s, ctx.space.name, throttle=throttle,
-                     build=kind == "build" and bool(s.build_partition))
+                     build=kind == "build" and bool(s.build_partition), partition=jobs[0].partition)
         self._remember(rec)
         for jid, j in zip(rec["job_ids"], jobs):
             self.watching[jid] = Task(j, kind, rec["log_dir"], rec["array_id"])
-        self.say(f"  submitted job array {rec['array_id']} ({len(jobs)} tasks, at most {throttle} at once)")
+        where = f" on {rec['partition']}" if s.partitions else ""
+        self.say(f"  submitted job array {rec['array_id']}{where} ({len(jobs)} tasks, at most {throttle} at once)")
 
     # -- watching -------------------------------------------------------------------
     def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:

@@ -1,14 +1,16 @@
 """Submitting job arrays through submitit, and the record of every submission.
 
 `submit` sends one array in one sbatch call (submitit's map_array): each task runs
-SweepTask(job folder, stages), which records time limits and preemption itself. Its options come from the space's slurm: settings
-(`executor_parameters`); a build array (of a sweep with slurm.build_partition) goes
-to the build partition, CPU-only, and a measure array may wait on one
-(`after`: `--dependency=aftercorr:<build array>`, task i after task i succeeded).
-The array's sbatch script is copied into every job folder (slurm_array.sbatch, or
-slurm_build_array.sbatch) and
-each submission is appended to jobs/<sweep>/_dispatch/slurm.json, which a later
-driver reads to watch what is still queued instead of submitting it again.
+SweepTask(job folder, stages), which records time limits and preemption itself.
+Its options come from the space's slurm: settings (`executor_parameters`); a build
+array (of a sweep with slurm.build_partition) goes to the build partition,
+CPU-only, and a measure array may wait on one (`after`:
+`--dependency=aftercorr:<build array>`: task i starts once task i succeeded). The
+array's sbatch script is copied into every job folder (slurm_array.sbatch, or
+slurm_build_array.sbatch) and each submission is appended to
+jobs/<sweep>/_dispatch/slurm.json, which a later driver reads to watch what is
+still queued instead of submitting it again; `array_status` sets those records
+against one squeue answer (what `status` shows).
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ def executor_parameters(s: Slurm, sweep: str, build: bool = False) -> dict[str, 
         extra[m.group(1).replace("_", "-")] = _sbatch_value(opt, m.group(2)) if m.group(2) is not None else True
     if extra:
         params["additional_parameters"] = extra
+    for p in s.partitions:
+        _sbatch_value("partitions", p)
     if s.setup:
         params["setup"] = list(s.setup)
     return params
@@ -145,12 +149,14 @@ def task_ids(record: dict[str, Any]) -> list[str]:
 
 
 def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep: str, *,
-           throttle: int | None = None, build: bool = False, after: str | None = None) -> dict[str, Any]:
+           throttle: int | None = None, build: bool = False, after: str | None = None,
+           partition: str = "") -> dict[str, Any]:
     """One sbatch for `jobs` as one array; returns (and records) the submission.
 
     stages: what each task runs (all | build | measure); build: a build array of a sweep
     with a build partition; after: the build array whose task i must succeed before task i
-    starts; throttle: at most this many tasks at once (default slurm.array_parallelism)."""
+    starts; throttle: at most this many tasks at once (default slurm.array_parallelism);
+    partition: where the tasks run instead of slurm.partition (not for a build array)."""
     import submitit
 
     build = build and bool(s.build_partition)
@@ -162,6 +168,8 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
                        *(f"export {k}={v}" for k, v in job_environment().items())] + params["setup"]
     if throttle:
         params["array_parallelism"] = throttle
+    if partition and not build:
+        params["partition"] = _sbatch_value("partitions", partition)
     if after:
         params.setdefault("additional_parameters", {})["dependency"] = f"aftercorr:{after}"
     try:
@@ -190,7 +198,8 @@ def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep
     record = {"array_id": array_id, "job_ids": [sj.job_id for sj in sjobs],  # "A_i", or "A" for a lone job
               "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
               "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": now(), "log_dir": str(folder),
-              "throttle": params["array_parallelism"], "build": build, "after": after}
+              "throttle": params["array_parallelism"], "build": build, "after": after,
+              "partition": params.get("partition", "")}
     atomic.write_json(records_path(sweep_dir), load_records(sweep_dir) + [record])
     return record
 

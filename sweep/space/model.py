@@ -104,6 +104,7 @@ class Slurm:
     build_partition: str | None = None     # builds go out as a CPU-only array there; measure tasks depend on them
     build_cpus: int = 4                    # CPUs per build task
     build_time_min: int = 15               # time limit per build task, minutes
+    partitions: tuple[str, ...] = ()       # measure every configuration on each (one per GPU model); () : partition
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
