@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("--gpus", "gpus_per_job", int, "GPUs per job (gres gpu:N)"), ("--cpus", "cpus_per_job", int, "CPUs per job"),
         ("--mem", "mem", str, "memory per job, e.g. 16G"), ("--time", "time_min", int, "time limit per job in minutes"),
         ("--parallel", "array_parallelism", int, "at most this many array tasks at once"),
+        ("--max-submit", "max_submit", int, "at most this many of your tasks queued at once (where sacctmgr cannot say)"),
+        ("--build-partition", "build_partition", str, "build as a CPU-only array there; measure tasks follow each build"),
         ("--log-dir", "log_dir", str, "where Slurm logs go (default jobs/<sweep>/_slurm)"),
     ):
         g.add_argument(flag, dest=f"slurm_{key}", type=typ, help=hlp, metavar=flag[2:].upper())
@@ -138,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
                   f"(sum of per-kernel bests {conf.sum_of_group_bests_ns / 1e3:.1f} us)"
                   + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else ""))
         print(f"results: {s.results_dir}/ (best/conf.cuh, best.json, measurements.parquet, report.html)")
+    for model, entry in by_gpu_picks(s.results_dir).items():
+        print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")
+        for line in select_mod.summary_lines(Best.from_dict(entry["best"])) if entry.get("best") else ["nothing measured"]:
+            print("  " + line)
     if args.dry_run:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
@@ -170,7 +176,27 @@ def status(args: argparse.Namespace) -> int:
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
         for f in s["failures"]:
             print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+        for line in array_lines(s["arrays"]):
+            print("  " + line)
     return 0
+
+
+def array_lines(arrays: list[dict]) -> list[str]:
+    """Slurm arrays with tasks in the queue, one line each; those done summed in one line."""
+    if arrays and "pending" not in arrays[0]:
+        return [f"{len(arrays)} Slurm array(s), {sum(a['tasks'] for a in arrays)} tasks (squeue not found here: "
+                "run status on a login node for their state)"]
+    lines, done = [], [a for a in arrays if a["done"] == a["tasks"]]
+    for a in arrays:
+        if a in done:
+            continue
+        reasons = ", ".join(f"{k} {v}" for k, v in a["reasons"].items())
+        after = f" after build array {a['after']}" if a["after"] else ""
+        lines.append(f"array {a['array_id']} ({a['kind']}{after}, {a['tasks']} tasks): {a['pending']} pending"
+                     + (f" ({reasons})" if reasons else "") + f", {a['running']} running, {a['done']} done")
+    if done:
+        lines.append(f"{len(done)} array(s) done ({sum(a['tasks'] for a in done)} tasks)")
+    return lines
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -182,8 +208,24 @@ def collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def by_gpu_picks(results_dir: Path) -> dict:
+    """A sweep measured on several GPU models: model -> its results folder, conf.cuh and picks ({} otherwise)."""
+    path = results_dir / "best_by_gpu.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def best(args: argparse.Namespace) -> int:
     path = args.results_dir / args.sweep / "best.json"
+    per_model = by_gpu_picks(args.results_dir / args.sweep)
+    if per_model and not path.is_file():   # one conf.cuh per GPU model
+        if args.format == "json":
+            print(json.dumps(per_model, indent=2))
+            return 0
+        for model, entry in per_model.items():
+            if entry.get("conf"):
+                print(f"// {model}: {args.results_dir / args.sweep / entry['conf']}")
+                print((args.results_dir / args.sweep / entry["conf"]).read_text())
+        return 0
     if not path.is_file():
         raise SweepError(f"no {path}: run `python config_sweep.py collect {args.sweep}` (or finish the sweep) first")
     data = load_record(Best, path)
@@ -208,6 +250,13 @@ def report(args: argparse.Namespace) -> int:
         # collected without the report, which is written here once: a failure to write it is
         # this command's error, not a warning, so a stale report.html never passes for this one
         manage.recollect(args.sweep, args.jobs_dir, args.results_dir, report=False)
+        per_model = by_gpu_picks(results_dir)
+        if per_model:   # measured on several GPU models: a report per model (picks across them mean nothing)
+            for entry in per_model.values():
+                report_mod.write_report(args.results_dir / entry["results"])
+                out = args.results_dir / entry["results"]
+                print((out / "report.md").read_text() if args.format == "markdown" else out / "report.html")
+            return 0
         report_mod.write_report(results_dir, jobs_dir=jobs_dir)
     elif (results_dir / "configs.parquet").is_file():
         report_mod.write_report(results_dir)

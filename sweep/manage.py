@@ -44,7 +44,22 @@ def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
     failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
         if not c.configs.empty else []
     return {"sweep": sweep, "manifest": c.manifest.to_dict(), "counts": counts, "running": running,
-            "failures": failures, "driver": lock.holder(sweep_dir)}
+            "failures": failures, "driver": lock.holder(sweep_dir), "arrays": slurm_arrays(sweep_dir)}
+
+
+def slurm_arrays(sweep_dir: Path) -> list[dict[str, Any]]:
+    """The sweep's Slurm arrays (none for other executors): per array its tasks pending, with the
+    reasons Slurm gives, running and done, from one squeue call (totals only where squeue is missing)."""
+    from sweep.executors import slurm_queue, slurm_submit
+
+    records = slurm_submit.load_records(sweep_dir)
+    queued = None
+    if records and shutil.which("squeue"):
+        try:
+            queued = slurm_queue.queue([r["array_id"] for r in records])
+        except SweepError:
+            queued = None
+    return slurm_submit.array_status(records, queued)
 
 
 def load_snapshot(manifest: Manifest, sweep_dir: Path) -> Space:

@@ -12,8 +12,9 @@ copied from the cache instead of recompiled. Anything that is not a single
 -c compile (a link) is passed straight to nvcc.
 
 A hit also writes the dependency file make asked for (-MMD/-MF), from the
-preprocessor's line markers. Entries are written atomically, so parallel
-builds can share one cache. Each call logs one line to stderr:
+preprocessor's line markers. Entries are written atomically (a private temporary
+file, fsynced, renamed into place), so builds on many nodes can share one cache
+on a shared filesystem, even while several compile the same object at once. Each call logs one line to stderr:
     objcache: hit build/obj/residual.o
     objcache: miss build/obj/matmul.o (compiled in 7.9 s)
 Stdlib only: it runs on GPU nodes with nothing but python3.
@@ -101,11 +102,20 @@ def _depfile(obj: str, text: bytes) -> str:
 
 
 def _store(src: Path, dst: Path) -> None:
+    """Copy src to dst through a temporary file of this process beside dst, flushed to disk,
+    then renamed over dst: readers on any node see the old file or the whole new one, and
+    writers of the same entry (identical bytes) never mix their writes; the last rename wins."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=".tmp-")
-    os.close(fd)
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    try:
+        with open(src, "rb") as f, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())   # the data is on disk before the name points at it
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def main(argv: list[str]) -> int:
@@ -131,7 +141,7 @@ def main(argv: list[str]) -> int:
     h.update(_nvcc_version(cmd[0]))
     key = h.hexdigest()
     entry = a.dir / key[:2] / f"{key}.o"
-    if entry.is_file():
+    if entry.is_file() and entry.stat().st_size > 0:   # an empty entry (a crash before its data landed) is a miss
         _store(entry, Path(out))
         if dep:
             Path(dep).write_text(_depfile(out, text))

@@ -5,8 +5,11 @@
              end) -> results/<sweep>/ (tables, best.json, best/conf.cuh, report)
 
 Each stage is a module of plain functions; this one only strings them together,
-checks up front what a run needs (tools, GPUs) and says what is missing. The
-commands that read a sweep's files afterwards (status, collect, clean) are in
+checks up front what a run needs (tools, GPUs; sweep.preflight) and says what is
+missing. The strategy is asked through the executor's `stream`: the executor asks
+for as many configurations as it can start, and each result is told to the strategy
+as it ends (on Slurm a new trial goes out as each ends; locally batch by batch).
+The commands that read a sweep's files afterwards (status, collect, clean) are in
 sweep.manage.
 """
 
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import resource
-import shutil
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import (atomic, build, collect as collect_mod, executors, paths, profile, render, select as select_mod,
+from sweep import (atomic, by_gpu, collect as collect_mod, executors, paths, profile, render, select as select_mod,
                    strategies, target)
 from sweep.errors import SweepError
 from sweep.lock import DriverLock
+from sweep.preflight import preflight
 from sweep.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
 from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as tag_of, tags_for
@@ -91,65 +94,6 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
     return space
 
 
-def preflight(space: Space, opts: Options) -> None:
-    """What a run needs here, checked before anything is rendered; raises with what is missing."""
-    for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
-        if any(ch.isspace() for ch in str(path)):
-            raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
-                             "into several paths; use a folder whose path has no spaces")
-    cls = executors.executor(opts.executor)
-    if opts.executor in ("local", "debug") or opts.dry_run:
-        for tool, hint in (("make", "install make (Debian: apt install make)"),
-                           ("nvcc", "load CUDA (e.g. module load cuda) or add its bin/ to PATH")):
-            if not shutil.which(tool):
-                raise SweepError(f"{tool} not found on PATH: {hint}")
-        if opts.dry_run and list(space.build.arch) == ["auto"] and not opts.arch and not shutil.which("nvidia-smi"):
-            raise SweepError("a dry run here needs an architecture to compile for (no GPU to detect): pass --arch sm_90")
-    if opts.executor in ("local", "debug") or opts.dry_run:
-        build.check_archs([opts.arch] if opts.arch else list(space.build.arch))
-    check_placeholders(space, opts.jobs_root)
-    cls.preflight(space, opts.dry_run)
-    if opts.dry_run or opts.executor == "slurm":
-        return
-    be = profile.backend(space.profile.backend)
-    if be.tool and not (getattr(opts, be.tool, "") or profile_tool_on_path(be.tool)):
-        raise SweepError(f"{be.tool} not found: put it on PATH, set {be.tool.upper()}=/path/to/{be.tool} or pass "
-                         f"--{be.tool} PATH, or use --backend events (the program's own CUDA-event timing)")
-
-
-JOB_PLACEHOLDERS = ("build", "job", "batch", "seq_len", "iterations", "warmup", "events_json")
-
-
-def check_placeholders(space: Space, jobs_root: Path) -> None:
-    """Every {placeholder} in the target's commands is one a job fills in: a typo fails
-    here, not in every job."""
-    import string
-
-    plugin = space.target.plugin
-    known = set(JOB_PLACEHOLDERS) | set(plugin.values(jobs_root) if plugin is not None else ())
-    t = space.target
-    for where, cmd in [*(("verify", c) for c in t.verify), ("profile", t.profile), ("events", t.events)]:
-        for word in cmd:
-            if word == "{args}":
-                continue
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(word) if f is not None]
-            except ValueError as e:
-                raise SweepError(f"{space.path}: target.{where} word {word!r} is not a valid template ({e}); "
-                                 "write a literal brace as {{ or }}") from None
-            for f in fields:
-                name = f.split(".")[0].split("[")[0]
-                if name not in known:
-                    raise SweepError(f"{space.path}: target.{where} word {word!r} uses {{{name}}}, which no job "
-                                     f"fills in; placeholders: {', '.join(sorted(known))}, and {{args}} as a word")
-
-
-def profile_tool_on_path(name: str) -> str | None:
-    import os
-
-    return os.environ.get(name.upper()) or shutil.which(name)
-
-
 class TargetPrepare:
     """The target's prepare step (the engine: its model export), run alongside the builds
     (they do not need it); measuring waits for it."""
@@ -205,7 +149,7 @@ class Sweep:
         return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
                            ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT))
 
-    def render(self, config: Config | None, tag: str, role: str = "sweep") -> executors.PendingJob:
+    def render(self, config: Config | None, tag: str, role: str = "sweep", partition: str = "") -> executors.PendingJob:
         h = config_hash(self.space, config if config else Config(()), self.digest)
         space = self.space
         if self.opts.arch:
@@ -213,21 +157,40 @@ class Sweep:
         jc = render.job_config(space, config, tag, h, self.commit, self.values, role, self.settings())
         rendered = render.render_job(space, jc, self.opts.jobs_root, self.opts.jobs_root / OBJECT_CACHE)
         render.write_job(rendered)
-        return executors.PendingJob(tag, rendered.dir, h)
+        return executors.PendingJob(tag, rendered.dir, h, partition)
 
     def save_manifest(self) -> None:
         self.manifest.save(self.sweep_dir)
 
+    @property
+    def stages(self) -> str:
+        return "build" if self.opts.dry_run else "all"
+
+    def executor(self) -> executors.Executor:
+        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
+        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
+                                dry_run=self.opts.dry_run)
+        return executors.executor(self.opts.executor)(ctx)
+
+    def _prepared(self) -> None:
+        if self.opts.executor != "local" and self.prepared is not None:
+            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
+
     def dispatch(self, jobs: list[executors.PendingJob], progress, on_result) -> None:
         if not jobs:
             return
-        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
-        if self.opts.executor != "local" and self.prepared is not None:
-            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
-        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
-                                dry_run=self.opts.dry_run)
-        ex = executors.executor(self.opts.executor)(ctx)
-        ex.run(jobs, "build" if self.opts.dry_run else "all", on_result, progress)
+        self._prepared()
+        self.executor().run(jobs, self.stages, on_result, progress)
+
+    def stream(self, ask: executors.Ask, progress, on_result) -> None:
+        """Run what `ask` hands over as the executor takes it (see Executor.stream)."""
+        def ready(n: int) -> list[executors.PendingJob]:
+            jobs = ask(n)
+            if jobs:
+                self._prepared()
+            return jobs
+
+        self.executor().stream(ready, self.stages, on_result, progress)
 
 
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
@@ -268,50 +231,62 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}
+    all_tags: dict[Config, str] = {}
+    by_tag: dict[str, Config] = {}
+
+    def tell(c: Config, r: JobResult | None) -> None:
+        search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
 
     def on_result(r: JobResult) -> None:
         counts[str(r.status)] = counts.get(str(r.status), 0) + 1
         results[r.tag] = r
         progress.finished(r)
+        if r.tag in by_tag:
+            tell(by_tag[r.tag], r)
 
-    ex_cls = executors.executor(opts.executor)
-    parallel = ex_cls(executors.Context(space, sweep_dir)).parallelism()
+    finds_running = executors.executor(opts.executor).finds_running
+
+    def ask(n: int) -> list[executors.PendingJob]:
+        """Up to n jobs to run (a static plan: all of it at once): the strategy's next configs,
+        rendered; those measured before are told at once and not run again."""
+        pending: list[executors.PendingJob] = []
+        while len(pending) < n:
+            batch = search.ask(n - len(pending))
+            if not batch:
+                break
+            tags = tags_for(space, list(all_tags) + batch)
+            done_before, job_tags = 0, set()
+            for c in batch:
+                all_tags[c] = tags[c]
+                for part in space.slurm.partitions or ("",):   # one job per GPU partition (slurm.partitions)
+                    t = by_gpu.partition_tag(tags[c], part) if part else tags[c]
+                    by_tag[t] = c
+                    job_tags.add(t)
+                    job = sw.render(c, t, partition=part)
+                    go = opts.dry_run or executors.should_run(job.dir, job.config_hash, opts.retry_failed)[0]
+                    if go and (finds_running or not executors.running_elsewhere(job.dir)):
+                        pending.append(job)
+                        continue
+                    r = read_result(job.dir)
+                    r = r if r is not None and r.config_hash == job.config_hash else None
+                    if r is not None:
+                        results[r.tag] = r
+                        progress.counted(r)
+                    done_before += 1
+                    tell(c, r)
+            sw.manifest = dataclasses.replace(
+                sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | job_tags)),
+                skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
+            sw.save_manifest()
+            progress.add(len(job_tags))
+            if done_before:
+                progress.note(f"  {done_before} already measured (resumed): skipped")
+        return pending
+
     progress = Progress(space.name)
-    all_tags: dict[Config, str] = {}
     print(f"{space.name}: {note}; backend {space.profile.backend}; executor {opts.executor}"
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
-    while True:
-        batch = search.ask(parallel)
-        if not batch:
-            break
-        tags = tags_for(space, list(all_tags) + batch)
-        pending, done_before = [], []
-        for c in batch:
-            t = tags[c]
-            all_tags[c] = t
-            job = sw.render(c, t)
-            go, why = executors.should_run(job.dir, job.config_hash, opts.retry_failed)
-            if opts.dry_run:
-                go = True
-            if go and executors.running_elsewhere(job.dir):
-                go, why = False, "running in another driver"
-            (pending if go else done_before).append((job, why))
-        sw.manifest = dataclasses.replace(
-            sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | set(tags.values()))),
-            skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
-        sw.save_manifest()
-        progress.add(len(batch))
-        for job, why in done_before:
-            r = read_result(job.dir)
-            if r is not None and r.config_hash == job.config_hash:
-                results[r.tag] = r
-                progress.counted(r)
-        if done_before:
-            progress.note(f"  {len(done_before)} already measured (resumed): skipped")
-        sw.dispatch([j for j, _ in pending], progress, on_result)
-        for c in batch:
-            r = results.get(all_tags[c])
-            search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
+    sw.stream(ask, progress, on_result)
     progress.close()
 
     results_dir = Path(opts.results_root) / space.name
@@ -331,6 +306,14 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[s
     """Collect, select, confirm the combined best against the defaults, write results and the report."""
     c = collect_mod.collect(sw.sweep_dir)
     best, conf = None, Confirmation()
+    models = by_gpu.models(c.configs)
+    if len(space.slurm.partitions) > 1 and len(models) > 1:   # several GPU models: picks per model, not across them
+        write_collected(c, sw.sweep_dir, results_dir)
+        picks = by_gpu.finish(space, c, sw.sweep_dir, results_dir, sw.commit, sw.opts.report)
+        names = [f"{space.name}.{by_gpu.slug(m)}" for m in models]
+        print(f"{len(names)} GPU models ({', '.join(picks)}): results and picks per model in {', '.join(names)}; "
+              f"side by side: python config_sweep.py compare {names[0]} {names[1]}", file=sys.stderr)
+        return None, conf
     if c.measurements.empty:
         print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
     else:
@@ -357,11 +340,11 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[s
                 "conf.cuh earlier on the include path (e.g. beside the target's sources) shadows the generated one: "
                 "put -I$(CONF_DIR) first in the Makefile's flags, or check the macros are read where the kernels "
                 "are compiled",))
-    collect_mod.write_tables(c, results_dir)
-    atomic.write_json(results_dir / "manifest.json", c.manifest.to_dict())
-    snapshot = sw.sweep_dir / (c.manifest.space_snapshot or target.SNAPSHOT)
-    if snapshot.is_file():  # so the report reads the space as run from results/ alone
-        atomic.write_bytes(results_dir / target.SNAPSHOT, snapshot.read_bytes())
+        if len(models) > 1:
+            best = dataclasses.replace(best, notes=best.notes + (
+                f"measured on {len(models)} GPU models ({', '.join(models)}): these picks mix them; list one partition "
+                "per model in slurm.partitions for picks per model, or keep to one model (--constraint)",))
+    write_collected(c, sw.sweep_dir, results_dir)
     if best is not None:
         jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}), "best",
                                "-", sw.commit)
@@ -376,3 +359,12 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[s
             print(f"warning: report.html not written ({type(e).__name__}: {e}); the tables and best/conf.cuh are; "
                   f"retry with `python config_sweep.py report {space.name}`", file=sys.stderr)
     return best, conf
+
+
+def write_collected(c: collect_mod.Collected, sweep_dir: Path, results_dir: Path) -> None:
+    """The tables, the manifest and the space as run, under results_dir."""
+    collect_mod.write_tables(c, results_dir)
+    atomic.write_json(results_dir / "manifest.json", c.manifest.to_dict())
+    snapshot = sweep_dir / (c.manifest.space_snapshot or target.SNAPSHOT)
+    if snapshot.is_file():  # so the report reads the space as run from results/ alone
+        atomic.write_bytes(results_dir / target.SNAPSHOT, snapshot.read_bytes())

@@ -75,3 +75,57 @@ def test_a_failing_compile_reports_the_compiler_error_and_caches_nothing(tmp_pat
                         str(tmp_path / "bad.o")], capture_output=True, text=True)
     assert p.returncode != 0 and "undefined_name" in p.stderr
     assert not any(cache.rglob("*.o"))
+
+
+# A stand-in for nvcc: `-E` prints the source, `--version` a version, `-c SRC -o OUT` writes a
+# 4 MiB object derived from SRC in 64 KiB pieces with pauses, so a writer that was not atomic
+# would be caught half-way by the others.
+FAKE_NVCC = r'''#!/usr/bin/env python3
+import hashlib, sys, time
+args = sys.argv[1:]
+if "--version" in args:
+    print("fake nvcc 1.0"); sys.exit(0)
+src = next(a for a in args if a.endswith(".cu"))
+text = open(src, "rb").read()
+if "-E" in args:
+    sys.stdout.buffer.write(text); sys.exit(0)
+piece = hashlib.sha256(text).digest() * 2048
+with open(args[args.index("-o") + 1], "wb") as f:
+    for _ in range(64):
+        f.write(piece); f.flush(); time.sleep(0.005)
+'''
+
+
+def test_many_concurrent_builders_of_one_object_share_one_whole_cache_entry(tmp_path):
+    import hashlib
+    import time
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC)
+    nvcc.chmod(0o755)
+    src = tmp_path / "kernel.cu"
+    src.write_text("__global__ void k() {}\n")
+    cache, n = tmp_path / "cache", 16
+    expected = hashlib.sha256(src.read_bytes()).digest() * 2048 * 64
+
+    def builders(wave: str, stagger_s: float) -> list[subprocess.Popen]:
+        procs = []
+        for i in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", str(nvcc),
+                                           "-O2", "-c", str(src), "-o", str(tmp_path / f"{wave}{i}.o")],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            time.sleep(stagger_s)
+        return procs
+
+    # staggered on an empty cache: the first ones compile and store while later ones find the entry
+    # and copy it; then all at once on the full cache
+    for wave, stagger_s in (("first", 0.04), ("second", 0.0)):
+        procs = builders(wave, stagger_s)
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0] * n, outs
+        for i in range(n):
+            assert (tmp_path / f"{wave}{i}.o").read_bytes() == expected, f"{wave}{i}.o is not the whole object"
+    entries = list(cache.rglob("*.o"))
+    assert len(entries) == 1 and entries[0].read_bytes() == expected
+    assert not [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]  # no writer left a temporary file
+    assert all("objcache: hit" in err for _, err in outs)

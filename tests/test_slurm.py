@@ -42,3 +42,143 @@ def test_a_value_an_sbatch_line_cannot_carry_is_refused_naming_it(settings):
 def test_an_extra_option_that_is_not_an_sbatch_option_is_refused():
     with pytest.raises(SweepError, match="must look like --name"):
         executor_parameters(Slurm(extra_sbatch=("exclusive",)), "s")
+
+
+# ---------------------------------------------------------------------------
+# The cluster's limits and how a plan is split to fit them (sweep.executors.slurm_limits)
+# ---------------------------------------------------------------------------
+
+from sweep.executors.slurm_limits import (LIMIT_REFUSALS, Limits, next_array, parse_config, parse_parsable,  # noqa: E402
+                                          submit_limits, throttles)
+from sweep.executors.slurm_queue import Queued, parse_squeue  # noqa: E402
+
+# `scontrol show config` of the test cluster (Slurm 22.05.8), shortened
+SCONTROL_CONFIG = """Configuration data as of 2026-11-23T23:04:56
+AccountingStorageBackupHost = (null)
+AccountingStorageEnforce = none
+MaxArraySize            = 11
+MaxJobCount             = 10000
+MaxJobId                = 67043328
+MinJobAge               = 300 sec
+"""
+
+
+def test_scontrol_config_gives_max_array_size_and_max_job_count():
+    config = parse_config(SCONTROL_CONFIG)
+    assert (config["MaxArraySize"], config["MaxJobCount"], config["MinJobAge"]) == ("11", "10000", "300 sec")
+    assert "Configuration data as of 2026-11-23T23:04:56" not in config
+
+
+# `squeue -h -r -o '%i|%T|%r'` on the test cluster: a build array that failed (its dependent
+# array pends forever), a throttled array, one waiting for CPUs and one on a running dependency
+SQUEUE = """22_1|PENDING|DependencyNeverSatisfied
+23_1|PENDING|JobArrayTaskLimit
+27_2|PENDING|Resources
+28_0|PENDING|Dependency
+23_0|RUNNING|None
+"""
+
+
+def test_squeue_lines_give_each_task_its_state_and_pending_reason():
+    assert parse_squeue(SQUEUE) == {"22_1": Queued("PENDING", "DependencyNeverSatisfied"),
+                                    "23_1": Queued("PENDING", "JobArrayTaskLimit"),
+                                    "27_2": Queued("PENDING", "Resources"), "28_0": Queued("PENDING", "Dependency"),
+                                    "23_0": Queued("RUNNING", "None")}
+
+
+# sacctmgr -n -P show assoc where user=ana format=User,Account,MaxSubmit,DefaultQOS / show qos format=Name,MaxSubmitPU
+# (constructed in sacctmgr's parsable format: the test cluster has no accounting database to capture from)
+ASSOC = "ana|lab|500|normal\nana|other||\n"
+QOS = "normal|200\nhigh|\nlong|20\n"
+
+
+@pytest.mark.parametrize("account, qos, expected", [
+    (None, None, [(500, "MaxSubmitJobs 500 of association ana/lab (sacctmgr)"),
+                  (200, "MaxSubmitJobsPerUser 200 of QOS normal (sacctmgr)")]),
+    ("other", None, [(200, "MaxSubmitJobsPerUser 200 of QOS normal (sacctmgr)")]),   # no own limit, default QOS
+    ("other", "long", [(20, "MaxSubmitJobsPerUser 20 of QOS long (sacctmgr)")]),
+    ("other", "high", []),                                                             # a QOS without a limit
+])
+def test_association_and_qos_submit_limits_apply_to_the_account_and_qos_asked_for(account, qos, expected):
+    assocs = parse_parsable(ASSOC, ("User", "Account", "MaxSubmit", "DefaultQOS"))
+    assert submit_limits(assocs, parse_parsable(QOS, ("Name", "MaxSubmitPU")), account, qos) == expected
+
+
+@pytest.mark.parametrize("message, waits", [
+    # sbatch's words when a QOS submit limit is reached
+    ("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates "
+     "accounting/QOS policy (job submit limit, user's size and/or time limits)", True),
+    ("sbatch: error: Batch job submission failed: Slurm temporarily unable to accept job, sleeping and retrying", True),
+    # captured on the test cluster: an array larger than MaxArraySize is a bad request, not a limit that passes
+    ("sbatch: error: Batch job submission failed: Invalid job array specification", False),
+    ("sbatch: error: invalid partition specified: gpu", False),
+])
+def test_a_refusal_for_a_submit_limit_waits_while_a_bad_request_fails(message, waits):
+    assert bool(LIMIT_REFUSALS.search(message)) == waits
+
+
+@pytest.mark.parametrize("waiting, queued, running, max_submit, per, expected", [
+    (2500, 0, 0, None, 1, (1001, 16)),     # Slurm's default MaxArraySize splits a large plan
+    (2500, 0, 10, None, 1, (1001, 6)),     # earlier arrays hold 10 of the 16 slots
+    (2500, 0, 16, None, 1, (0, 0)),        # no slot free: the next array waits
+    (2500, 90, 0, 100, 1, (10, 10)),       # 90 tasks of the user queued, 100 allowed
+    (2500, 90, 0, 100, 2, (5, 5)),         # a build and a measure task per configuration
+    (2500, 100, 0, 100, 1, (0, 0)),        # the queue is full
+    (3, 0, 0, 100, 1, (3, 3)),
+])
+def test_the_next_array_fits_max_array_size_the_submit_limit_and_the_free_parallelism(waiting, queued, running,
+                                                                                     max_submit, per, expected):
+    assert next_array(waiting, queued, running, Limits(1001, max_submit), 16, per) == expected
+
+
+@pytest.mark.parametrize("arrays, expected", [
+    ([(5, 16)], [16]),                      # one array keeps its throttle
+    ([(0, 16), (900, 2)], [16, 16]),        # the first has drained: the second gets the whole parallelism
+    ([(10, 16), (900, 6)], [16, 6]),        # the first still runs up to 10: the second keeps its 6
+    ([(3, 16), (900, 6)], [16, 13]),        # the first has 3 left: the second may run 13
+    ([(3, 16), (4, 2), (900, 1)], [16, 4, 9]),
+])
+def test_throttles_rise_as_earlier_arrays_drain_and_never_exceed_the_parallelism(arrays, expected):
+    assert throttles(arrays, 16) == expected
+
+
+def test_a_refused_submission_teaches_the_driver_a_submit_limit_it_keeps():
+    learned = Limits(1001, None).learned(40, "QOSMaxSubmitJobPerUserLimit")
+    assert learned.max_submit == 40 and "sbatch refused more" in learned.describe()
+    assert learned.learned(60, "again").max_submit == 40
+
+
+def test_a_build_array_goes_to_the_build_partition_without_gpus_or_gpu_features():
+    s = Slurm(partition="gpu", constraint="h100", build_partition="cpu", build_cpus=8, build_time_min=7)
+    params = executor_parameters(s, "seed", build=True)
+    assert params["partition"] == "cpu" and params["cpus_per_task"] == 8 and params["time"] == 7
+    assert "gpus_per_node" not in params and "constraint" not in params and params["job_name"] == "sweep-seed-build"
+
+
+def test_status_shows_each_array_pending_with_slurms_reasons_running_and_done():
+    from sweep.cli import array_lines
+    from sweep.executors.slurm_submit import array_status
+
+    records = [{"array_id": "21", "job_ids": ["21_0", "21_1"], "dirs": ["a", "b"], "stages": "build", "build": True},
+               {"array_id": "22", "job_ids": ["22_0", "22_1"], "dirs": ["a", "b"], "stages": "measure", "after": "21"},
+               {"array_id": "23", "job_ids": ["23_0", "23_1", "23_2"], "dirs": ["c", "d", "e"], "stages": "all"},
+               {"array_id": "27", "dirs": ["f", "g", "h"], "stages": "all"}]
+    arrays = array_status(records, parse_squeue(SQUEUE))
+    assert [(a["pending"], a["running"], a["done"], a["reasons"]) for a in arrays] == [
+        (0, 0, 2, {}), (1, 0, 1, {"DependencyNeverSatisfied": 1}), (1, 1, 1, {"JobArrayTaskLimit": 1}),
+        (1, 0, 2, {"Resources": 1})]
+    assert array_lines(arrays) == [
+        "array 22 (measure after build array 21, 2 tasks): 1 pending (DependencyNeverSatisfied 1), 0 running, 1 done",
+        "array 23 (all, 3 tasks): 1 pending (JobArrayTaskLimit 1), 1 running, 1 done",
+        "array 27 (all, 3 tasks): 1 pending (Resources 1), 0 running, 2 done",
+        "1 array(s) done (2 tasks)"]
+    assert array_lines(array_status(records, None)) == [
+        "4 Slurm array(s), 10 tasks (squeue not found here: run status on a login node for their state)"]
+
+
+def test_a_build_partition_needs_an_architecture_it_cannot_detect_on_a_cpu_node(write_space, tmp_path):
+    from sweep import pipeline, target
+
+    space = target.load(write_space(build={"arch": "auto"}, slurm={"build_partition": "cpu"}))
+    with pytest.raises(SweepError, match=r"build_partition 'cpu' builds on nodes without a GPU .* pass --arch sm_90"):
+        pipeline.preflight(space, pipeline.Options(executor="slurm", jobs_root=tmp_path / "jobs"))

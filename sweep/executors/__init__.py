@@ -5,15 +5,17 @@
     local   this machine: builds run in parallel on the CPUs while measurements
             run one job per visible GPU (a submitit LocalExecutor per GPU); jobs
             outlive the driver, so a killed driver loses nothing
-    slurm   one job array per batch, submitted in one sbatch call, at most
-            slurm.array_parallelism tasks at once; the driver polls the
-            scheduler once per interval for the whole array
+    slurm   job arrays that fit the cluster's limits (MaxArraySize, the submit
+            limit), at most slurm.array_parallelism tasks at once; the driver
+            polls the scheduler once per interval for all of them
 
 An Executor is made for one sweep (`Context`); `preflight` checks here, before
 anything is rendered, what it needs; `submit` hands it jobs, `watch` blocks until
 each has ended and reports each JobResult once; `cancel` stops what is still
 running. `parallelism` says how many configurations the driver asks a strategy
-for at a time.
+for at a time; `stream` runs a strategy's configurations as it hands them over,
+asking for more as jobs end (batch by batch, or, for Slurm, one more each time
+one ends).
 
 Resume (`should_run`): a job whose result.json carries its current config hash
 is done and is not run again; failed ones run again only with retry_failed, and
@@ -42,6 +44,7 @@ from sweep.records import FAILED, JobConfig, JobResult, Status, read_result, wri
 from sweep.space import Space
 
 OnResult = Callable[[JobResult], None]
+Ask = Callable[[int], "list[PendingJob]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,7 @@ class PendingJob:
     tag: str
     dir: Path
     config_hash: str
+    partition: str = ""   # the Slurm partition it must run on (slurm.partitions); "": slurm.partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,9 @@ class Context:
 class Executor(ABC):
     name: ClassVar[str]
     doc: ClassVar[str]
+    # True: the executor finds a job an earlier driver started (and that still runs) itself and
+    # watches it; False: the driver leaves out a job whose state.json names a live process
+    finds_running: ClassVar[bool] = False
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -96,6 +103,14 @@ class Executor(ABC):
         except BaseException:
             self.cancel()
             raise
+
+    def stream(self, ask: Ask, stages: str, on_result: OnResult, progress: Progress) -> None:
+        """Run what `ask(n)` hands over (up to n jobs; [] when it has no more), asking again as
+        jobs end, until it has no more and every job has ended. Here batch by batch: every job
+        of a batch ends before the next batch is asked for. An executor that can start jobs
+        while others run overrides it, keeping parallelism() jobs in flight (Slurm)."""
+        while jobs := ask(self.parallelism()):
+            self.run(jobs, stages, on_result, progress)
 
 
 def registry() -> dict[str, type[Executor]]:

@@ -1,16 +1,30 @@
-"""Slurm, through submitit: one job array per batch, watched sparingly, resumable.
+"""Slurm, through submitit: job arrays that fit the cluster's limits, watched sparingly, resumable.
 
-Submission: the batch's job folders go to `SlurmExecutor.map_array` in one call
-(one sbatch, one array, `--array=0-N%P` with P = slurm.array_parallelism). The
-array's sbatch script is copied into every job folder (slurm_array.sbatch) and
-the submission is recorded in jobs/<sweep>/_dispatch/slurm.json.
+Submission (sweep.executors.slurm_submit): jobs go out as job arrays, one sbatch
+each, `--array=0-N%P`. The cluster's limits (sweep.executors.slurm_limits: MaxArraySize,
+the user's submit limit) decide how much goes out at once: a plan larger than
+MaxArraySize is split into several arrays, and the next is submitted as tasks leave
+the queue, never putting more of the user's tasks in the queue than the submit
+limit allows. At most slurm.array_parallelism tasks of the sweep run at once across
+its arrays: a new array gets what the earlier ones leave of it, and its throttle is
+raised (scontrol update ArrayTaskThrottle) as they drain.
 
-Watching: one `squeue -r -j <arrays>` per poll interval for every array of the
-sweep, never one call per job; a task has finished when it has left the queue.
-Its result.json is then the truth. A task that left no result is classified
-from the scheduler (`scontrol show job`, which remembers a job for MinJobAge;
-sacct when an accounting database answers) and submitit's own outcome file:
-timeout, cancelled, node failure (runtime_failed), preempted.
+Build partition: with slurm.build_partition, each batch goes out as a CPU-only build
+array there and a measure array that depends on it task by task
+(`--dependency=aftercorr`), so only measuring holds a GPU and a failed build stops
+its own measure task alone: the driver cancels that task and records the
+configuration with the build's failure ("build failed: ...").
+
+Watching (sweep.executors.slurm_queue): one `squeue` per poll interval for the
+user's whole queue, never one call per job; a task has ended when it has left the
+queue. Its result.json is then the truth. A task that left no result is classified
+from the scheduler (`scontrol show job`, which remembers a job for MinJobAge; sacct
+when an accounting database answers) and submitit's own outcome file: timeout,
+cancelled, node failure (runtime_failed), preempted.
+
+Asynchronous search (`stream`): whenever a configuration ends, the driver asks the
+strategy for as many new ones as array_parallelism leaves room for and submits them
+at once (single tasks, or small arrays), so no trial waits for another.
 
 Faults inside the job (see SweepTask): Slurm sends USR2 shortly before the time
 limit and on preemption (submitit's --signal). At the time limit the task
@@ -21,255 +35,67 @@ the object cache).
 
 Resume: a driver started again reads slurm.json, asks squeue which recorded
 tasks are still queued or running, and watches those instead of submitting them
-again; the rest go out as a new array.
+again (a build still queued gets its measure task once it has built); the rest
+go out as new arrays.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
+import getpass
 import shutil
-import socket
-import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
-from sweep import atomic
 from sweep.errors import SweepError
-from sweep.executors import Context, Executor, OnResult, PendingJob, job_environment, record_lost
-from sweep.job import Termination, current_stage, run_job, slurm_job_id
+from sweep.executors import Ask, Context, Executor, OnResult, PendingJob
+from sweep.executors.slurm_limits import Limits, next_array, read_limits, throttles
+from sweep.executors.slurm_queue import (LIVE_STATES, NEVER, STATS, Queued, build_record, built, cancel,  # noqa: F401
+                                         finished, queue, set_throttle)
+from sweep.executors.slurm_submit import (SubmitLimit, SweepTask, executor_parameters, load_records,  # noqa: F401
+                                          log_folder, submit, task_ids)
 from sweep.progress import Progress
-from sweep.records import JobConfig, JobResult, Status, now, read_result, write_result
-from sweep.space import Slurm
-
-LIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD",
-               "REQUEUE_FED", "SPECIAL_EXIT", "STOPPED", "SIGNALING", "STAGE_OUT"}
-STATE_TO_STATUS = {"TIMEOUT": Status.TIMEOUT, "CANCELLED": Status.CANCELLED, "PREEMPTED": Status.PREEMPTED,
-                   "NODE_FAIL": Status.RUNTIME_FAILED, "OUT_OF_MEMORY": Status.RUNTIME_FAILED,
-                   "FAILED": Status.RUNTIME_FAILED, "BOOT_FAIL": Status.RUNTIME_FAILED, "DEADLINE": Status.TIMEOUT,
-                   "COMPLETED": Status.RUNTIME_FAILED}
+from sweep.records import JobResult, Status, write_result
 
 
-@dataclass
-class SchedulerStats:
-    """How often the driver asked the scheduler (reported after a run)."""
+@dataclass(slots=True)
+class Task:
+    """An array task the driver watches."""
 
-    squeue_calls: int = 0
-    scontrol_calls: int = 0
-    sacct_calls: int = 0
-    submissions: int = 0
-
-
-STATS = SchedulerStats()
+    job: PendingJob
+    stages: str                  # what it runs: all | build | measure
+    log_dir: str
+    array_id: str
+    measure: str | None = None   # a build task of a split configuration: its measure task ("": none queued yet)
 
 
-# ---------------------------------------------------------------------------
-# The task a Slurm job runs
-# ---------------------------------------------------------------------------
+@dataclass(slots=True)
+class Array:
+    """An array the driver watches: its throttle rises as the sweep's earlier arrays drain."""
 
-
-class SweepTask:
-    """run_job, made checkpointable for submitit: records timeouts, requeues on preemption."""
-
-    def __init__(self, time_min: int):
-        self.time_min = time_min
-        self.started = time.time()
-
-    def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
-        self.started = time.time()
-        Termination.watch()
-        return run_job(job_dir, stages)
-
-    def timed_out(self) -> bool:
-        # submitit's own rule (SignalHandler.has_timed_out): past the guaranteed walltime
-        limit = self.time_min * 60
-        return time.time() - self.started >= min(limit * 0.8, limit - 10 * 60) if limit > 0 else False
-
-    def checkpoint(self, job_dir: str, stages: str):
-        import submitit
-
-        d = Path(job_dir)
-        cfg = JobConfig.load(d)
-        stage = current_stage(d) or "job"
-        where = "the job" if stage == "job" else stage
-        previous, log = read_result(d), _task_log(d)
-        if self.timed_out():
-            write_result(d, JobResult.ended(cfg, Status.TIMEOUT, stage, f"hit the {self.time_min}-minute time limit "
-                                            f"during {where}; raise it (--time or slurm.time_min)", log, previous=previous))
-            (d / "state.json").unlink(missing_ok=True)
-            return None  # no requeue: it would time out again
-        write_result(d, JobResult.ended(cfg, Status.PREEMPTED, stage,
-                                        f"preempted on {socket.gethostname()} during {where}; requeued", log,
-                                        previous=previous))
-        return submitit.helpers.DelayedSubmission(SweepTask(self.time_min), job_dir, stages)
-
-
-def _task_log(job_dir: Path) -> str:
-    folder, job_id = os.environ.get("SWEEP_SLURM_LOG_DIR", ""), slurm_job_id()
-    return str(Path(folder) / f"{job_id}_0_log.out") if folder and job_id else ""
-
-
-# ---------------------------------------------------------------------------
-# Scheduler queries
-# ---------------------------------------------------------------------------
-
-
-def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return subprocess.CompletedProcess(cmd, 1, "", str(e))
-
-
-def queue_states(array_ids: list[str]) -> dict[str, str]:
-    """'ARRAY_TASK' -> state for every task of these arrays still in the queue (one squeue call)."""
-    if not array_ids:
-        return {}
-    STATS.squeue_calls += 1
-    r = _run(["squeue", "-h", "-r", "-j", ",".join(array_ids), "-o", "%i|%T"])
-    out = {}
-    if r.returncode != 0:
-        if "Invalid job id" in r.stderr:  # every listed array has left the queue
-            return {}
-        raise SweepError(f"squeue failed: {r.stderr.strip() or r.stdout.strip()}; is the Slurm controller reachable?")
-    for line in r.stdout.splitlines():
-        jid, _, state = line.strip().partition("|")
-        if jid:
-            out[jid] = state.split()[0] if state else ""
-    return out
-
-
-def final_state(job_id: str) -> str:
-    """A finished task's state: scontrol while Slurm remembers it (MinJobAge), else sacct when it has data."""
-    STATS.scontrol_calls += 1
-    r = _run(["scontrol", "show", "job", job_id])
-    m = re.search(r"JobState=(\S+)", r.stdout)
-    if r.returncode == 0 and m:
-        return m.group(1)
-    if shutil.which("sacct"):
-        STATS.sacct_calls += 1
-        r = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"])
-        lines = [l.split()[0] for l in r.stdout.splitlines() if l.strip()]
-        if r.returncode == 0 and lines:
-            return lines[-1]
-    return "UNKNOWN"
-
-
-def _submitit_outcome(folder: Path, job_id: str) -> str:
-    """submitit's result file for a task: 'timed-out' and similar reasons, when it wrote one."""
-    try:
-        import pickle
-
-        with open(folder / f"{job_id}_0_result.pkl", "rb") as f:
-            outcome, value = pickle.load(f)
-        return f"{outcome}: {value}"[:300]
-    except Exception:  # absent or unreadable: nothing to add
-        return ""
-
-
-# ---------------------------------------------------------------------------
-# Submission and watching
-# ---------------------------------------------------------------------------
-
-
-def executor_parameters(s: Slurm, sweep: str) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for the space's (and command line's) Slurm settings."""
-    params: dict[str, Any] = {
-        "job_name": f"sweep-{sweep}", "time": s.time_min, "cpus_per_task": s.cpus_per_job,
-        "array_parallelism": s.array_parallelism, "stderr_to_stdout": True,
-        # USR2 must come before the limit, even for a 1-minute test job
-        "signal_delay_s": int(min(90, max(15, s.time_min * 60 // 4))),
-    }
-    if s.gpus_per_job:
-        params["gpus_per_node"] = s.gpus_per_job
-    for key in ("partition", "account", "qos", "constraint", "mem"):
-        v = getattr(s, key)
-        if v:
-            params[key] = _sbatch_value(key, v)
-    extra: dict[str, Any] = {}
-    for opt in s.extra_sbatch:
-        m = re.fullmatch(r"--([A-Za-z][A-Za-z0-9_-]*)(?:=(.*))?", opt.strip())
-        if not m:
-            raise SweepError(f"slurm extra option {opt!r} must look like --name or --name=value (an sbatch option)")
-        extra[m.group(1).replace("_", "-")] = _sbatch_value(opt, m.group(2)) if m.group(2) is not None else True
-    if extra:
-        params["additional_parameters"] = extra
-    if s.setup:
-        params["setup"] = list(s.setup)
-    return params
-
-
-def _sbatch_value(key: str, value: str) -> str:
-    # Each option becomes one '#SBATCH --key=value' line: a line break would end it and
-    # start a line sbatch ignores or reads as another option, whitespace would cut it.
-    if any(ch.isspace() or not ch.isprintable() for ch in value):
-        raise SweepError(f"slurm {key} {value!r} contains whitespace or a control character, which an #SBATCH line "
-                         "cannot carry; give it without spaces or line breaks (e.g. --constraint='h100&ib')")
-    return value
-
-
-def log_folder(sweep_dir: Path, s: Slurm) -> Path:
-    return Path(s.log_dir).expanduser().resolve() if s.log_dir else Path(sweep_dir) / "_slurm"
-
-
-def _records_path(sweep_dir: Path) -> Path:
-    return Path(sweep_dir) / "_dispatch" / "slurm.json"
-
-
-def load_records(sweep_dir: Path) -> list[dict[str, Any]]:
-    try:
-        return json.loads(_records_path(sweep_dir).read_text())
-    except (OSError, ValueError):
-        return []
-
-
-def submit(jobs: list[PendingJob], stages: str, sweep_dir: Path, s: Slurm, sweep: str) -> dict[str, Any]:
-    """One sbatch for the whole batch; returns (and records) the submission."""
-    import submitit
-
-    folder = log_folder(sweep_dir, s)
-    ex = submitit.SlurmExecutor(folder=str(folder), max_num_timeout=0)
-    params = executor_parameters(s, sweep)
-    params.setdefault("setup", [])
-    params["setup"] = [f"export SWEEP_SLURM_LOG_DIR={folder}",
-                       *(f"export {k}={v}" for k, v in job_environment().items())] + params["setup"]
-    try:
-        ex.update_parameters(**params)
-    except ValueError as e:
-        raise SweepError(f"Slurm settings rejected: {e}") from None
-    task = SweepTask(s.time_min)
-    try:
-        sjobs = ex.map_array(task, [str(j.dir) for j in jobs], [stages] * len(jobs))
-    except Exception as e:  # sbatch refused: say why, in one line
-        msg = str(e).strip().splitlines()
-        raise SweepError(f"sbatch refused the array: {msg[-1] if msg else e}; check partition/account/qos/gres "
-                         f"(`sinfo`), or the options in the space file's slurm: section") from None
-    STATS.submissions += 1
-    array_id = sjobs[0].job_id.split("_")[0]
-    script = folder / f"{array_id}_submission.sh"
-    for i, j in enumerate(jobs):
-        if script.is_file():
-            text = script.read_text()
-            atomic.write_text(j.dir / "slurm_array.sbatch",
-                              f"# array {array_id}, task {i} of {len(jobs)} (this folder); the script every task ran:\n{text}")
-    record = {"array_id": array_id, "job_ids": [sj.job_id for sj in sjobs],  # "A_i", or "A" for a lone job
-              "tags": [j.tag for j in jobs], "dirs": [str(j.dir) for j in jobs],
-              "hashes": [j.config_hash for j in jobs], "stages": stages, "submitted_at": now(), "log_dir": str(folder)}
-    records = load_records(sweep_dir) + [record]
-    atomic.write_json(_records_path(sweep_dir), records)
-    return record
+    array_id: str
+    build: bool
+    throttle: int
+    job_ids: list[str]
 
 
 class SlurmExecutor(Executor):
     name = "slurm"
-    doc = "one job array per batch (one sbatch), watched with one squeue per interval"
+    doc = "job arrays within the cluster's limits, watched with one squeue per interval"
+    finds_running = True   # slurm.json and squeue say which tasks of an earlier driver still run
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
-        self.watching: dict[str, tuple[PendingJob, str, str]] = {}   # job id "A_i" -> (job, log folder, stages)
+        self.s = ctx.space.slurm
+        self.watching: dict[str, Task] = {}                 # job id "A_i" -> task
+        self.backlog: list[tuple[PendingJob, str]] = []     # (job, all | split | build | measure), not yet submitted
+        self.open: set[str] = set()                         # job folders handed over and not yet reported
+        self.arrays: list[Array] = []
+        self.limits: Limits | None = None
+        self.queued = 0                                     # the user's tasks in the queue (last squeue + submitted since)
+        self.queue: dict[str, Queued] = {}
+        self.say: Callable[[str], None] = lambda text: None
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -278,92 +104,195 @@ class SlurmExecutor(Executor):
             raise SweepError("sbatch not found: --executor slurm runs on a Slurm login node; use --executor local on a GPU machine")
 
     def parallelism(self) -> int:
-        return self.ctx.space.slurm.array_parallelism
+        return self.s.array_parallelism
 
+    # -- handing jobs over --------------------------------------------------------
     def submit(self, jobs: list[PendingJob], stages: str, progress: Progress | None = None) -> None:
-        """Submit what is not already queued (tasks a previous driver submitted are watched, not resubmitted)."""
-        ctx, s = self.ctx, self.ctx.space.slurm
-        say = progress.note if progress is not None else (lambda text: None)
-        records = load_records(ctx.sweep_dir)
-        live = queue_states([r["array_id"] for r in records])
-        by_dir = {str(j.dir): j for j in jobs}
-        attached: set[str] = set()
-        for r in records:
-            for i, (d, h) in enumerate(zip(r["dirs"], r["hashes"])):
-                jid = r.get("job_ids", [])[i] if r.get("job_ids") else f"{r['array_id']}_{i}"
-                if d in by_dir and by_dir[d].config_hash == h and live.get(jid) in LIVE_STATES and d not in attached:
-                    self.watching[jid] = (by_dir[d], r["log_dir"], r["stages"])
-                    attached.add(d)
-        fresh = [j for j in jobs if str(j.dir) not in attached]
+        """Take jobs over: those a previous driver submitted and that are still queued are watched,
+        the rest wait in the backlog and go out as the limits allow."""
+        if progress is not None:
+            self.say = progress.note
+        if self.limits is None:
+            self.limits = read_limits(self.s, getpass.getuser())
+            self.say(f"  Slurm limits: {self.limits.describe()}")
+        self._read_queue()
+        attached = self._attach(jobs, stages)
         if attached:
-            say(f"  {len(attached)} job(s) still queued from an earlier run: watching them, not resubmitting")
-        if fresh:
-            rec = submit(fresh, stages, ctx.sweep_dir, s, ctx.space.name)
-            for jid, j in zip(rec["job_ids"], fresh):
-                self.watching[jid] = (j, rec["log_dir"], stages)
-            say(f"  submitted job array {rec['array_id']} ({len(fresh)} tasks, at most {s.array_parallelism} at once)")
+            self.say(f"  {attached} job(s) still queued from an earlier run: watching them, not resubmitting")
+        self._top_up()
 
+    def _kind(self, job: PendingJob, stages: str) -> str:
+        if stages != "all" or not self.s.build_partition:
+            return stages
+        return "measure" if built(job) else "split"
+
+    def _attach(self, jobs: list[PendingJob], stages: str) -> int:
+        by_dir = {str(j.dir): j for j in jobs}
+        runs: dict[str, tuple[str, dict]] = {}     # dir -> (job id, record) of a live task that measures (or dry-builds)
+        builds: dict[str, tuple[str, dict]] = {}   # dir -> (job id, record) of a live build task of a split config
+        for r in load_records(self.ctx.sweep_dir):
+            split_build = r.get("build") and r["stages"] == "build" and stages == "all"
+            if (r["stages"] == "build") != (stages == "build") and not split_build:
+                continue
+            for jid, d, h in zip(task_ids(r), r["dirs"], r["hashes"]):
+                q = self.queue.get(jid)
+                if d in by_dir and by_dir[d].config_hash == h and q is not None and q.state in LIVE_STATES:
+                    (builds if split_build else runs).setdefault(d, (jid, r))
+        for d, j in by_dir.items():
+            self.open.add(d)
+            if d in runs:
+                jid, r = runs[d]
+                self.watching[jid] = Task(j, r["stages"], r["log_dir"], r["array_id"])
+                self._remember(r)
+            if d in builds:
+                jid, r = builds[d]
+                self.watching[jid] = Task(j, "build", r["log_dir"], r["array_id"], measure=runs.get(d, ("",))[0])
+                self._remember(r)
+            if d not in runs and d not in builds:
+                self.backlog.append((j, self._kind(j, stages)))
+        return len(set(runs) | set(builds))
+
+    def _remember(self, record: dict) -> None:
+        if not any(a.array_id == record["array_id"] for a in self.arrays):
+            self.arrays.append(Array(record["array_id"], bool(record.get("build")),
+                                     int(record.get("throttle") or self.s.array_parallelism), task_ids(record)))
+
+    def _top_up(self) -> None:
+        """Submit from the backlog what the limits allow now, as arrays of one kind each."""
+        assert self.limits is not None
+        while self.backlog:
+            first, kind = self.backlog[0]
+            group = [j for j, k in self.backlog if k == kind and j.partition == first.partition]
+            per = 2 if kind == "split" else 1
+            n, throttle = next_array(len(group), self.queued, len(self.open) - len(self.backlog), self.limits,
+                                     self.parallelism(), per)
+            if n == 0:
+                return
+            jobs = group[:n]
+            try:
+                self._submit(jobs, kind, throttle)
+            except SubmitLimit as e:
+                self.limits = self.limits.learned(self.queued, str(e))
+                self.say(f"  sbatch refused more tasks ({e}): waiting for some to leave the queue")
+                return
+            taken = {str(j.dir) for j in jobs}
+            self.backlog = [(j, k) for j, k in self.backlog if str(j.dir) not in taken]
+            self.queued += n * per
+
+    def _submit(self, jobs: list[PendingJob], kind: str, throttle: int) -> None:
+        ctx, s = self.ctx, self.s
+        if kind == "split":
+            b = submit(jobs, "build", ctx.sweep_dir, s, ctx.space.name, throttle=throttle, build=True)
+            self._remember(b)
+            try:
+                m = submit(jobs, "measure", ctx.sweep_dir, s, ctx.space.name, throttle=throttle, after=b["array_id"],
+                       partition=jobs[0].partition)
+            except BaseException:
+                for jid, j in zip(b["job_ids"], jobs):   # the builds are queued: once built, their measures follow
+                    self.watching[jid] = Task(j, "build", b["log_dir"], b["array_id"], measure="")
+                raise
+            self._remember(m)
+            for bid, mid, j in zip(b["job_ids"], m["job_ids"], jobs):
+                self.watching[bid] = Task(j, "build", b["log_dir"], b["array_id"], measure=mid)
+                self.watching[mid] = Task(j, "measure", m["log_dir"], m["array_id"])
+            self.say(f"  submitted build array {b['array_id']} on {s.build_partition} and measure array "
+                     f"{m['array_id']} after it ({len(jobs)} tasks each, at most {throttle} at once)")
+            return
+        rec = submit(jobs, kind, ctx.sweep_dir, s, ctx.space.name, throttle=throttle,
+                     build=kind == "build" and bool(s.build_partition), partition=jobs[0].partition)
+        self._remember(rec)
+        for jid, j in zip(rec["job_ids"], jobs):
+            self.watching[jid] = Task(j, kind, rec["log_dir"], rec["array_id"])
+        where = f" on {rec['partition']}" if s.partitions else ""
+        self.say(f"  submitted job array {rec['array_id']}{where} ({len(jobs)} tasks, at most {throttle} at once)")
+
+    # -- watching -------------------------------------------------------------------
     def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:
         if jobs:
             self.submit(jobs, stages, progress)
             self.watch(on_result, progress)
 
-    def watch(self, on_result: OnResult, progress: Progress) -> None:
-        """Watch every task until it has left the queue."""
+    def stream(self, ask: Ask, stages: str, on_result: OnResult, progress: Progress) -> None:
+        """Keep array_parallelism configurations in flight, asking for more as each ends."""
+        first = ask(self.parallelism())
+        if first:
+            self.submit(first, stages, progress)
+            self.watch(on_result, progress, ask=ask, stages=stages)
+
+    def watch(self, on_result: OnResult, progress: Progress, ask: Ask | None = None, stages: str = "all") -> None:
+        """Watch every task until it has left the queue (with `ask`: and until it has no more to give)."""
         poll_s = max(self.ctx.poll_s, 5.0)
-        arrays = sorted({jid.split("_")[0] for jid in self.watching})
-        while self.watching:
-            states = queue_states(arrays)
-            running = sum(1 for jid in self.watching if states.get(jid) not in (None, "PENDING"))
-            for jid, (j, folder, st) in list(self.watching.items()):
-                if jid in states:
-                    continue
-                del self.watching[jid]
-                on_result(_finished(j, jid, Path(folder), st))
+        want_more = ask is not None
+        while self.open or want_more:
+            ended = self._poll(on_result)
+            free = self.parallelism() - len(self.open)
+            if ask is not None and free > 0 and (want_more or ended):
+                more = ask(free)
+                want_more = bool(more)
+                if more:
+                    self._attach(more, stages)
+            self._top_up()
+            running = sum(1 for jid, t in self.watching.items()
+                          if self.queue.get(jid, Queued("")).state not in ("", "PENDING"))
             progress.show(running=running)
-            if self.watching:
+            if self.open:
                 time.sleep(poll_s)
 
+    def _read_queue(self) -> None:
+        self.queue = queue()
+        self.queued = len(self.queue)
+
+    def _poll(self, on_result: OnResult) -> int:
+        """One squeue: report what has ended, cancel measure tasks whose build failed, raise throttles.
+        Returns how many configurations ended."""
+        before = len(self.open)
+        self._read_queue()
+        doomed = []
+        for jid, t in list(self.watching.items()):
+            q = self.queue.get(jid)
+            if q is None:
+                del self.watching[jid]
+                self._ended(jid, t, on_result)
+            elif t.stages == "measure" and q.reason == NEVER:   # its build failed while no driver watched it
+                doomed.append(jid)
+        for jid in doomed:
+            if jid in self.watching:   # not already ended with its build task in this poll
+                self._build_failed(self.watching[jid].job, build_record(self.watching[jid].job), [jid], on_result)
+        self._raise_throttles()
+        return before - len(self.open)
+
+    def _ended(self, jid: str, t: Task, on_result: OnResult) -> None:
+        r = finished(t.job, jid, Path(t.log_dir), t.stages)
+        if t.measure is None:
+            self._report(t.job, r, on_result)
+        elif r.status != Status.OK:
+            self._build_failed(t.job, r, [t.measure] if t.measure else [], on_result)
+        elif t.measure == "":
+            self.backlog.append((t.job, "measure"))   # built; its measure task was never queued (resume)
+
+    def _build_failed(self, job: PendingJob, r: JobResult, measures: list[str], on_result: OnResult) -> None:
+        for jid in measures:
+            self.watching.pop(jid, None)
+        cancel([jid for jid in measures if jid in self.queue])
+        r = replace(r, reason=f"build failed: {r.reason}; its measure task was cancelled")
+        write_result(job.dir, r)
+        self._report(job, r, on_result)
+
+    def _report(self, job: PendingJob, r: JobResult, on_result: OnResult) -> None:
+        self.open.discard(str(job.dir))
+        on_result(r)
+
+    def _raise_throttles(self) -> None:
+        for build in (True, False):
+            arrays = [a for a in self.arrays if a.build == build]
+            counts = [(sum(1 for jid in a.job_ids if jid in self.watching), a.throttle) for a in arrays]
+            for a, (left, _), want in zip(arrays, counts, throttles(counts, self.parallelism())):
+                if left and want > a.throttle and set_throttle(a.array_id, want):
+                    a.throttle = want
+
     def cancel(self) -> None:
-        """The driver's interrupt leaves the array running: its tasks write their own
+        """The driver's interrupt leaves the arrays running: their tasks write their own
         results, and the next driver watches them (resume). Nothing is cancelled."""
-
-
-def _finished(j: PendingJob, job_id: str, folder: Path, stages: str) -> JobResult:
-    """The result of a task that has left the queue: its own record, else the scheduler's verdict."""
-    r = read_result(j.dir)
-    if r is not None and r.config_hash == j.config_hash and r.status == Status.CANCELLED:
-        # the job only knows it was terminated; the scheduler knows why
-        state = final_state(job_id).split()[0].rstrip("+")
-        if state in ("TIMEOUT", "DEADLINE"):
-            r = replace(r, status=Status.TIMEOUT, reason=f"hit the Slurm time limit during {r.stage}; raise --time")
-        elif state == "NODE_FAIL":
-            r = replace(r, status=Status.RUNTIME_FAILED, reason=f"its node failed (NODE_FAIL) during {r.stage}")
-        elif state == "PREEMPTED":
-            r = replace(r, status=Status.PREEMPTED, reason=f"preempted during {r.stage} and not requeued")
-        write_result(j.dir, r)
-        return r
-    if r is not None and r.config_hash == j.config_hash and r.status != Status.PREEMPTED:
-        return r
-    log = folder / f"{job_id}_0_log.out"  # submitit's name for task 0 of job (or array task) job_id
-    if stages == "build":  # a dry run records a successful build in built.json, not result.json
-        try:
-            built = json.loads((j.dir / "built.json").read_text())
-            if built.get("config_hash") == j.config_hash:
-                return JobResult.ended(JobConfig.load(j.dir), Status.OK, "build", "built only (dry run): not measured", log)
-        except (OSError, ValueError):
-            pass
-    state = final_state(job_id).split()[0].rstrip("+")
-    status = STATE_TO_STATUS.get(state, Status.RUNTIME_FAILED)
-    reason = {Status.TIMEOUT: "hit the Slurm time limit before writing a result; raise --time",
-              Status.CANCELLED: "cancelled (scancel, or an administrator)",
-              Status.PREEMPTED: "preempted and not requeued"}.get(status, f"the job ended as {state} without a result")
-    if state == "NODE_FAIL":
-        reason = "its node failed (NODE_FAIL)"
-    outcome = _submitit_outcome(folder, job_id)
-    if "timed-out" in outcome and status != Status.CANCELLED:
-        status, reason = Status.TIMEOUT, "hit the Slurm time limit; raise --time"
-    return record_lost(j, reason, log, status=status, stage="scheduler")
 
 
 EXECUTOR = SlurmExecutor

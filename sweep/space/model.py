@@ -96,10 +96,15 @@ class Slurm:
     cpus_per_job: int = 4
     mem: str | None = None                 # e.g. "16G"
     time_min: int = 20
-    array_parallelism: int = 16
+    array_parallelism: int = 16            # at most this many of the sweep's tasks run at once
     extra_sbatch: tuple[str, ...] = ()     # more "#SBATCH ..." options, e.g. "--exclusive"
     setup: tuple[str, ...] = ()            # shell lines before the job, e.g. "module load cuda/13.0"
     log_dir: str | None = None             # default jobs/<sweep>/_slurm
+    max_submit: int = 0                    # at most this many tasks of the user queued at once (0: the cluster's limits only)
+    build_partition: str | None = None     # builds go out as a CPU-only array there; measure tasks depend on them
+    build_cpus: int = 4                    # CPUs per build task
+    build_time_min: int = 15               # time limit per build task, minutes
+    partitions: tuple[str, ...] = ()       # measure every configuration on each (one per GPU model); () : partition
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}

@@ -184,6 +184,9 @@ def slurm(top: Section, path: Path) -> Slurm:
         cpus_per_job=s.int("cpus_per_job", 4, 1, 1024), mem=s.str("mem", None),
         time_min=s.int("time_min", 20, 1, 60 * 24 * 14), array_parallelism=s.int("array_parallelism", 16, 1, 100000),
         extra_sbatch=s.strings("extra_sbatch", ()), setup=s.strings("setup", ()), log_dir=s.str("log_dir", None),
+        max_submit=s.int("max_submit", 0, 0, 10_000_000), build_partition=s.str("build_partition", None),
+        build_cpus=s.int("build_cpus", 4, 1, 1024), build_time_min=s.int("build_time_min", 15, 1, 60 * 24 * 14),
+        partitions=s.strings("partitions", ()),
     )
 
 

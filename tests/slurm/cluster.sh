@@ -21,6 +21,10 @@
 #                         default /tmp/sweep-slurm
 #   SWEEP_SLURM_CONF_DIR  where slurm.conf/gres.conf go; default /etc/slurm,
 #                         which the Debian binaries read without SLURM_CONF
+#   SWEEP_SLURM_MAX_ARRAY_SIZE  MaxArraySize (default 11: array indices 0-10, so
+#                         the tests' plans of a dozen configurations must be split
+#                         into several arrays, as a 2,500-configuration plan is on a
+#                         cluster with Slurm's default of 1001)
 #   SWEEP_SLURM_GPUS      number of fake GPUs declared as gres (default 2;
 #                         0 declares no gres at all)
 #   SWEEP_SLURM_TIMEOUT   seconds `start` waits for an idle node (default 60)
@@ -50,6 +54,7 @@ set -euo pipefail
 STATE_DIR="${SWEEP_SLURM_DIR:-/tmp/sweep-slurm}"
 CONF_DIR="${SWEEP_SLURM_CONF_DIR:-/etc/slurm}"
 GPUS="${SWEEP_SLURM_GPUS:-2}"
+MAX_ARRAY_SIZE="${SWEEP_SLURM_MAX_ARRAY_SIZE:-11}"
 START_TIMEOUT="${SWEEP_SLURM_TIMEOUT:-60}"
 MUNGE_KEY=/etc/munge/munge.key
 MUNGE_SOCKET_DIR=/run/munge
@@ -68,6 +73,7 @@ die() {
 
 [[ "$STATE_DIR" == /?* && "$STATE_DIR" != / ]] || die "SWEEP_SLURM_DIR must be an absolute path other than / (got '$STATE_DIR')"
 [[ "$GPUS" =~ ^[0-9]+$ ]] || die "SWEEP_SLURM_GPUS must be a number (got '$GPUS')"
+[[ "$MAX_ARRAY_SIZE" =~ ^[1-9][0-9]*$ ]] || die "SWEEP_SLURM_MAX_ARRAY_SIZE must be a positive number (got '$MAX_ARRAY_SIZE')"
 
 node_name() {
     local n
@@ -215,12 +221,14 @@ KillWait=5
 MinJobAge=300
 InactiveLimit=0
 MessageTimeout=10
-MaxArraySize=10001
+MaxArraySize=$MAX_ARRAY_SIZE
 MailProg=/bin/true
 GresTypes=gpu
 NodeName=$node NodeHostname=$node NodeAddr=$NODE_ADDR $topo RealMemory=$real_mem$gres_node State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 PartitionName=short Nodes=$node Default=NO MaxTime=30 State=UP
+# Where a sweep's CPU-only build arrays go (slurm.build_partition); the same node.
+PartitionName=cpu Nodes=$node Default=NO MaxTime=INFINITE State=UP
 EOF
 }
 

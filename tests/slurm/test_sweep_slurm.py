@@ -122,7 +122,7 @@ def test_job_hitting_its_time_limit_is_recorded_timeout_with_its_stage(tmp_path)
     p = cli("run", str(toy_space(tmp_path, "slow", alphas=(128,), time_min=1)), "--executor", "slurm", "--no-confirm",
             "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "r"), env={"TOY_BENCH_SLEEP_MS": "300000"},
             timeout=400)
-    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.returncode == 3, p.stdout + p.stderr  # exit 3: nothing was measured (its only configuration timed out)
     r = result(jobs, "slow", "A128_B32")
     assert r["status"] == "timeout" and r["stage"] == "profile" and "time limit" in r["reason"]
     assert r["log"] and Path(r["log"]).name.endswith("_log.out")

@@ -34,11 +34,13 @@ int main(int argc, char** argv) {
     // For executor tests: how long a "measurement" takes, and which GPU the job was given.
     if (const char* ms = getenv("TOY_BENCH_SLEEP_MS")) usleep(1000 * atoi(ms));
     const char* gpu = getenv("CUDA_VISIBLE_DEVICES");
+    const char* model = getenv("TOY_GPU_MODEL");  // a "GPU model" per partition, for sweeps over several
     std::vector<double> a, b;
     for (int it = 0; it < n; ++it) { a.push_back(alpha_time_ns(it)); b.push_back(beta_time_ns(it)); }
     FILE* f = json ? fopen(json, "w") : stdout;
     fprintf(f, "{\n  \"schema\": \"engine-timing/1\",\n  \"program\": \"toy_bench\",\n");
-    fprintf(f, "  \"device\": {\"name\": \"toy (CUDA_VISIBLE_DEVICES=%s)\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", gpu ? gpu : "");
+    if (model) fprintf(f, "  \"device\": {\"name\": \"%s\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", model);
+    else fprintf(f, "  \"device\": {\"name\": \"toy (CUDA_VISIBLE_DEVICES=%s)\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", gpu ? gpu : "");
     fprintf(f, "  \"forward_ms\": {\"median_ms\": %.4f, \"min_ms\": 0, \"max_ms\": 0, \"mean_ms\": 0, \"std_ms\": 0},\n  \"kernels\": [\n",
             (a[0] + b[0]) / 1e6);
     stats(f, "alpha_kernel", ALPHA_BLOCK, 1, a, false);

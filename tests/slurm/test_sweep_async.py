@@ -1,0 +1,35 @@
+"""Asynchronous search on the real test cluster: optuna keeps array_parallelism trials in
+flight and gets a new one submitted as each ends, so a slow trial holds up no other."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_sweep_slurm import cli, toy_space
+
+SLOW_S = 40
+
+
+def test_trials_keep_flowing_while_one_trial_runs_long(tmp_path):
+    jobs = tmp_path / "jobs"
+    # The first trial to reach its measurement claims the marker folder (mkdir is atomic) and sleeps.
+    slow_bench = f'mkdir {{job}}/../_slow 2>/dev/null && sleep {SLOW_S}; exec {{build}}/toy_bench -n {{iterations}} "$@"'
+    space = toy_space(tmp_path, "async", alphas=(32, 64, 128, 256), beta_x=(16, 32, 64),
+                      strategy={"name": "optuna", "samples": 6, "seed": 1},
+                      target={"name": "toy", "dir": str(Path(__file__).parents[1] / "data" / "toy_target"),
+                              "verify": ["{build}/toy_check"], "profile": ["sh", "-c", slow_bench, "toy_bench"],
+                              "events": ["--json", "{events_json}"]})
+    p = cli("run", str(space), "--executor", "slurm", "--no-confirm", "--jobs-dir", str(jobs), "--results-dir",
+            str(tmp_path / "r"), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    results = [json.loads(f.read_text()) for f in (jobs / "async").glob("*/result.json")]
+    assert len(results) == 6 and all(r["status"] == "ok" for r in results), [(r["tag"], r["reason"]) for r in results]
+    slow = [r for r in results if r["intervals"]["profile"][1] - r["intervals"]["profile"][0] >= SLOW_S]
+    assert len(slow) == 1
+    start, end = slow[0]["intervals"]["profile"]
+    during = [r["tag"] for r in results if r is not slow[0]
+              and start < r["intervals"]["build"][0] and r["intervals"]["profile"][1] < end]
+    assert len(during) >= 2, f"trials started and ended while {slow[0]['tag']} ran: {during}"
+    records = json.loads((jobs / "async" / "_dispatch" / "slurm.json").read_text())
+    assert len(records) >= 4 and all(len(r["tags"]) <= 2 for r in records)  # one small array per ask
