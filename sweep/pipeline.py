@@ -230,6 +230,17 @@ class Sweep:
         ex.run(jobs, "build" if self.opts.dry_run else "all", on_result, progress)
 
 
+def _confirm(space: Space, sw: Sweep, jobs: list[executors.PendingJob]) -> None:
+    """Run the end-to-end jobs (baseline, best) that have no result of their configuration yet."""
+    jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
+    if jobs:
+        print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+        progress = Progress(space.name + ":confirm")
+        progress.add(len(jobs))
+        sw.dispatch(jobs, progress, progress.finished)
+        progress.close()
+
+
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
     """The space file as run, kept in the sweep folder: collect and report read it, so
     editing or moving the original later changes nothing already measured."""
@@ -328,25 +339,32 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
 
 
 def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[select_mod.Best | None, Confirmation]:
-    """Collect, select, confirm the combined best against the defaults, write results and the report."""
+    """Collect, select, certify each pick in a race (sweep.certify), confirm the combined best
+    against the defaults, write results and the report. confirm=False (collect again) runs
+    nothing: a race already run for the same candidates still counts."""
+    from sweep import certify
+
     c = collect_mod.collect(sw.sweep_dir)
     best, conf = None, Confirmation()
     if c.measurements.empty:
         print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
     else:
         best = select_mod.select(space, c.measurements)
+        certified = {}
         if confirm and best.choices:
+            baseline = sw.render(None, render.BASELINE_TAG, role="baseline")
+            if space.certify.enabled:
+                if certify.needs_baseline(space, best):   # the default entrant of some group's race
+                    _confirm(space, sw, [baseline])
+                    c = collect_mod.collect(sw.sweep_dir)
+                certified = certify.run(space, sw, best, c)
+            best = select_mod.select(space, c.measurements, certified)
             best_cfg = make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
-            jobs = [sw.render(None, render.BASELINE_TAG, role="baseline"), sw.render(best_cfg, "best", role="best")]
-            jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
-            if jobs:
-                print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
-                progress = Progress(space.name + ":confirm")
-                progress.add(len(jobs))
-                sw.dispatch(jobs, progress, progress.finished)
-                progress.close()
+            _confirm(space, sw, [baseline, sw.render(best_cfg, "best", role="best")])
             c = collect_mod.collect(sw.sweep_dir)
-            best = select_mod.select(space, c.measurements)
+        elif space.certify.enabled:
+            certified = certify.recorded(space, sw.sweep_dir, best, c)
+        best = select_mod.select(space, c.measurements, certified)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
         same = collect_mod.identical_builds(c.configs, [p.macro for p in space.parameters])
         if same:
