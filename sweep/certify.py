@@ -3,8 +3,8 @@
     plan(space, best, collected, sweep_dir)   the RacePlan: per group with at least two
                                               candidates, its `certify.top` fastest (by the
                                               sweep's medians) and the default configuration
-    run(space, sw, best, collected)           render jobs/<sweep>/_race/ and dispatch it
-                                              through the sweep's executor (one job, one GPU)
+    run(space, sw, best, collected)           render jobs/<sweep>/_races/<plan digest>/ and dispatch
+                                              it through the sweep's executor (one job, one GPU)
     recorded(space, sweep_dir, best, c)       the outcome of the race already run for this
                                               very plan (collect reads it; nothing runs)
 
@@ -16,9 +16,17 @@ sweep.stats.race.tie_break).
 
 The default entrant: the candidate whose values are the group's declared
 defaults, else the baseline job (the target's own launch sizes), which then
-runs before the race. Budget: certify.budget_s seconds, or (0) certify.budget_share
-of the sweep's GPU seconds (verify + profile of its ok jobs), shared by all
-groups; a race that cannot reach 3 rounds in it says the noise is unknown.
+runs before the race. Budget: certify.budget_s seconds; or (0, the default)
+certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
+jobs), shared by all groups. A race whose budget ends before 3 rounds has no
+evidence: select keeps the sweep's own pick and evidence, and says so.
+
+What a race costs: a round runs every entrant's program once, start-up included
+(about 2 s for the engine), and no pick can be certified before the first look at
+which a leader that won every round would be (9 rounds with two entrants, 12 with
+three or four, at the default 30 rounds and alpha 0.05). On a sweep of a few
+configurations 20% of its GPU time buys a round or two: `run` says how long the
+race would need (`needed_s`), and certify.budget_s gives it that time.
 """
 
 from __future__ import annotations
@@ -38,13 +46,15 @@ from sweep.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
 from sweep.records import Best, Choice, read_result
 from sweep.select import group_rows, patterns
 from sweep.space import Space
-from sweep.stats import Entrant, contenders
+from sweep.stats import Entrant, Race, contenders
+from sweep.stats.compare import signed_rank_count
 
 if TYPE_CHECKING:
     from sweep.pipeline import Sweep
 
-RACE_DIR = "_race"
-MIN_BUDGET_S = 1.0
+RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
+MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
+ALPHA = 0.05
 
 
 def sweep_gpu_s(configs: pd.DataFrame) -> float:
@@ -55,11 +65,35 @@ def sweep_gpu_s(configs: pd.DataFrame) -> float:
     return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
 
 
+def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA) -> int:
+    """The first look at which a race of `entrants` could certify at all: one whose leader won every round."""
+    r = Race([Entrant(str(i), 1) for i in range(entrants)], alpha=alpha, max_rounds=max_rounds, budget_s=1.0)
+    half = r.pair_alpha / 2
+    return next((n for n in r.looks if signed_rank_count(n, half) >= 0), max_rounds)
+
+
+def round_s(configs: pd.DataFrame, tags: list[str]) -> float:
+    """Seconds one round should take: each job's profiled run, from the sweep's own profile time per run."""
+    if configs.empty or "profile_s" not in configs:
+        return 0.0
+    c = configs.drop_duplicates("tag").set_index("tag")
+    runs = c["runs"].fillna(1).clip(lower=1) if "runs" in c else 1
+    per_run = (c["profile_s"].fillna(0) / runs).to_dict()
+    return float(sum(per_run.get(t, 0.0) for t in tags))
+
+
 def budget(space: Space, configs: pd.DataFrame) -> float:
-    """The race's seconds: certify.budget_s, else budget_share of the sweep's GPU seconds (0.1 s steps)."""
+    """The race's seconds (0.1 s steps): certify.budget_s when set, else budget_share of the sweep's GPU seconds."""
     c = space.certify
     seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
     return round(max(seconds, MIN_BUDGET_S), 1)
+
+
+def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
+    """About how long the race must run before it could certify anything (the rounds up to the
+    first look that could, times one round of the entrants' own profile runs)."""
+    k = max(len(x.entrants) for x in p.lanes)
+    return first_certifiable_round(k, p.max_rounds, p.alpha) * round_s(configs, p.tags())
 
 
 def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
@@ -140,11 +174,21 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+def race_dir(sweep_dir: Path, p: RacePlan) -> Path:
+    return Path(sweep_dir) / RACES / p.digest()
+
+
+def latest_outcome(sweep_dir: Path) -> dict[str, Any] | None:
+    """The newest race.json of a sweep (None when it never raced)."""
+    found = sorted(Path(sweep_dir).glob(f"{RACES}/*/{OUTCOME}"), key=lambda f: f.stat().st_mtime)
+    return read_outcome(found[-1].parent) if found else None
+
+
 def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
-    """The certifications of a race already run for this very plan ({} when there is none, or it is stale)."""
+    """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
-    out = read_outcome(Path(sweep_dir) / RACE_DIR)
-    if p is None or out is None or out.get("plan_digest") != p.digest():
+    out = read_outcome(race_dir(sweep_dir, p)) if p is not None else None
+    if out is None or out.get("plan_digest") != p.digest():
         return {}
     return certifications(p, out)
 
@@ -155,19 +199,23 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, 
     p = plan(space, best, c, sw.sweep_dir)
     if p is None:
         return {}
-    d = sw.sweep_dir / RACE_DIR
+    d = race_dir(sw.sweep_dir, p)
     d.mkdir(parents=True, exist_ok=True)
     digest = p.digest()
-    jc = render.job_config(space, None, RACE_DIR, digest, sw.commit, sw.values, role=ROLE, settings=sw.settings())
+    jc = render.job_config(space, None, f"race_{digest}", digest, sw.commit, sw.values, role=ROLE,
+                           settings=sw.settings())
     atomic.write_json(d / PLAN, p.to_dict())
     atomic.write_json(d / "config.json", jc.to_dict())
-    job = executors.PendingJob(RACE_DIR, d, digest)
+    job = executors.PendingJob(jc.tag, d, digest)
     out = read_outcome(d)
     if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
         (d / OUTCOME).unlink(missing_ok=True)
-        n = len(p.tags())
+        n, need = len(p.tags()), needed_s(p, c.configs)
         print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
               f"({n} jobs a round) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
+        if need > p.budget_s:
+            print(f"  note: certifying a pick takes about {need:.0f} s of rounds here; with {p.budget_s:.0f} s "
+                  f"expect ties (set certify.budget_s: {need * 1.25:.0f} to give the race that time)", file=sys.stderr)
         progress = Progress(space.name + ":certify")
         progress.add(1)
         sw.dispatch([job], progress, progress.finished)

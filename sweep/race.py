@@ -1,6 +1,6 @@
 """The certification race on the GPU: the candidates' already-built programs, in interleaved rounds.
 
-    python -m sweep.job jobs/<sweep>/_race     (what an executor runs: Job.run hands a job
+    python -m sweep.job jobs/<sweep>/_races/<plan>   (what an executor runs: Job.run hands a job
                                                of role "race" to `run_job` here)
 
 sweep.certify writes the plan (race_plan.json: per parameter group, its entrants,

@@ -156,9 +156,10 @@ class Sampler(Generic[C]):
 
     def __init__(self, plan: Plan, capture: Callable[[], C], parse: Callable[[C], list[Measurement]], *,
                  reader: clocks.Reader | None = None, facts: Mapping[str, Any] | None = None,
-                 sleep: Callable[[float], None] = clocks.sleep, clock: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic):
         self.plan, self.capture, self.parse = plan, capture, parse
-        self.reader, self.sleep, self.clock = reader, sleep, clock
+        self.reader, self.clock = reader, clock
+        self.sleep = sleep or (lambda s: clocks.sleep(s))
         self.default_mhz = clocks.default_clock(dict(facts or {}))
 
     def one(self) -> tuple[C, clocks.Reading, int, str]:

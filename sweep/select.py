@@ -28,7 +28,8 @@ Only one GPU model is compared: with measurements from several, the model with
 the most jobs is used and the others are named in a note. A pick whose
 candidates were measured on different GPUs says so (Choice.nodes). A group that
 was raced (sweep.certify) takes its pick and evidence from the race
-(noise_source "race"). Groups whose kernels run at several launch shapes get
+(noise_source "race"), unless the race ended before 3 rounds: then it said
+nothing, and the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
 each shape's best value and the pick's regret there (sweep.shapes). With a
 baseline job (the target's own defaults) each pick also gets its speed-up over
 the default launch sizes.
@@ -190,7 +191,7 @@ def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], ba
     cands.sort(key=lambda c: (c.ns, c.threads))
     kernels = tuple(sorted({k for ks in t["kernels"] for k in ks}))
     nodes = tuple(sorted({n for n in t["node"] if n}))
-    if certification is not None:
+    if certification is not None and certification.verdict != "unknown":
         return _certified(macros, kernels, cands, certification, baseline_ns, nodes,
                           shape_bests(group_rows(space, measurements, macros), macros, certification.pick))
     pick, ru = cands[0], (cands[1] if len(cands) > 1 else None)
@@ -201,10 +202,14 @@ def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], ba
         note = {"faster": "", "tie": TIE_NOTE, "unknown": UNKNOWN_NOTE}[ev["verdict"]]
     margin = (ru.ns - pick.ns) / pick.ns if ru is not None and pick.ns > 0 else None
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
+    if certification is not None:     # a race too short to say anything: the sweep's evidence stands
+        short = (f"the race ran {certification.rounds} round(s) ({certification.stopped}): no evidence, the "
+                 "sweep's pick stands; give it more time with certify.budget_s")
+        note = f"{note}; {short}" if note else short
     return Choice(macros, kernels, pick.values, pick, ru, margin, ev.pop("noise_ns", None),
                   ev.get("verdict") == "faster", baseline_ns, speedup, tuple(cands), _with_nodes(note, nodes),
                   shapes=shape_bests(group_rows(space, measurements, macros), macros, pick.values),
-                  nodes=nodes if len(nodes) > 1 else (), **ev)
+                  nodes=nodes if len(nodes) > 1 else (), certification=certification, **ev)
 
 
 def _with_nodes(note: str, nodes: tuple[str, ...]) -> str:
