@@ -177,14 +177,20 @@ def main() -> int:
         for i in range(args.first, args.first + args.k):
             names.append(f"{base}-stab-{i}")
             run_sweep(space, names[-1], args, ["--no-confirm"] if args.no_confirm else [])
+            write(args, space, [one(n, args.jobs_dir, args.results_dir) for n in names])   # after each rerun
     runs = [one(n, args.jobs_dir, args.results_dir) for n in names]
+    summary = write(args, space, runs)
+    print(report(summary, runs))
+    print(f"written: {args.out}")
+    return 0
+
+
+def write(args: argparse.Namespace, space: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     summary = analyze(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"space": str(space), "backend": args.backend, "summary": summary, "runs": runs},
                                    indent=2, default=str))
-    print(report(summary, runs))
-    print(f"written: {args.out}")
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
