@@ -1,10 +1,16 @@
 """Collect a sweep's result files into tables (pandas).
 
     configs       one row per job: tag, role, status, stage, reason, log, the macros,
-                  GPU, driver, CUDA, commit, host, timings, forward time
+                  GPU, driver, CUDA, commit, host, timings, forward time, the node's
+                  fingerprint (GPU uuid, default SM clock, clocks/temperature/power
+                  at the start) and how it was sampled (runs, samples, noise and its
+                  source, why it stopped, throttled runs dropped)
     measurements  one row per job x kernel x launch shape (long format): the macros,
                   kernel, grid, block, calls, instances, per-launch median/min/max/
-                  mean/std ns, per-iteration total (median and std over iterations)
+                  mean/std ns, per-iteration total (median and std over iterations),
+                  the per-iteration samples themselves (`iter_total_ns`, a list; the
+                  runs they were pooled from in `runs`), their relative noise, and
+                  host and GPU uuid
 
 Both are written to results/<sweep>/ as parquet and csv (atomically), and are
 what selection and the report read. Jobs the sweep planned but that have no
@@ -23,7 +29,9 @@ import pandas as pd
 from sweep import atomic
 from sweep.lock import pid_alive
 from sweep.errors import SweepError
+from sweep.evidence import Sampled
 from sweep.records import JobConfig, Manifest, Status, read_json, read_result
+from sweep.stats import summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,7 @@ def collect(sweep_dir: Path) -> Collected:
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
             "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
+            **fingerprint(env), **sampling_columns(r.sampling),
         }
         config_rows.append(row)
         for m in r.measurements:
@@ -100,6 +109,9 @@ def collect(sweep_dir: Path) -> Collected:
                 "mean_ns": m.mean_ns, "std_ns": m.std_ns, "total_median_ns": m.total_median_ns,
                 "total_std_ns": m.total_std_ns, "gpu": row["gpu"], "driver": row["driver"],
                 "cuda_runtime": row["cuda_runtime"], "commit": row["commit"], "backend": row["backend"],
+                "iter_total_ns": [float(x) for x in m.iter_total_ns], "runs": max(1, len(m.runs)),
+                "noise": summarize(m.iter_total_ns).noise if m.iter_total_ns else None,
+                "host": row["host"], "gpu_uuid": row["gpu_uuid"],
             })
     for t in manifest.tags:  # planned but never rendered (should not happen) or removed
         if t not in seen:
@@ -110,6 +122,24 @@ def collect(sweep_dir: Path) -> Collected:
     configs = pd.DataFrame(config_rows)
     measurements = pd.DataFrame(meas_rows)
     return Collected(configs, measurements, manifest)
+
+
+FINGERPRINT = ("gpu_uuid", "default_sm_mhz", "start_sm_mhz", "start_mem_mhz", "start_temperature_c", "start_power_w")
+
+
+def fingerprint(env: dict) -> dict:
+    """The node facts a job recorded (sweep.clocks.fingerprint), one column each ("" / None when unknown)."""
+    return {k: env.get(k, "" if k == "gpu_uuid" else None) for k in FINGERPRINT}
+
+
+def sampling_columns(s: Sampled | None) -> dict:
+    """How a job sampled its program (sweep.evidence.Sampled), as configs columns; a result written
+    before sampling was recorded ran its program once."""
+    s = s or Sampled(source="")
+    stopped = s.stopped or {}
+    return {"runs": s.runs, "samples": s.samples, "noise": s.noise, "noise_source": s.source,
+            "stop_reason": stopped.get("reason", ""), "throttled_runs": s.throttled_runs,
+            "throttled_samples": s.throttled_samples}
 
 
 def build_digest(objects: dict[str, str] | None) -> str:

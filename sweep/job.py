@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sweep import atomic, build as build_mod, profile
+from sweep import atomic, build as build_mod, clocks, profile, sampling
 from sweep.errors import DiskFull, SweepError
 from sweep.profile import Measurement
 from sweep.records import (JobConfig, JobResult, JobSettings, Status, now, read_json, read_result,  # noqa: F401
@@ -202,6 +202,7 @@ class Job:
         self.build_info: dict[str, Any] = {}
         self.env: dict[str, Any] = {"host": socket.gethostname(), "commit": self.cfg.commit,
                                     "backend": self.cfg.profile["backend"]}
+        self.sampled: sampling.Sampled | None = None
 
     # -- helpers ---------------------------------------------------------------
     def values(self) -> dict[str, Any]:
@@ -279,8 +280,8 @@ class Job:
         self.timings["verify"] = time.monotonic() - t0
         self.mark("verify", start)
 
-    def capture(self) -> tuple[profile.Backend, profile.Invocation, Ran]:
-        """Run the timing program under the backend (needs the GPU)."""
+    def capture(self) -> sampling.Taken:
+        """Run the timing program under the backend as often as the plan says (needs the GPU; see sweep.sampling)."""
         self.state("profile")
         be = profile.backend(self.cfg.profile["backend"])
         log = self.dir / "profile.log"
@@ -298,29 +299,44 @@ class Job:
             inv = be.invocation(request)
         except SweepError as e:
             raise JobFailed(Status.RUNTIME_FAILED, "profile", str(e), log) from None
+        reader = clocks.reader()
+        facts = clocks.fingerprint(reader)
+        self.env.update(facts)
+        plan = sampling.Plan.of(self.cfg.run, self.cfg.profile, inv.iterations)
+        self.sampler = sampling.Sampler(plan, lambda: self._capture_once(inv, log),
+                                        lambda ran: self._parse_once(be, inv, ran, log), reader=reader, facts=facts)
+        taken = self.sampler.take()
+        self.timings["profile"] = time.monotonic() - t0
+        self.mark("profile", start)
+        return taken
+
+    def _capture_once(self, inv: profile.Invocation, log: Path) -> Ran:
         inv.output.unlink(missing_ok=True)
         p = _run(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
         self._check(p, log)
-        self.timings["profile"] = time.monotonic() - t0
-        self.mark("profile", start)
-        return be, inv, p
+        return p
 
-    def parse(self, be: profile.Backend, inv: profile.Invocation, ran: Ran) -> tuple[list[Measurement], dict[str, float]]:
-        """Turn a capture into Measurements (CPU only: runs outside the GPU lock)."""
-        t1, start = time.monotonic(), time.time()
-        log = self.dir / "profile.log"
+    def _parse_once(self, be: profile.Backend, inv: profile.Invocation, ran: Ran, log: Path) -> list[Measurement]:
         for cmd in inv.post:
             self._check(_run(list(cmd), log, "parse", self.timeout_s), log, "parse")
         try:
             parsed = be.parse(inv, ran.stdout)
         except SweepError as e:
             raise JobFailed(Status.RUNTIME_FAILED, "parse", str(e), log) from None
+        self.parsed = parsed
+        return parsed.measurements
+
+    def parse(self, taken: sampling.Taken) -> tuple[list[Measurement], dict[str, float]]:
+        """Turn the runs into Measurements (a single run's parse is CPU only: it runs outside the GPU lock)."""
+        t1, start = time.monotonic(), time.time()
+        ms, self.sampled = self.sampler.finish(taken)
         self.timings["parse"] = time.monotonic() - t1
         self.mark("parse", start)
-        if not parsed.measurements:
-            raise JobFailed(Status.RUNTIME_FAILED, "parse", "the profile holds no kernel launches in the timed iterations", log)
-        self.env.update(_device_facts(parsed.device_text))
-        return parsed.measurements, parsed.forward_ms
+        if not ms:
+            raise JobFailed(Status.RUNTIME_FAILED, "parse", "the profile holds no kernel launches in the timed iterations",
+                            self.dir / "profile.log")
+        self.env.update(_device_facts(self.parsed.device_text))
+        return ms, self.parsed.forward_ms
 
     def _check(self, p: Ran, log: Path, stage: str = "profile") -> None:
         if p.returncode != 0:
@@ -344,6 +360,10 @@ class Job:
                         "reason": f"requeued by Slurm (restart {restarts}): node failure, preemption or scontrol requeue"},)
         ms: list[Measurement] = []
         forward: dict[str, float] = {}
+        if self.cfg.role == "race":     # the certification race (sweep.race) runs as a job of its own
+            from sweep import race
+
+            return race.run_job(self, stages, previous)
         try:
             if stages in ("all", "build"):
                 self.build()
@@ -352,8 +372,8 @@ class Job:
             if stages in ("all", "measure"):
                 with gpu_lock(self.gpu_lock_path):
                     self.verify()
-                    captured = self.capture()
-                ms, forward = self.parse(*captured)
+                    taken = self.capture()
+                ms, forward = self.parse(taken)
             status, stage, reason, log = Status.OK, "", "", ""
             if stages == "build":
                 stage, reason = "build", "built only (dry run): not measured"
@@ -375,7 +395,7 @@ class Job:
         self.timings["total"] = time.monotonic() - t0
         result = JobResult.ended(self.cfg, status, stage, reason, log, previous=previous, measurements=tuple(ms),
                                  forward_ms=forward, env=self.env, timings=self.timings, intervals=self.intervals,
-                                 build=self.build_info)
+                                 build=self.build_info, sampling=self.sampled if status == Status.OK else None)
         if history:
             result = replace(result, history=result.history + history, attempt=max(result.attempt, int(restarts) + 1))
         if stages == "build" and status == Status.OK:

@@ -46,6 +46,7 @@ class Options:
     arch: str | None = None               # overrides build.arch (a dry run on a machine without a GPU)
     retry_failed: bool = False
     confirm: bool = True                  # run the combined best and the defaults end to end
+    certify: bool = True                  # race each group's top candidates on one GPU (sweep.certify)
     report: bool = True
     poll_s: float = 0.1
     slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings
@@ -193,6 +194,17 @@ class Sweep:
         self.executor().stream(ready, self.stages, on_result, progress)
 
 
+def _confirm(space: Space, sw: Sweep, jobs: list[executors.PendingJob]) -> None:
+    """Run the end-to-end jobs (baseline, best) that have no result of their configuration yet."""
+    jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
+    if jobs:
+        print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+        progress = Progress(space.name + ":confirm")
+        progress.add(len(jobs))
+        sw.dispatch(jobs, progress, progress.finished)
+        progress.close()
+
+
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
     """The space file as run, kept in the sweep folder: collect and report read it, so
     editing or moving the original later changes nothing already measured."""
@@ -291,7 +303,8 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
 
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()
-    best, conf = (None, Confirmation()) if opts.dry_run else finish(space, sw, results_dir, confirm=opts.confirm)
+    best, conf = (None, Confirmation()) if opts.dry_run else \
+        finish(space, sw, results_dir, confirm=opts.confirm, certify_picks=opts.certify)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
@@ -302,8 +315,15 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
 
 
-def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[select_mod.Best | None, Confirmation]:
-    """Collect, select, confirm the combined best against the defaults, write results and the report."""
+def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
+           certify_picks: bool | None = None) -> tuple[select_mod.Best | None, Confirmation]:
+    """Collect, select, certify each pick in a race (sweep.certify), confirm the combined best
+    against the defaults, write results and the report. certify_picks (default: confirm) runs
+    the race; without it a race already run for the same candidates still counts, so
+    collecting again (confirm=False) runs nothing on a GPU."""
+    from sweep import certify
+
+    certify_picks = confirm if certify_picks is None else certify_picks
     c = collect_mod.collect(sw.sweep_dir)
     best, conf = None, Confirmation()
     models = by_gpu.models(c.configs)
@@ -318,18 +338,21 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool) -> tuple[s
         print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
     else:
         best = select_mod.select(space, c.measurements)
+        baseline = sw.render(None, render.BASELINE_TAG, role="baseline") if confirm or certify_picks else None
+        certified = {}
+        if space.certify.enabled and certify_picks and best.choices:
+            if certify.needs_baseline(space, best):   # the default entrant of some group's race
+                _confirm(space, sw, [baseline])
+                c = collect_mod.collect(sw.sweep_dir)
+            certified = certify.run(space, sw, best, c)
+        elif space.certify.enabled:
+            certified = certify.recorded(space, sw.sweep_dir, best, c)
+        best = select_mod.select(space, c.measurements, certified)
         if confirm and best.choices:
             best_cfg = make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
-            jobs = [sw.render(None, render.BASELINE_TAG, role="baseline"), sw.render(best_cfg, "best", role="best")]
-            jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
-            if jobs:
-                print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
-                progress = Progress(space.name + ":confirm")
-                progress.add(len(jobs))
-                sw.dispatch(jobs, progress, progress.finished)
-                progress.close()
+            _confirm(space, sw, [baseline, sw.render(best_cfg, "best", role="best")])
             c = collect_mod.collect(sw.sweep_dir)
-            best = select_mod.select(space, c.measurements)
+            best = select_mod.select(space, c.measurements, certified)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
         same = collect_mod.identical_builds(c.configs, [p.macro for p in space.parameters])
         if same:

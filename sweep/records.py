@@ -5,7 +5,9 @@
     JobResult     result.json: what a job did, with its measurements
     Manifest      jobs/<sweep>/sweep.json: the plan and every run of the driver
     Candidate, Choice, Best
-                  results/<sweep>/best.json: each group's pick and its evidence
+                  results/<sweep>/best.json: each group's pick and its evidence (its
+                  Certification and ShapeBest records, like result.json's Sampled,
+                  are in sweep.evidence)
     Confirmation  results/<sweep>/confirmation.json: the combined pick end to end
 
 Every file carries a `schema` ("sweep-<kind>/<version>"). A reader refuses a file
@@ -27,6 +29,7 @@ from typing import Any, Mapping
 
 from sweep import atomic
 from sweep.errors import SweepError
+from sweep.evidence import Certification, Sampled, ShapeBest
 from sweep.profile import Measurement
 
 
@@ -178,7 +181,8 @@ class JobConfig:
 # result.json
 # ---------------------------------------------------------------------------
 
-RESULT_SCHEMA = "sweep-result/1"
+RESULT_SCHEMA = "sweep-result/2"
+RESULT_SCHEMA_V1 = "sweep-result/1"    # read as /2 without `sampling` (a /1 job ran its program once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,7 @@ class JobResult:
     attempt: int = 1
     history: tuple[dict[str, str], ...] = ()                   # earlier attempts: status, stage, reason
     finished_at: str = ""
+    sampling: Sampled | None = None                            # how the profiled program was sampled
     schema: str = RESULT_SCHEMA
 
     def __post_init__(self) -> None:
@@ -230,17 +235,22 @@ class JobResult:
         d["status"] = self.status.value
         d["measurements"] = [m.to_dict() for m in self.measurements]
         d["history"] = list(self.history)
+        d["sampling"] = self.sampling.to_dict() if self.sampling is not None else None
         return d
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = "result.json") -> "JobResult":
+        if isinstance(data, dict) and data.get("schema") == RESULT_SCHEMA_V1:
+            data = {**data, "schema": RESULT_SCHEMA}
         d = _check_schema(data, path, RESULT_SCHEMA, RERUN)
         try:
             ms = tuple(Measurement.from_dict(m) for m in d.get("measurements", ()))
             status = Status(d.get("status"))
+            sampling = Sampled.from_dict(d["sampling"]) if d.get("sampling") else None
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise Damaged(f"{path}: not a valid JobResult ({type(e).__name__}: {e}); {RERUN}") from None
-        return _build(cls, d, path, RERUN, measurements=ms, status=status, history=tuple(d.get("history", ())))
+        return _build(cls, d, path, RERUN, measurements=ms, status=status, history=tuple(d.get("history", ())),
+                      sampling=sampling)
 
 
 RERUN = "run the sweep again to measure it anew, or remove the old results with `python config_sweep.py clean SWEEP --all`"
@@ -358,7 +368,7 @@ class Manifest:
 # best.json, confirmation.json
 # ---------------------------------------------------------------------------
 
-BEST_SCHEMA = "sweep-best/1"
+BEST_SCHEMA = "sweep-best/2"
 CONFIRMATION_SCHEMA = "sweep-confirmation/1"
 RECOLLECT = "rewrite it with `python config_sweep.py collect SWEEP`"
 
@@ -368,16 +378,31 @@ class Candidate:
     values: dict[str, int]
     tag: str          # the job that measured it fastest
     ns: float         # per-iteration time of the group's kernels (median over jobs with these values)
-    std_ns: float
+    std_ns: float     # spread over iterations (standard deviation; 0 with one sample)
     jobs: int
+    samples: int = 0              # per-iteration samples pooled over its jobs (0: the table had none)
+    iqr_ns: float | None = None   # their interquartile range (None: fewer than 3 samples)
+    threads: int = 0              # threads per block of the group's kernels (the largest)
+    node: str = ""                # GPU (uuid, else host) of the job that measured it fastest
 
 
 @dataclass(frozen=True, slots=True)
 class Choice:
+    """A group's pick and the evidence for it (see sweep.select).
+
+    margin: runner-up / pick - 1 (a fraction). verdict: "faster" (the pick is faster than
+    the runner-up beyond the noise), "tie" or "unknown" (too few samples: never beyond
+    noise); beyond_noise is verdict == "faster". noise_source: where the samples came
+    from ("iterations", "runs", "race" or "unknown"). margin_ci_low/high: the margin's
+    interval at `confidence` (rank-based, sweep.stats.compare; None where unbounded or
+    unknown). noise_ns: the noise the margin was weighed against (ns): the interval's
+    half-width, or 2 x the combined std for tables without samples.
+    """
+
     macros: tuple[str, ...]
     kernels: tuple[str, ...]          # kernel names measured for this group
     values: dict[str, int]
-    best: Candidate
+    best: Candidate                   # the picked candidate
     runner_up: Candidate | None
     margin: float | None
     noise_ns: float | None
@@ -386,14 +411,30 @@ class Choice:
     speedup_vs_default: float | None = None
     candidates: tuple[Candidate, ...] = ()
     note: str = ""
+    noise_source: str = "unknown"
+    verdict: str = "unknown"
+    margin_ci_low: float | None = None
+    margin_ci_high: float | None = None
+    confidence: float | None = None
+    certification: Certification | None = None
+    shapes: tuple[ShapeBest, ...] = ()
+    nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
+
+    @property
+    def certified(self) -> bool:
+        return self.certification is not None and self.certification.certified
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | str) -> "Choice":
         try:
+            cert = d.get("certification")
             return _build(cls, d, path, RECOLLECT, macros=tuple(d["macros"]), kernels=tuple(d["kernels"]),
                           best=Candidate(**d["best"]),
                           runner_up=Candidate(**d["runner_up"]) if d.get("runner_up") else None,
-                          candidates=tuple(Candidate(**c) for c in d.get("candidates", ())))
+                          candidates=tuple(Candidate(**c) for c in d.get("candidates", ())),
+                          certification=Certification.from_dict(cert) if cert else None,
+                          shapes=tuple(ShapeBest.from_dict(x) for x in d.get("shapes", ())),
+                          nodes=tuple(d.get("nodes", ())))
         except (KeyError, TypeError) as e:
             raise Damaged(f"{path}: a choice is not valid ({type(e).__name__}: {e}); {RECOLLECT}") from None
 

@@ -112,9 +112,17 @@ def job_config(space: Space, config: Config | None, tag: str, config_hash: str, 
         build={"arch": list(space.build.arch), "nvcc_flags": list(space.build.nvcc_flags),
                "make_targets": list(space.build.make_targets), "jobs": space.build.jobs},
         run=asdict(space.run) | {"args": list(space.run.args)},
-        profile=asdict(space.profile), values=dict(values or {}), role=role,
+        profile=asdict(space.profile) | {"kernels": governed_kernels(space)}, values=dict(values or {}), role=role,
         settings=settings or JobSettings(pythonpath=str(paths.IMPORT_ROOT)),
     )
+
+
+def governed_kernels(space: Space) -> list[str]:
+    """The kernel patterns the space's parameters govern: the streams a job's stopping rule watches."""
+    out: list[str] = []
+    for p in space.parameters:
+        out.extend(k for k in p.kernels if k not in out)
+    return out
 
 
 def render_job(space: Space, job: JobConfig, jobs_root: Path, cache_dir: Path) -> RenderedJob:

@@ -2,19 +2,37 @@
 
 Parameters are chosen in groups (the factorized strategy's groups: parameters
 that share a tag, a kernel or a constraint). For each group, every measured
-value combination gets the per-iteration time of the group's kernels (all their
-launch shapes summed: seed 004's "total kernel time"); when a combination was
+value combination (a candidate) gets the per-iteration time of the group's
+kernels, all their launch shapes summed (seed 004's "total kernel time"): per
+job the median over its per-iteration samples, and where a combination was
 measured in several jobs (a grid varies the other groups around it) the median
-over those jobs counts. The pick is the fastest combination; the evidence is:
+over those jobs. The pick is the fastest candidate; the evidence is:
 
-    margin        (runner-up - best) / best
-    noise_ns      2 * sqrt(std_best^2 + std_runner_up^2), from the run-to-run
-                  spread of the per-iteration totals (std over timed iterations)
-    beyond_noise  whether runner-up - best exceeds that noise
+    margin        runner-up / pick - 1 (medians)
+    verdict       sweep.stats.compare on the two candidates' samples (their jobs'
+                  per-iteration totals, pooled, repeated runs included): the
+                  rank-based 95% interval of the margin; "faster" when it lies
+                  above 0, "tie" when it holds 0, "unknown" with fewer than 3
+                  samples a side. beyond_noise is verdict == "faster": noise is
+                  measured, never assumed, and unknown noise is never beyond it.
+    noise_source  "iterations" (one run's timed iterations), "runs" (several
+                  runs pooled) or "unknown"
 
-A pick within the noise is reported as such: any of the close values is as good.
-With a baseline job (the target's own defaults) each pick also gets its
-speed-up over the default launch sizes.
+A table collected before the samples were kept (no `iter_total_ns` column, as
+in tests/data) is weighed by the earlier rule, runner-up - pick against
+2 * sqrt(std_pick^2 + std_runner_up^2) over iterations, and only where every
+job timed at least 3 iterations (or, with no count, showed a spread): one
+iteration's spread of zero is no evidence.
+
+Only one GPU model is compared: with measurements from several, the model with
+the most jobs is used and the others are named in a note. A pick whose
+candidates were measured on different GPUs says so (Choice.nodes). A group that
+was raced (sweep.certify) takes its pick and evidence from the race
+(noise_source "race"), unless the race ended before 3 rounds: then it said
+nothing, and the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
+each shape's best value and the pick's regret there (sweep.shapes). With a
+baseline job (the target's own defaults) each pick also gets its speed-up over
+the default launch sizes.
 """
 
 from __future__ import annotations
@@ -22,17 +40,26 @@ from __future__ import annotations
 import fnmatch
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from sweep import atomic
+from sweep.evidence import Certification
 from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
+from sweep.shapes import shape_bests
 from sweep.space import Config, Space, check, make_config
 from sweep.space import groups as parameter_groups
+from sweep.stats import MIN_SAMPLES_FOR_NOISE, compare, summarize
 
 NOISE_SIGMAS = 2.0
+ALPHA = 0.05
+EVIDENCE_WORDS = {"faster": "beyond noise", "tie": "within noise", "unknown": "noise unknown"}
+TIE_NOTE = "within run-to-run noise of the runner-up: either is as good"
+UNKNOWN_NOTE = ("noise unknown: fewer than 3 samples per candidate (one timed iteration per run and no repeats), "
+                "so the margin is no evidence; set run.repeats, or time more iterations")
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
 
 
@@ -54,49 +81,180 @@ def _matches(kernel: str, pats: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(kernel, p) for p in pats)
 
 
-def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...]) -> pd.DataFrame:
-    """Per ok sweep job: the group's values and its kernels' per-iteration time and spread."""
-    pats = patterns(space, macros)
+def group_rows(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], role: str = "sweep") -> pd.DataFrame:
+    """The ok measurement rows of `role` for the group's kernels."""
     if measurements.empty:
-        return pd.DataFrame(columns=["tag", *macros, "ns", "std_ns", "kernels"])
-    m = measurements[(measurements["status"] == "ok") & (measurements["role"] == "sweep")]
-    m = m[m["kernel"].map(lambda k: _matches(k, pats))]
+        return measurements
+    m = measurements[(measurements["status"] == "ok") & (measurements["role"] == role)]
+    pats = patterns(space, macros)
+    return m[m["kernel"].map(lambda k: _matches(k, pats))]
+
+
+def job_samples(rows: pd.DataFrame) -> tuple[float, ...] | None:
+    """One job's per-iteration samples of the group: its shapes summed iteration by iteration
+    (None when the table has no samples or the shapes' counts differ)."""
+    if "iter_total_ns" not in rows:
+        return None
+    lists = [np.asarray(v, dtype=float) for v in rows["iter_total_ns"] if v is not None and not _is_nan(v)]
+    if len(lists) != len(rows) or not lists or len({x.size for x in lists}) != 1 or lists[0].size == 0:
+        return None
+    return tuple(float(x) for x in np.sum(lists, axis=0))
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _node(r: pd.Series) -> str:
+    for key in ("gpu_uuid", "host"):
+        v = r.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return ""
+
+
+COLUMNS = ["tag", "ns", "std_ns", "kernels", "samples", "runs", "iterations", "threads", "node"]
+
+
+def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...]) -> pd.DataFrame:
+    """Per ok sweep job: the group's values, its kernels' per-iteration time (ns), spread,
+    samples, runs pooled, iterations, threads per block and node."""
+    m = group_rows(space, measurements, macros)
     if m.empty:
-        return pd.DataFrame(columns=["tag", *macros, "ns", "std_ns", "kernels"])
-    agg = m.groupby("tag").agg(ns=("total_median_ns", "sum"), var=("total_std_ns", lambda s: float((s ** 2).sum())),
-                               kernels=("kernel", lambda s: tuple(sorted(set(s)))))
-    agg["std_ns"] = agg["var"].map(math.sqrt)
-    values = m.groupby("tag")[list(macros)].first()
-    return agg.drop(columns="var").join(values).reset_index()
+        return pd.DataFrame(columns=[*COLUMNS, *macros])
+    rows = []
+    for tag, g in m.groupby("tag", sort=True):
+        samples = job_samples(g)
+        rows.append({
+            "tag": tag, "ns": float(np.median(samples)) if samples else float(g["total_median_ns"].sum()),
+            "std_ns": math.sqrt(float((g["total_std_ns"] ** 2).sum())), "kernels": tuple(sorted(set(g["kernel"]))),
+            "samples": samples, "runs": int(g["runs"].max()) if "runs" in g else 1,
+            "iterations": int(g["iterations"].min()) if "iterations" in g else None,
+            "threads": int(g["threads_per_block"].max()) if "threads_per_block" in g else 0,
+            "node": _node(g.iloc[0]), **{k: g[k].iloc[0] for k in macros}})
+    return pd.DataFrame(rows)
 
 
-def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...],
-           baseline_ns: float | None = None) -> Choice | None:
+def _candidate(macros: tuple[str, ...], vals: tuple, g: pd.DataFrame) -> tuple[Candidate, tuple[float, ...] | None]:
+    fastest = g.loc[g["ns"].idxmin()]
+    pooled = None if any(s is None for s in g["samples"]) else tuple(x for s in g["samples"] for x in s)
+    iqr = summarize(pooled).iqr if pooled else None
+    c = Candidate({m: int(v) for m, v in zip(macros, vals)}, str(fastest["tag"]), float(g["ns"].median()),
+                  float(g["std_ns"].median()), len(g), len(pooled) if pooled else 0, iqr, int(g["threads"].max()),
+                  str(fastest["node"]))
+    return c, pooled
+
+
+def _evidence(pick: Candidate, ru: Candidate, samples: dict, t: pd.DataFrame) -> dict[str, Any]:
+    """verdict, noise_source, interval and noise_ns of pick against runner-up (see the module docstring)."""
+    a, b = samples[_key(pick)], samples[_key(ru)]
+    jobs = t[t["tag"].isin(_tags(t, pick) + _tags(t, ru))]
+    if a is not None and b is not None:
+        c = compare(a, b, alpha=ALPHA)
+        if c.verdict == "unknown":
+            return {"verdict": "unknown", "noise_source": "unknown"}
+        lo, hi = (v if v is not None and math.isfinite(v) else None for v in (c.ci_low, c.ci_high))
+        return {"verdict": "faster" if c.verdict == "faster" else "tie",
+                "noise_source": "runs" if (jobs["runs"] > 1).any() else "iterations",
+                "margin_ci_low": lo, "margin_ci_high": hi, "confidence": c.confidence,
+                "noise_ns": (hi - lo) / 2 * pick.ns if lo is not None and hi is not None else None}
+    its = jobs["iterations"].dropna()
+    known = its.min() >= MIN_SAMPLES_FOR_NOISE if len(its) else (pick.std_ns > 0 and ru.std_ns > 0)
+    if not known:
+        return {"verdict": "unknown", "noise_source": "unknown"}
+    noise = NOISE_SIGMAS * math.sqrt(pick.std_ns ** 2 + ru.std_ns ** 2)
+    margin = (ru.ns - pick.ns) / pick.ns if pick.ns > 0 else 0.0
+    half = noise / pick.ns if pick.ns > 0 else math.inf
+    return {"verdict": "faster" if (ru.ns - pick.ns) > noise else "tie", "noise_source": "iterations",
+            "noise_ns": noise, "margin_ci_low": margin - half, "margin_ci_high": margin + half, "confidence": 0.95}
+
+
+def _key(c: Candidate) -> tuple:
+    return tuple(sorted(c.values.items()))
+
+
+def _tags(t: pd.DataFrame, c: Candidate) -> list[str]:
+    sel = np.logical_and.reduce([t[m] == v for m, v in c.values.items()])
+    return list(t.loc[sel, "tag"])
+
+
+def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], baseline_ns: float | None = None,
+           certification: Certification | None = None) -> Choice | None:
     t = group_times(space, measurements, macros)
     if t.empty:
         return None
-    cands = []
+    cands, samples = [], {}
     for vals, g in t.groupby(list(macros)):
-        vals = vals if isinstance(vals, tuple) else (vals,)
-        fastest = g.loc[g["ns"].idxmin()]
-        cands.append(Candidate({m: int(v) for m, v in zip(macros, vals)}, str(fastest["tag"]), float(g["ns"].median()),
-                               float(g["std_ns"].median()), len(g)))
-    cands.sort(key=lambda c: c.ns)
-    best, ru = cands[0], (cands[1] if len(cands) > 1 else None)
-    margin = noise = None
-    beyond = False
-    note = ""
-    if ru is not None:
-        margin = (ru.ns - best.ns) / best.ns if best.ns > 0 else None
-        noise = NOISE_SIGMAS * math.sqrt(best.std_ns ** 2 + ru.std_ns ** 2)
-        beyond = (ru.ns - best.ns) > noise
-        if not beyond:
-            note = "within run-to-run noise of the runner-up: either is as good"
-    else:
-        note = "only one value measured: nothing to compare"
+        c, pooled = _candidate(macros, vals if isinstance(vals, tuple) else (vals,), g)
+        cands.append(c)
+        samples[_key(c)] = pooled
+    cands.sort(key=lambda c: (c.ns, c.threads))
     kernels = tuple(sorted({k for ks in t["kernels"] for k in ks}))
-    speedup = (baseline_ns / best.ns) if baseline_ns and best.ns > 0 else None
-    return Choice(macros, kernels, best.values, best, ru, margin, noise, beyond, baseline_ns, speedup, tuple(cands), note)
+    nodes = tuple(sorted({n for n in t["node"] if n}))
+    if certification is not None and certification.verdict != "unknown":
+        return _certified(macros, kernels, cands, certification, baseline_ns, nodes,
+                          shape_bests(group_rows(space, measurements, macros), macros, certification.pick))
+    pick, ru = cands[0], (cands[1] if len(cands) > 1 else None)
+    ev: dict[str, Any] = {}
+    note = "only one value measured: nothing to compare"
+    if ru is not None:
+        ev = _evidence(pick, ru, samples, t)
+        note = {"faster": "", "tie": TIE_NOTE, "unknown": UNKNOWN_NOTE}[ev["verdict"]]
+    margin = (ru.ns - pick.ns) / pick.ns if ru is not None and pick.ns > 0 else None
+    speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
+    if certification is not None:     # a race too short to say anything: the sweep's evidence stands
+        short = (f"the race ran {certification.rounds} round(s) ({certification.stopped}): no evidence, the "
+                 "sweep's pick stands; give it more time with certify.budget_s")
+        note = f"{note}; {short}" if note else short
+    return Choice(macros, kernels, pick.values, pick, ru, margin, ev.pop("noise_ns", None),
+                  ev.get("verdict") == "faster", baseline_ns, speedup, tuple(cands), _with_nodes(note, nodes),
+                  shapes=shape_bests(group_rows(space, measurements, macros), macros, pick.values),
+                  nodes=nodes if len(nodes) > 1 else (), certification=certification, **ev)
+
+
+def _with_nodes(note: str, nodes: tuple[str, ...]) -> str:
+    if len(nodes) < 2:
+        return note
+    mixed = (f"candidates measured on {len(nodes)} different GPUs ({', '.join(nodes[:3])}"
+             f"{' ...' if len(nodes) > 3 else ''}): the margin mixes nodes; the race runs them on one")
+    return f"{note}; {mixed}" if note else mixed
+
+
+def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Candidate], cert: Certification,
+               baseline_ns: float | None, nodes: tuple[str, ...], shapes: tuple) -> Choice:
+    """The Choice of a raced group: the race's pick and its evidence."""
+    by_values = {_key(c): c for c in cands}
+    pick = by_values.get(tuple(sorted(cert.pick.items())))
+    if pick is None:   # the default configuration, raced from the baseline job
+        pick = Candidate(dict(cert.pick), "default", float(baseline_ns or 0.0), 0.0, 1)
+    ru = by_values.get(tuple(sorted(cert.runner_up.items()))) if cert.runner_up else None
+    lo, hi = cert.ci_low, cert.ci_high
+    noise = (hi - lo) / 2 * pick.ns if lo is not None and hi is not None else None
+    if cert.certified:
+        note = f"certified: faster than every other entrant in a race of {cert.rounds} rounds on one GPU"
+    else:
+        tied = "; ".join(", ".join(f"{k}={v}" for k, v in t.items()) for t in cert.tied)
+        note = f"race tie after {cert.rounds} rounds ({cert.stopped}): tied {tied}; picked by rule: {cert.rule}"
+    speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
+    return Choice(macros, kernels, dict(cert.pick), pick, ru, cert.margin, noise, cert.certified, baseline_ns, speedup,
+                  tuple(cands), note, noise_source="race", verdict=cert.verdict, margin_ci_low=lo, margin_ci_high=hi,
+                  confidence=cert.confidence, certification=cert, shapes=shapes, nodes=nodes if len(nodes) > 1 else ())
+
+
+def same_gpu(measurements: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Only the GPU model with the most sweep jobs (and a note naming the others left out)."""
+    if measurements.empty or "gpu" not in measurements:
+        return measurements, ""
+    ok = measurements[(measurements["status"] == "ok") & (measurements["role"] == "sweep")]
+    models = ok.assign(gpu=ok["gpu"].fillna("")).groupby("gpu")["tag"].nunique()
+    models = models[[bool(str(k)) for k in models.index]]
+    if len(models) < 2:
+        return measurements, ""
+    keep = models.sort_values(ascending=False).index[0]
+    others = [f"{k} ({n} jobs)" for k, n in models.items() if k != keep]
+    note = (f"measurements of {len(models)} GPU models: only {keep} ({models[keep]} jobs) compared; left out: "
+            f"{', '.join(others)}; sweep each GPU model separately (--name) and compare them with `compare`")
+    return measurements[measurements["gpu"].fillna("").isin([keep, ""])], note
 
 
 def baseline_time(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], role: str = "baseline") -> float | None:
@@ -109,11 +267,15 @@ def baseline_time(space: Space, measurements: pd.DataFrame, macros: tuple[str, .
     return float(m["total_median_ns"].sum()) if not m.empty else None
 
 
-def select(space: Space, measurements: pd.DataFrame) -> Best:
+def select(space: Space, measurements: pd.DataFrame,
+           certifications: Mapping[tuple[str, ...], Certification] | None = None) -> Best:
+    """Each group's pick (see the module docstring); `certifications`: the races' outcomes by group macros."""
+    measurements, gpu_note = same_gpu(measurements)
     choices, unmeasured, chosen = [], [], {}
     for group in parameter_groups(space):
         macros = tuple(p.macro for p in group)
-        c = choose(space, measurements, macros, baseline_time(space, measurements, macros))
+        c = choose(space, measurements, macros, baseline_time(space, measurements, macros),
+                   (certifications or {}).get(macros))
         if c is None:
             unmeasured.extend(macros)
             for p in group:
@@ -121,7 +283,7 @@ def select(space: Space, measurements: pd.DataFrame) -> Best:
             continue
         choices.append(c)
         chosen.update(c.values)
-    notes = []
+    notes = [gpu_note] if gpu_note else []
     if unmeasured:
         pats = ", ".join(patterns(space, tuple(unmeasured)))
         notes.append(f"no launch of {pats} was measured for {', '.join(unmeasured)}: they keep "
@@ -176,7 +338,11 @@ def summary_lines(best: Best) -> list[str]:
         ru = ""
         if c.runner_up is not None and c.margin is not None:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
-            ru = f"  runner-up {rv} +{100 * c.margin:.1f}% ({'beyond' if c.beyond_noise else 'within'} noise)"
+            ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({EVIDENCE_WORDS.get(c.verdict, c.verdict)})"
         sp = f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
-        lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} us/iter{ru}{sp}")
+        cert = ""
+        if c.certification is not None:
+            cert = (f"  certified ({c.certification.rounds} rounds)" if c.certified
+                    else f"  race tie ({len(c.certification.tied)} tied, {c.certification.rule})")
+        lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} us/iter{ru}{sp}{cert}")
     return lines

@@ -122,3 +122,27 @@ def test_a_job_config_without_settings_gets_the_defaults_but_a_missing_field_is_
     del d["tag"]
     with pytest.raises(SweepError, match="not a valid JobConfig"):
         JobConfig.from_dict(d, tmp_path / "config.json")
+
+
+def test_a_choice_round_trips_its_evidence_certification_and_shapes(tmp_path):
+    from sweep.evidence import Certification, ShapeBest
+
+    c = Candidate({"A": 64}, "A64", 10.0, 1.0, 1, samples=5, iqr_ns=0.5, threads=64, node="GPU-1")
+    cert = Certification("tie", {"A": 64}, "default in tied set", tied=({"A": 64}, {"A": 128}), runner_up={"A": 128},
+                         margin=0.01, ci_low=-0.02, ci_high=None, rounds=30, stopped="budget",
+                         entrants=({"tag": "A64", "values": {"A": 64}, "threads": 64, "is_default": True,
+                                    "median_ns": 10.0},), host="n1", verdicts={"A128": "tie"})
+    choice = Choice(("A",), ("k",), {"A": 64}, c, c, 0.01, 0.3, False, candidates=(c,), noise_source="race",
+                    verdict="tie", margin_ci_low=-0.02, confidence=0.99, certification=cert,
+                    shapes=(ShapeBest("k", 0, "grid 2x1x1 block 64x1x1", {"A": 64}, 10.0, 10.0, 0.0),), nodes=("a", "b"))
+    best = Best("s", (choice,), {"A": 64})
+    data = json.loads(json.dumps(best.to_dict()))
+    assert data["schema"] == "sweep-best/2" and Best.from_dict(data, tmp_path / "best.json") == best
+    assert cert.verdict == "tie" and not choice.certified
+
+
+def test_a_result_of_schema_1_reads_as_one_run_without_sampling(tmp_path):
+    d = _result().to_dict() | {"schema": "sweep-result/1"}
+    del d["sampling"]
+    r = JobResult.from_dict(d, tmp_path / "result.json")
+    assert r.sampling is None and r.schema == "sweep-result/2" and r.measurements == _result().measurements

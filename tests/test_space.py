@@ -154,6 +154,18 @@ BAD = [
      ["run.args", "{'fusion': 'none'} must be a list of strings"]),
     ("run_verify_not_bool", ONE + "run: {verify: maybe}\n",
      ["run.verify", "'maybe' must be true or false"]),
+    ("run_repeats_zero", ONE + "run: {repeats: 0}\n",
+     ["run.repeats (or auto)", "0 must be an integer from 1 to 1000"]),
+    ("run_stopping_unknown_when", ONE + "run: {stopping: sometimes}\n",
+     ["run.stopping.when", "'sometimes' is not one of auto, always, never"]),
+    ("run_stopping_noise_as_percent", ONE + "run: {stopping: {max_noise: 5}}\n",
+     ["run.stopping.max_noise", "5 must be a number from 1e-06 to 1"]),
+    ("run_stopping_unknown_key", ONE + "run: {stopping: {noise: 0.01}}\n",
+     ["run.stopping", "unknown key(s) noise", "max_noise"]),
+    ("certify_top_zero", ONE + "certify: {top: 0}\n",
+     ["certify.top", "0 must be an integer from 1 to 64"]),
+    ("certify_unknown_key", ONE + "certify: {budget: 60}\n",
+     ["certify", "unknown key(s) budget", "budget_s"]),
     ("slurm_unknown_key", ONE + "slurm: {partion: gpu}\n",
      ["slurm", "unknown key(s) partion", "valid keys are:", "partition"]),
     ("slurm_mem_not_a_string", ONE + "slurm: {mem: 16}\n",
@@ -196,6 +208,29 @@ def test_bad_space_file_names_file_key_value_and_fix(tmp_path, text, fragments):
 def test_bad_space_table_covers_distinct_errors():
     assert len(BAD) >= 25
     assert len({i for i, _, _ in BAD}) == len(BAD)
+
+
+def test_run_repeats_stopping_and_certify_read_with_their_defaults(tmp_path):
+    s = target.load(write(tmp_path, ONE + "run: {repeats: 4, stopping: {when: always, max_noise: 0.01}}\n"
+                                         "certify: {top: 2, budget_s: 60}\n"))
+    assert s.run.repeats == 4 and s.run.stopping.when == "always" and s.run.stopping.max_noise == 0.01
+    assert s.run.stopping.budget_s == 15.0 and s.certify.top == 2 and s.certify.budget_s == 60.0
+    d = target.load(write(tmp_path, ONE + "run: {stopping: false}\n", "d.yaml"))
+    assert d.run.repeats == 0 and d.run.stopping.when == "never" and d.certify.enabled and d.certify.top == 3
+
+
+def test_config_hash_changes_only_when_a_job_samples_more_than_one_plain_run(tmp_path):
+    from sweep.space import config_hash, make_config
+
+    s = target.load(write(tmp_path, ONE))
+    c = make_config(s, {"A": 1})
+    plain = config_hash(s, c, "d")
+    assert config_hash(dataclasses.replace(s, certify=dataclasses.replace(s.certify, top=5)), c, "d") == plain
+    assert config_hash(dataclasses.replace(s, run=dataclasses.replace(s.run, repeats=1)), c, "d") == plain
+    assert config_hash(dataclasses.replace(s, run=dataclasses.replace(s.run, repeats=3)), c, "d") != plain
+    one = dataclasses.replace(s, run=dataclasses.replace(s.run, iterations=1))
+    assert config_hash(one, c, "d") != config_hash(dataclasses.replace(one, run=dataclasses.replace(
+        one.run, stopping=dataclasses.replace(one.run.stopping, max_noise=0.01))), c, "d")
 
 
 def test_missing_space_file_names_it_and_says_what_to_give(tmp_path):

@@ -35,10 +35,13 @@ Dim3 = tuple[int, int, int]
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """One kernel at one launch shape, over the timed iterations of one run.
+    """One kernel at one launch shape, over the timed iterations of one run (or several, pooled).
 
     Times are nanoseconds. `calls` is launches per iteration; `iter_total_ns`
     holds, per timed iteration, the summed time of this shape's launches in it.
+    `runs` is empty for one run; for several runs pooled (sweep.sampling.pool) it
+    holds each run's iteration count, so iter_total_ns splits back into the runs'
+    samples (`per_run`).
     """
 
     kernel: str                 # function name as launched, without template arguments
@@ -52,6 +55,23 @@ class Measurement:
     std_ns: float
     iter_total_ns: tuple[float, ...] = field(default=())
     kernel_full: str = ""       # demangled name with template arguments, when known
+    runs: tuple[int, ...] = ()  # iterations of each pooled run; () for one run
+
+    @property
+    def per_run(self) -> tuple[tuple[float, ...], ...]:
+        """The per-iteration totals of each run (one run: all of them)."""
+        if not self.runs:
+            return (self.iter_total_ns,)
+        out, i = [], 0
+        for n in self.runs:
+            out.append(self.iter_total_ns[i:i + n])
+            i += n
+        return tuple(out)
+
+    @property
+    def shape(self) -> str:
+        """'kernel grid block', e.g. 'gelu_kernel 193x1x1 1024x1x1'."""
+        return f"{self.kernel} {'x'.join(map(str, self.grid))} {'x'.join(map(str, self.block))}"
 
     @property
     def instances(self) -> int:
@@ -79,6 +99,7 @@ class Measurement:
             "kernel": self.kernel, "kernel_full": self.kernel_full, "grid": list(self.grid), "block": list(self.block),
             "calls": self.calls, "median_ns": self.median_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
             "mean_ns": self.mean_ns, "std_ns": self.std_ns, "iter_total_ns": list(self.iter_total_ns),
+            "runs": list(self.runs),
         }
 
     @classmethod
@@ -88,6 +109,7 @@ class Measurement:
             median_ns=float(d["median_ns"]), min_ns=float(d["min_ns"]), max_ns=float(d["max_ns"]),
             mean_ns=float(d["mean_ns"]), std_ns=float(d["std_ns"]),
             iter_total_ns=tuple(float(x) for x in d.get("iter_total_ns", ())), kernel_full=d.get("kernel_full", ""),
+            runs=tuple(int(n) for n in d.get("runs", ())),
         )
 
 

@@ -40,7 +40,18 @@ def fmt_ratio(r: float | None, suffix: str = "×") -> str:
 
 
 def fmt_pct(r: float | None) -> str:
-    return "—" if r is None else f"+{100 * r:.1f}%"
+    return "—" if r is None else f"{100 * r:+.1f}%"
+
+
+def fmt_ci(low: float | None, high: float | None, confidence: float | None) -> str:
+    """A margin's interval, e.g. '95% CI +0.3% … +1.2%' (an open end shows as ∞)."""
+    if confidence is None or (low is None and high is None):
+        return ""
+    lo = fmt_pct(low) if low is not None else "−∞"
+    hi = fmt_pct(high) if high is not None else "+∞"
+    pct = 100 * confidence
+    level = f"{pct:.0f}" if abs(pct - round(pct)) < 0.05 else f"{pct:.2f}"
+    return f"{level}% CI {lo} … {hi}"
 
 
 def fmt_values(values: dict) -> str:

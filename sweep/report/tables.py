@@ -4,7 +4,10 @@
     counts(sw)             ok, failed by status, skipped, pending, running; counts_line(n) as one line
     missing(sw)            what the report cannot show yet, and why
     groups(sw)             per parameter group: its plot (SVG), candidates and never-measured values
-    best_rows(sw)          the best table, one row per group
+    best_rows(sw)          the best table, one row per group: pick, evidence (verdict, noise
+                           source, the margin's interval), certification, worst shape regret
+    shape_rows(choice)     per kernel x launch shape: its best value and the pick's regret
+    race_rows(choice)      a raced group's entrants with their race medians
     confirmation_rows(sw)  the end-to-end confirmation
     failure_rows(sw)       (failed, skipped) jobs with their reasons and logs
     measured_rows(sw)      every ok job's per-iteration time per kernel
@@ -21,8 +24,8 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
-from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ns, fmt_pct, fmt_ratio, fmt_values, listed,
-                              main_status, value_list)
+from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
+                              listed, main_status, value_list)
 from sweep.report.loading import SweepData
 from sweep.report.plots import plot_1d, plot_2d, plot_style, svg_of
 from sweep.space import Space
@@ -73,6 +76,12 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
     ]
     if sw.jobs_dir is not None:
         rows.append(("Jobs", str(sw.jobs_dir)))
+    uuids = _uniq(_col(done, "gpu_uuid"))
+    if uuids:
+        rows.insert(2, ("GPU UUID(s)", ", ".join(uuids)))
+    if "throttled_runs" in done and done["throttled_runs"].fillna(0).sum():
+        rows.append(("Throttled runs", f"{int(done['throttled_runs'].fillna(0).sum())} run(s) dropped (SM clock under "
+                                       "75% of the default) and measured again"))
     return rows
 
 
@@ -163,6 +172,7 @@ def groups(sw: SweepData) -> list[dict[str, Any]]:
             "title": ", ".join(macros), "macros": macros, "kernels": ", ".join(ch.get("kernels", [])) or "—",
             "svg": Markup(svg), "chosen": fmt_values(ch["values"]), "note": ch.get("note", ""),
             "not_measured": not_measured,
+            "shapes": shape_rows(ch), "race": race_rows(ch), "certification": ch.get("certification"),
             "candidates": [{"label": fmt_values(c["values"]), "ns": fmt_ns(c["ns"]), "std": fmt_ns(c["std_ns"]),
                             "jobs": c.get("jobs", ""), "vs_best": fmt_pct((c["ns"] - best_ns) / best_ns) if best_ns else "—",
                             "chosen": c["values"] == ch["values"], "tag": c.get("tag", "")} for c in cands],
@@ -181,14 +191,64 @@ def _defaults(space: Space | None, macros: tuple[str, ...]) -> dict[str, int] | 
     return d if all(v is not None for v in d.values()) else None
 
 
+VERDICT_WORDS = {"faster": "yes", "tie": "no", "unknown": "unknown"}
+
+
+def evidence(ch: dict) -> str:
+    """Where the noise came from and the margin's interval, e.g. 'runs; 95% CI +0.3% … +1.2%'."""
+    source = ch.get("noise_source") or ""
+    ci = fmt_ci(ch.get("margin_ci_low"), ch.get("margin_ci_high"), ch.get("confidence"))
+    return "; ".join(x for x in (source and f"noise from {source}", ci) if x)
+
+
+def certified(ch: dict) -> str:
+    """The race's word on a pick: 'certified (12 rounds)', 'tie (3 tied; default in tied set)' or 'not raced'."""
+    c = ch.get("certification")
+    if not c:
+        return "not raced"
+    if c["status"] == "certified":
+        return f"certified ({c['rounds']} rounds)"
+    return f"tie ({len(c.get('tied', []))} tied after {c['rounds']} rounds; {c['rule']})"
+
+
+def shape_rows(ch: dict) -> list[dict[str, str]]:
+    """Per kernel x launch shape of a group: its best value next to the pick, and the pick's regret."""
+    return [{"kernel": s["kernel"], "shape": s["shape"], "best": fmt_values(s["best"]), "best_ns": fmt_ns(s["best_ns"]),
+             "pick_ns": fmt_ns(s["pick_ns"]), "regret": fmt_pct(s["regret"]), "is_pick": s["best"] == ch["values"]}
+            for s in ch.get("shapes") or []]
+
+
+def race_rows(ch: dict) -> list[dict[str, Any]]:
+    """A raced group's entrants: values, threads, default or not, race median and the verdict against the leader."""
+    c = ch.get("certification")
+    if not c:
+        return []
+    verdicts = c.get("verdicts") or {}
+    return [{"label": fmt_values(e["values"]), "tag": e["tag"], "threads": e["threads"],
+             "default": "yes" if e["is_default"] else "", "median": fmt_ns(e.get("median_ns")),
+             "verdict": verdicts.get(e["tag"], "leader"), "chosen": e["values"] == ch["values"],
+             "tied": c["status"] == "tie" and e["values"] in c.get("tied", [])} for e in c.get("entrants", [])]
+
+
+def worst_regret(ch: dict) -> str:
+    shapes = ch.get("shapes") or []
+    if not shapes:
+        return ""
+    w = max(shapes, key=lambda s: s["regret"])
+    return f"worst shape: {fmt_pct(w['regret'])} at {w['kernel']} {w['shape']}" if w["regret"] > 0 else \
+        f"best at all {len(shapes)} shapes"
+
+
 def best_rows(sw: SweepData) -> list[dict[str, str]]:
     """The best table: one row per parameter group."""
     rows = []
     for ch in (sw.best or {}).get("choices", []):
         ru = ch.get("runner_up")
-        beyond = "—" if ru is None else ("yes" if ch.get("beyond_noise") else "no")
+        beyond = "—" if ru is None else VERDICT_WORDS.get(ch.get("verdict") or "", "yes" if ch.get("beyond_noise") else "no")
         noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
         rows.append({
+            "evidence": evidence(ch) if ru is not None else "", "certified": certified(ch),
+            "regret": worst_regret(ch),
             "kernels": ", ".join(ch.get("kernels", [])) or "—", "chosen": fmt_values(ch["values"]),
             "kernel_list": list(ch.get("kernels", [])) or ["—"], "chosen_list": value_list(ch["values"]),
             "runner_up_list": value_list(ru["values"]) if ru else ["—"], "noise": noise,
@@ -254,8 +314,21 @@ def _log_href(log: str, jobs_dir: Path | None) -> str:
     return p.as_uri() if p.is_absolute() else quote(log)
 
 
+SAMPLING = ("runs", "samples", "noise", "noise_source", "stop_reason", "throttled_runs")
+
+
+def _sampling(info: pd.DataFrame, tag: str) -> dict[str, str]:
+    """How a job sampled its program, for the measured table ("—" for tables from before it was recorded)."""
+    def get(col: str) -> Any:
+        return clean_value(info.at[tag, col]) if tag in info.index and col in info else None
+    noise = get("noise")
+    return {"runs": str(get("runs") or "—"), "samples": str(get("samples") or "—"),
+            "noise": "—" if noise is None else f"{100 * noise:.2f}%", "source": get("noise_source") or "—",
+            "stopped": get("stop_reason") or "—", "throttled": str(get("throttled_runs") or 0)}
+
+
 def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
-    """Every ok job's per-iteration time per kernel (the raw material of the picks)."""
+    """Every ok job's per-iteration time per kernel (the raw material of the picks), and how it was sampled."""
     m = sw.measurements
     if m.empty:
         return [], []
@@ -270,6 +343,7 @@ def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
         vals = {m: clean_value(info.at[tag, m]) if tag in info.index and m in info else None for m in macros}
         rows.append({"tag": str(tag), "role": str(info.at[tag, "role"]) if tag in info.index else "",
                      "label": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
-                     "kernels": [fmt_ns(clean_value(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total})
+                     "kernels": [fmt_ns(clean_value(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total,
+                     "sampling": _sampling(info, tag)})
     rows.sort(key=lambda x: x["total_ns"])
     return kernels, rows

@@ -72,9 +72,10 @@ def markdown(sw: SweepData, ctx: dict[str, Any]) -> str:
     lines += ["## Best launch sizes" + (" (provisional)" if sw.provisional else ""), ""]
     if ctx["best_rows"]:
         lines += md_table(["kernel(s)", "chosen", "time/iter", "runner-up", "runner-up time", "margin", "beyond noise",
-                            "default time", "speed-up vs default"],
+                            "certified", "default time", "speed-up vs default"],
                            [[r["kernels"], r["chosen"], r["time"], r["runner_up"], r["runner_up_time"], r["margin"],
-                             r["beyond_noise"] + (f" ({r['noise']})" if r["noise"] else ""), r["default"], r["speedup"]]
+                             r["beyond_noise"] + "".join(f" ({x})" for x in (r["noise"], r["evidence"]) if x),
+                             r["certified"] + (f" ({r['regret']})" if r["regret"] else ""), r["default"], r["speedup"]]
                             for r in ctx["best_rows"]])
     else:
         lines.append("No picks yet.")
@@ -108,6 +109,9 @@ def summary_json(results_dir: Path) -> dict[str, Any]:
             "runner_up": {"values": ru["values"], "ns": ru["ns"]} if ru else None, "margin": ch.get("margin"),
             "noise_ns": ch.get("noise_ns"), "beyond_noise": ch.get("beyond_noise"), "default_ns": ch.get("default_ns"),
             "speedup_vs_default": ch.get("speedup_vs_default"), "note": ch.get("note", ""),
+            "verdict": ch.get("verdict"), "noise_source": ch.get("noise_source"),
+            "margin_ci": [ch.get("margin_ci_low"), ch.get("margin_ci_high")], "confidence": ch.get("confidence"),
+            "certification": ch.get("certification"), "shapes": ch.get("shapes", []), "nodes": ch.get("nodes", []),
         })
     s = sweep_rows(sw.configs)
     pending = sorted(s[s["status"].isin(["pending", "running"])]["tag"].astype(str)) if not s.empty else []

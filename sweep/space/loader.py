@@ -40,7 +40,7 @@ MAX_PARAMETERS = 256
 MAX_CONSTRAINTS = 1024
 
 _TOP_KEYS = ("name", "description", "target", "model", "strategy", "tuples", "samples", "seed", "parameters",
-             "constraints", "build", "run", "profile", "slurm")
+             "constraints", "build", "run", "profile", "slurm", "certify")
 _PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc")
 
 
@@ -63,7 +63,8 @@ def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = N
     constraints.extend(rules)                      # after each parameter's own bounds, which check names first
     return Space(name, path, tuple(params), sections.target(top, path, plugin_target), tuple(constraints),
                  sections.strategy(top, path, params), sections.build(top, path), sections.run(top, path),
-                 sections.profile(top, path), sections.slurm(top, path), top.str("description", "") or "")
+                 sections.profile(top, path), sections.slurm(top, path), top.str("description", "") or "",
+                 sections.certify(top, path))
 
 
 def launch_size(v: Any, where: str, floor: int = 1) -> int:

@@ -70,6 +70,26 @@ class Build:
     jobs: int = 0                          # make -j; 0: the job's CPUs
 
 
+STOPPING_WHEN = ("auto", "always", "never")
+
+
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """Adaptive stopping of one configuration's profiled runs (sweep.stats.StoppingRule's settings).
+
+    when: "auto" (only when one run has fewer timed iterations than it takes to measure
+    their noise, MIN_SAMPLES_FOR_NOISE), "always" or "never". max_noise: target
+    relative noise (IQR / median, a fraction: 0.005 is 0.5%). budget_s: seconds of
+    profiled runs per configuration. min_samples / max_samples: per kernel shape.
+    """
+
+    when: str = "auto"
+    max_noise: float = 0.005
+    budget_s: float = 15.0
+    min_samples: int = 5
+    max_samples: int = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     batch: int = 4
@@ -78,6 +98,48 @@ class Run:
     iterations: int = 20
     args: tuple[str, ...] = ()             # extra arguments to the profiled program
     verify: bool = True
+    repeats: int = 0                       # profiled runs per configuration; 0: stats.default_repeats (auto)
+    stopping: Stopping = field(default_factory=Stopping)
+
+    def runs_for(self, iterations: int) -> tuple[int, bool]:
+        """(runs at least, adaptive?) for a profiled program of `iterations` timed iterations per run:
+        one run when its iterations measure their own noise, else enough runs for 5 samples
+        (stats.default_repeats), and the stopping rule on when `stopping.when` says so."""
+        from sweep.stats import MIN_SAMPLES_FOR_NOISE, default_repeats
+
+        repeats = self.repeats or default_repeats(iterations)
+        when = self.stopping.when
+        return repeats, when == "always" or (when == "auto" and iterations < MIN_SAMPLES_FOR_NOISE)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Run":
+        """The Run a job reads back from config.json's run: (keys this version does not know are ignored)."""
+        names = set(cls.__dataclass_fields__)
+        stop = d.get("stopping") or {}
+        stopping = Stopping(**{k: v for k, v in stop.items() if k in Stopping.__dataclass_fields__})
+        kw = {k: v for k, v in d.items() if k in names and k != "stopping"}
+        return cls(**{**kw, "args": tuple(kw.get("args", ())), "stopping": stopping})
+
+
+def iterations_per_run(run: Run, profile: "Profile") -> int:
+    """Timed iterations one profiled run gives: ncu replays only ncu_iterations of them."""
+    return profile.ncu_iterations if profile.backend == "ncu" else run.iterations
+
+
+@dataclass(frozen=True, slots=True)
+class Certify:
+    """The race that certifies each group's pick after the sweep (sweep.certify).
+
+    top: the fastest candidates raced (plus the default). budget_s: seconds the race
+    may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
+    of its jobs). max_rounds: rounds at most.
+    """
+
+    enabled: bool = True
+    top: int = 3
+    budget_s: float = 0.0
+    budget_share: float = 0.2
+    max_rounds: int = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +243,7 @@ class Space:
     profile: Profile = field(default_factory=Profile)
     slurm: Slurm = field(default_factory=Slurm)
     description: str = ""
+    certify: Certify = field(default_factory=Certify)
 
     def parameter(self, macro: str) -> Parameter:
         for p in self.parameters:
@@ -288,8 +351,20 @@ def config_hash(space: Space, config: Config, source_digest: str) -> str:
                 space.run.verify],
         "profile": [space.profile.backend, space.profile.ncu_iterations],
         "model": dict(space.target.model or {}),
+        **_sampling_identity(space),
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _sampling_identity(space: Space) -> dict[str, Any]:
+    """How the job samples, for its hash: nothing for one plain run (so the hashes of
+    sweeps measured before repeats existed stay valid), else the runs and the rule."""
+    repeats, adaptive = space.run.runs_for(iterations_per_run(space.run, space.profile))
+    if repeats == 1 and not adaptive:
+        return {}
+    st = space.run.stopping
+    return {"sampling": [repeats, adaptive] + ([st.max_noise, st.budget_s, st.min_samples, st.max_samples]
+                                               if adaptive else [])}
 
 
 def default_config(space: Space) -> Config | None:

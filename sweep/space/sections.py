@@ -1,4 +1,4 @@
-"""The settings sections of a space file: strategy, build, run, profile, slurm, target.
+"""The settings sections of a space file: strategy, build, run, profile, slurm, certify, target.
 
 Each reader takes the file's top-level Section and returns the model's
 dataclass, or raises one SweepError naming the file, the key, the bad value,
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sweep.errors import SweepError
-from sweep.space.model import BACKENDS, MAX_VALUE, Build, Parameter, Profile, Run, Slurm, Strategy, Target
+from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, Build, Certify, Parameter, Profile, Run, Slurm,
+                               Stopping, Strategy, Target)
 
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
@@ -69,6 +70,12 @@ class Section:
         if v is not None and not isinstance(v, str):
             raise SweepError(f"{self.at(key)}: {show(v)} must be a string")
         return v
+
+    def number(self, key: str, default: float, lo: float, hi: float) -> float:
+        v = self.data.get(key, default)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
+            raise SweepError(f"{self.at(key)}: {show(v)} must be a number from {lo:g} to {hi:g}")
+        return float(v)
 
     def bool(self, key: str, default: bool) -> bool:
         v = self.data.get(key, default)
@@ -161,11 +168,39 @@ def build(top: Section, path: Path) -> Build:
 
 
 def run(top: Section, path: Path) -> Run:
-    s = Section(top.data.get("run"), f"{path}: run", ("batch", "seq_len", "warmup", "iterations", "args", "verify"))
+    s = Section(top.data.get("run"), f"{path}: run",
+                ("batch", "seq_len", "warmup", "iterations", "args", "verify", "repeats", "stopping"))
     d = Run()
+    repeats = s.data.get("repeats", "auto")
+    repeats = 0 if repeats == "auto" else integer(repeats, s.at("repeats") + " (or auto)", 1, 1000)
     return Run(s.int("batch", d.batch, 1, 1 << 16), s.int("seq_len", d.seq_len, 1, 1 << 20),
                s.int("warmup", d.warmup, 0, 10000), s.int("iterations", d.iterations, 1, 100000), s.strings("args", ()),
-               s.bool("verify", True))
+               s.bool("verify", True), repeats, stopping(s))
+
+
+def stopping(run_section: Section) -> Stopping:
+    """run.stopping: auto | always | never | true | false, or a mapping {when, max_noise, budget_s, min_samples, max_samples}."""
+    raw = run_section.data.get("stopping", "auto")
+    if isinstance(raw, bool):
+        raw = "always" if raw else "never"
+    if isinstance(raw, str):
+        raw = {"when": raw}
+    s = Section(raw, run_section.at("stopping"), ("when", "max_noise", "budget_s", "min_samples", "max_samples"))
+    d = Stopping()
+    when = s.str("when", d.when)
+    if when not in STOPPING_WHEN:
+        raise SweepError(f"{s.at('when')}: {show(when)} is not one of {', '.join(STOPPING_WHEN)} (auto: only for a "
+                         "program whose one run has fewer than 3 timed iterations)")
+    min_samples = s.int("min_samples", d.min_samples, 3, 100000)
+    return Stopping(when, s.number("max_noise", d.max_noise, 1e-6, 1.0), s.number("budget_s", d.budget_s, 0.001, 86400),
+                    min_samples, s.int("max_samples", d.max_samples, min_samples, 10**7))
+
+
+def certify(top: Section, path: Path) -> Certify:
+    s = Section(top.data.get("certify"), f"{path}: certify", ("enabled", "top", "budget_s", "budget_share", "max_rounds"))
+    d = Certify()
+    return Certify(s.bool("enabled", d.enabled), s.int("top", d.top, 1, 64), s.number("budget_s", d.budget_s, 0, 86400),
+                   s.number("budget_share", d.budget_share, 0.001, 100), s.int("max_rounds", d.max_rounds, 5, 100000))
 
 
 def profile(top: Section, path: Path) -> Profile:

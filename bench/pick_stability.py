@@ -1,0 +1,197 @@
+"""How often a sweep's picks repeat when it is run again, certified picks and the others apart.
+
+    python bench/pick_stability.py [SPACE] [-k 3] [--backend events] [--certify budget_s=120 ...]
+    python bench/pick_stability.py --analyze NAME [NAME ...]
+    python bench/pick_stability.py --combine OUT.json [OUT.json ...]
+
+Runs SPACE (default spaces/seed.yaml) K times, each a fresh `config_sweep.py run`
+process under its own sweep name (<space>-stab-<i>) sharing one jobs folder, so
+the object cache is shared; a dry run first fills that cache (--no-warm skips
+it), so every rerun is warm. For every parameter group it then reports:
+
+    picks           the pick of each rerun, and whether the race certified it
+    repeat rate     the share of picks equal to the group's most common pick over
+                    the K reruns, for certified and uncertified picks apart
+                    (target: certified picks repeat in >= 95% of reruns)
+
+and, per rerun, the race's GPU seconds (race.json's gpu_s: the race job holding
+the GPU) as a share of the sweep's (verify + profile of every job, the end-to-end
+confirmation jobs included) (target: < 20%). --certify KEY=VALUE (repeatable)
+sets the space's certify: settings for the reruns (a copy of the space is run),
+e.g. budget_s=120 to give each race that many seconds. --first N numbers the
+reruns from N; --combine analyzes the reruns of earlier --out files together (two
+GPU sessions, say: each rerun's entry names its node). Writes everything to
+--out (JSON) and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+from sweep.certify import latest_outcome  # noqa: E402
+
+
+def space_copy(space: Path, certify: dict[str, Any], where: Path) -> Path:
+    """SPACE with its certify: settings updated (a custom target's dir made absolute, so the copy loads anywhere)."""
+    data = yaml.safe_load(space.read_text())
+    data.setdefault("certify", {}).update(certify)
+    if isinstance(data.get("target"), dict) and "dir" in data["target"]:
+        data["target"]["dir"] = str((space.parent / data["target"]["dir"]).resolve())
+    out = where / f"{space.stem}-stability.yaml"
+    where.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def run_sweep(space: Path, name: str, args: argparse.Namespace, extra: list[str] = ()) -> float:
+    cmd = [sys.executable, str(ROOT / "config_sweep.py"), "run", str(space), "--name", name, "--executor",
+           args.executor, "--jobs-dir", str(args.jobs_dir), "--results-dir", str(args.results_dir), *extra]
+    if args.backend:
+        cmd += ["--backend", args.backend]
+    t0 = time.monotonic()
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True)
+    return time.monotonic() - t0
+
+
+def gpu_seconds(configs: pd.DataFrame) -> float:
+    ok = configs[configs["status"] == "ok"]
+    return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
+
+
+def one(name: str, jobs_dir: Path, results_dir: Path) -> dict[str, Any]:
+    """What one rerun picked, and its GPU seconds (sweep, race)."""
+    best = json.loads((results_dir / name / "best.json").read_text())
+    configs = pd.read_parquet(results_dir / name / "configs.parquet")
+    race = latest_outcome(jobs_dir / name) or {}
+    groups = {}
+    for ch in best["choices"]:
+        cert = ch.get("certification") or {}
+        groups[",".join(ch["macros"])] = {"pick": ch["values"], "certified": cert.get("status") == "certified",
+                                          "raced": bool(cert), "rounds": cert.get("rounds"),
+                                          "tied": cert.get("tied", []), "rule": cert.get("rule"),
+                                          "verdict": ch.get("verdict")}
+    sweep_s = gpu_seconds(configs)
+    race_s = float(race.get("gpu_s", 0.0))
+    return {"name": name, "groups": groups, "sweep_gpu_s": sweep_s, "race_gpu_s": race_s,
+            "race_share": race_s / sweep_s if sweep_s else None, "race_rounds": race.get("rounds"),
+            "race_throttled_runs": race.get("throttled_runs"), "node": race.get("node", {})}
+
+
+def analyze(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per group: picks, the most common one, and repeat rates of certified and uncertified picks."""
+    groups: dict[str, Any] = {}
+    counts = {True: [0, 0], False: [0, 0]}        # certified? -> [repeated, all]
+    for g in runs[0]["groups"]:
+        picks = [r["groups"][g] for r in runs if g in r["groups"]]
+        key = [json.dumps(p["pick"], sort_keys=True) for p in picks]
+        mode = Counter(key).most_common(1)[0][0]
+        per = {True: [0, 0], False: [0, 0]}
+        for p, k in zip(picks, key):
+            for bucket in (per, counts):
+                bucket[p["certified"]][0] += k == mode
+                bucket[p["certified"]][1] += 1
+        groups[g] = {"picks": [p["pick"] for p in picks], "certified": [p["certified"] for p in picks],
+                     "rounds": [p["rounds"] for p in picks], "most_common": json.loads(mode),
+                     "certified_repeat": _rate(per[True]), "uncertified_repeat": _rate(per[False])}
+    shares = [r["race_share"] for r in runs if r["race_share"] is not None]
+    return {"groups": groups, "certified_picks": counts[True][1], "certified_repeat": _rate(counts[True]),
+            "uncertified_picks": counts[False][1], "uncertified_repeat": _rate(counts[False]),
+            "race_share_mean": sum(shares) / len(shares) if shares else None, "race_share_max": max(shares, default=None),
+            "reruns": len(runs)}
+
+
+def _rate(c: list[int]) -> float | None:
+    return c[0] / c[1] if c[1] else None
+
+
+def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{100 * v:.0f}%"
+
+    lines = [f"{summary['reruns']} reruns"]
+    for r in runs:
+        lines.append(f"  {r['name']}: sweep GPU {r['sweep_gpu_s']:.1f} s, race {r['race_gpu_s']:.1f} s "
+                     f"({pct(r['race_share'])}), {r['race_rounds']} rounds")
+    for g, x in summary["groups"].items():
+        picks = "; ".join(f"{','.join(str(v) for v in p.values())}{'*' if c else ''}"
+                          for p, c in zip(x["picks"], x["certified"]))
+        lines.append(f"  {g}: {picks}  (* certified) certified repeat {pct(x['certified_repeat'])}, "
+                     f"uncertified repeat {pct(x['uncertified_repeat'])}")
+    lines.append(f"certified picks: {summary['certified_picks']}, repeat {pct(summary['certified_repeat'])} "
+                 f"(target >= 95%); uncertified: {summary['uncertified_picks']}, repeat "
+                 f"{pct(summary['uncertified_repeat'])}")
+    lines.append(f"race GPU time / sweep GPU time: mean {pct(summary['race_share_mean'])}, max "
+                 f"{pct(summary['race_share_max'])} (target < 20%)")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("space", nargs="?", type=Path, default=ROOT / "spaces" / "seed.yaml")
+    ap.add_argument("-k", type=int, default=3, help="reruns (default 3)")
+    ap.add_argument("--backend", default=None)
+    ap.add_argument("--executor", default="local")
+    ap.add_argument("--certify", action="append", default=[], metavar="KEY=VALUE",
+                    help="a certify: setting for the reruns, e.g. budget_s=120, top=2, max_rounds=12")
+    ap.add_argument("--first", type=int, default=0, help="number the reruns from this one")
+    ap.add_argument("--no-warm", action="store_true", help="skip the dry run that fills the object cache")
+    ap.add_argument("--no-confirm", action="store_true", help="skip the end-to-end confirmation jobs of each rerun")
+    ap.add_argument("--jobs-dir", type=Path, default=ROOT / "build" / "stability" / "jobs")
+    ap.add_argument("--results-dir", type=Path, default=ROOT / "build" / "stability" / "results")
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "pick-stability.json")
+    ap.add_argument("--analyze", nargs="+", metavar="NAME", help="only analyze these sweeps (already run)")
+    ap.add_argument("--combine", nargs="+", type=Path, metavar="OUT", help="analyze the reruns of these --out files")
+    args = ap.parse_args()
+    space = args.space.resolve()
+    if args.combine:
+        runs = [r for f in args.combine for r in json.loads(f.read_text())["runs"]]
+        summary = analyze(runs)
+        print(report(summary, runs))
+        args.out.write_text(json.dumps({"combined": [str(f) for f in args.combine], "summary": summary, "runs": runs},
+                                       indent=2, default=str))
+        return 0
+    if args.analyze:
+        names = args.analyze
+    else:
+        if args.certify:
+            settings = {k: yaml.safe_load(v) for k, _, v in (x.partition("=") for x in args.certify)}
+            space = space_copy(space, settings, args.results_dir)
+        base = args.space.stem
+        if not args.no_warm:
+            run_sweep(space, f"{base}-stab-warm", args, ["--dry-run"])
+        names = []
+        for i in range(args.first, args.first + args.k):
+            names.append(f"{base}-stab-{i}")
+            run_sweep(space, names[-1], args, ["--no-confirm"] if args.no_confirm else [])
+            write(args, space, [one(n, args.jobs_dir, args.results_dir) for n in names])   # after each rerun
+    runs = [one(n, args.jobs_dir, args.results_dir) for n in names]
+    summary = write(args, space, runs)
+    print(report(summary, runs))
+    print(f"written: {args.out}")
+    return 0
+
+
+def write(args: argparse.Namespace, space: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    summary = analyze(runs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"space": str(space), "backend": args.backend, "summary": summary, "runs": runs},
+                                   indent=2, default=str))
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Certify each group's pick after the sweep: plan the race, run it as one job, read its outcome.
+
+    plan(space, best, collected, sweep_dir)   the RacePlan: per group with at least two
+                                              candidates, its `certify.top` fastest (by the
+                                              sweep's medians) and the default configuration
+    run(space, sw, best, collected)           render jobs/<sweep>/_races/<plan digest>/ and dispatch
+                                              it through the sweep's executor (one job, one GPU)
+    recorded(space, sweep_dir, best, c)       the outcome of the race already run for this
+                                              very plan (collect reads it; nothing runs)
+
+The outcome becomes each group's Certification (sweep.evidence), which select
+takes in place of the sweep's own evidence: "certified" when the pick beat every
+other entrant beyond the noise, else a tie with its tied set and the pick by the
+documented rule (the default if it is tied, else the fewest threads per block;
+sweep.stats.race.tie_break).
+
+The default entrant: the candidate whose values are the group's declared
+defaults, else the baseline job (the target's own launch sizes), which then
+runs before the race. Budget: certify.budget_s seconds; or (0, the default)
+certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
+jobs), shared by all groups. A race whose budget ends before 3 rounds has no
+evidence: select keeps the sweep's own pick and evidence, and says so.
+
+What a race costs: a round runs every entrant's program once, start-up included
+(about 2 s for the engine), and no pick can be certified before the first look at
+which a leader that won every round would be (9 rounds with two entrants, 12 with
+three or four, at the default 30 rounds and alpha 0.05). On a sweep of a few
+configurations 20% of its GPU time buys a round or two: `run` says how long the
+race would need (`needed_s`), and certify.budget_s gives it that time.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pandas as pd
+
+from sweep import atomic, executors, render
+from sweep.collect import Collected
+from sweep.evidence import Certification
+from sweep.progress import Progress
+from sweep.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
+from sweep.records import Best, Choice, read_result
+from sweep.select import group_rows, patterns
+from sweep.space import Space
+from sweep.stats import Entrant, Race, contenders
+from sweep.stats.compare import signed_rank_count
+
+if TYPE_CHECKING:
+    from sweep.pipeline import Sweep
+
+RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
+MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
+ALPHA = 0.05
+
+
+def sweep_gpu_s(configs: pd.DataFrame) -> float:
+    """Seconds the sweep's ok jobs held the GPU (verify + profile)."""
+    if configs.empty:
+        return 0.0
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")]
+    return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
+
+
+def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA) -> int:
+    """The first look at which a race of `entrants` could certify at all: one whose leader won every round."""
+    r = Race([Entrant(str(i), 1) for i in range(entrants)], alpha=alpha, max_rounds=max_rounds, budget_s=1.0)
+    half = r.pair_alpha / 2
+    return next((n for n in r.looks if signed_rank_count(n, half) >= 0), max_rounds)
+
+
+def round_s(configs: pd.DataFrame, tags: list[str]) -> float:
+    """Seconds one round should take: each job's profiled run, from the sweep's own profile time per run."""
+    if configs.empty or "profile_s" not in configs:
+        return 0.0
+    c = configs.drop_duplicates("tag").set_index("tag")
+    runs = c["runs"].fillna(1).clip(lower=1) if "runs" in c else 1
+    per_run = (c["profile_s"].fillna(0) / runs).to_dict()
+    return float(sum(per_run.get(t, 0.0) for t in tags))
+
+
+def budget(space: Space, configs: pd.DataFrame) -> float:
+    """The race's seconds (0.1 s steps): certify.budget_s when set, else budget_share of the sweep's GPU seconds."""
+    c = space.certify
+    seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
+    return round(max(seconds, MIN_BUDGET_S), 1)
+
+
+def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
+    """About how long the race must run before it could certify anything (the rounds up to the
+    first look that could, times one round of the entrants' own profile runs)."""
+    k = max(len(x.entrants) for x in p.lanes)
+    return first_certifiable_round(k, p.max_rounds, p.alpha) * round_s(configs, p.tags())
+
+
+def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
+    d = {m: space.parameter(m).default for m in macros}
+    return d if all(v is not None for v in d.values()) else None
+
+
+def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | None:
+    """The baseline job as a group's default entrant, when it was measured."""
+    rows = group_rows(space, c.measurements, macros, role="baseline")
+    if rows.empty:
+        return None
+    return Entrant(render.BASELINE_TAG, max(1, int(rows["threads_per_block"].max())), True)
+
+
+def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:
+    """A group's race, or None when it has fewer than two entrants."""
+    defaults = _defaults(space, choice.macros)
+    entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults)
+                for x in choice.candidates]
+    medians = {x.tag: x.ns for x in choice.candidates}
+    chosen = list(contenders(entrants, medians, space.certify.top))
+    values = {x.tag: dict(x.values) for x in choice.candidates}
+    if defaults is not None and not any(e.is_default for e in chosen):
+        base = _baseline(space, c, choice.macros)
+        if base is not None:
+            chosen.append(base)
+            values[base.id] = defaults
+    if len(chosen) < 2:
+        return None
+    return Lane(choice.macros, patterns(space, choice.macros), tuple(chosen), {e.id: values[e.id] for e in chosen})
+
+
+def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | None:
+    """The race of every group with two entrants or more (None: nothing to race)."""
+    lanes = tuple(x for x in (lane(space, ch, c) for ch in best.choices) if x is not None)
+    if not lanes:
+        return None
+    hashes = {}
+    by_tag = c.configs.set_index("tag")["config_hash"].to_dict() if "config_hash" in c.configs else {}
+    tags = list(dict.fromkeys(e.id for x in lanes for e in x.entrants))
+    for t in tags:
+        hashes[t] = str(by_tag.get(t, ""))
+    return RacePlan(lanes, {t: str(Path(sweep_dir) / t) for t in tags}, hashes, budget(space, c.configs),
+                    space.certify.max_rounds)
+
+
+def needs_baseline(space: Space, best: Best) -> bool:
+    """Some group's default values are not among its measured candidates (the baseline job stands in)."""
+    for ch in best.choices:
+        d = _defaults(space, ch.macros)
+        if d is not None and len(ch.candidates) > 1 and not any(x.values == d for x in ch.candidates):
+            return True
+    return False
+
+
+def certifications(p: RacePlan, out: Mapping[str, Any]) -> dict[tuple[str, ...], Certification]:
+    """The outcome's results as each group's Certification."""
+    node = out.get("node") or {}
+    certs = {}
+    for x, entry in zip(p.lanes, out["lanes"]):
+        r, v = entry["result"], x.values
+        medians = r.get("medians", {})
+        certs[x.macros] = Certification(
+            status=r["status"], pick=v[r["pick"]], rule=r["rule"], tied=tuple(v[t] for t in r["tied"]),
+            runner_up=v.get(r["runner_up"]), margin=r["margin"], ci_low=_finite(r["ci_low"]),
+            ci_high=_finite(r["ci_high"]), confidence=r["confidence"], rounds=r["rounds"], elapsed_s=r["elapsed_s"],
+            stopped=r["stopped"],
+            entrants=tuple({"tag": e.id, "values": v[e.id], "threads": e.threads, "is_default": e.is_default,
+                            "median_ns": medians.get(e.id)} for e in x.entrants),
+            host=str(node.get("host", "")), gpu_uuid=str(node.get("gpu_uuid", "") or ""),
+            throttled_runs=int(out.get("throttled_runs", 0)),
+            verdicts={k: cmp["verdict"] for k, cmp in r.get("comparisons", {}).items()})
+    return certs
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def race_dir(sweep_dir: Path, p: RacePlan) -> Path:
+    return Path(sweep_dir) / RACES / p.digest()
+
+
+def latest_outcome(sweep_dir: Path) -> dict[str, Any] | None:
+    """The newest race.json of a sweep (None when it never raced)."""
+    found = sorted(Path(sweep_dir).glob(f"{RACES}/*/{OUTCOME}"), key=lambda f: f.stat().st_mtime)
+    return read_outcome(found[-1].parent) if found else None
+
+
+def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
+    """The certifications of a race already run for this very plan ({} when there is none)."""
+    p = plan(space, best, c, sweep_dir)
+    out = read_outcome(race_dir(sweep_dir, p)) if p is not None else None
+    if out is None or out.get("plan_digest") != p.digest():
+        return {}
+    return certifications(p, out)
+
+
+def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
+    """Race the groups' top candidates on one GPU (one job through the sweep's executor); {} when
+    there is nothing to race or the race failed (said on stderr: the sweep's picks stand)."""
+    p = plan(space, best, c, sw.sweep_dir)
+    if p is None:
+        return {}
+    d = race_dir(sw.sweep_dir, p)
+    d.mkdir(parents=True, exist_ok=True)
+    digest = p.digest()
+    jc = render.job_config(space, None, f"race_{digest}", digest, sw.commit, sw.values, role=ROLE,
+                           settings=sw.settings())
+    atomic.write_json(d / PLAN, p.to_dict())
+    atomic.write_json(d / "config.json", jc.to_dict())
+    job = executors.PendingJob(jc.tag, d, digest)
+    out = read_outcome(d)
+    if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
+        (d / OUTCOME).unlink(missing_ok=True)
+        n, need = len(p.tags()), needed_s(p, c.configs)
+        print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
+              f"({n} jobs a round) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
+        if need > p.budget_s:
+            print(f"  note: certifying a pick takes about {need:.0f} s of rounds here; with {p.budget_s:.0f} s "
+                  f"expect ties (set certify.budget_s: {need * 1.25:.0f} to give the race that time)", file=sys.stderr)
+        progress = Progress(space.name + ":certify")
+        progress.add(1)
+        sw.dispatch([job], progress, progress.finished)
+        progress.close()
+        out = read_outcome(d)
+    if out is None or out.get("plan_digest") != digest:
+        r = read_result(d)
+        why = f"{r.status}: {r.reason}" if r is not None else "it left no outcome"
+        print(f"warning: the certification race failed ({why}); the sweep's own evidence stands", file=sys.stderr)
+        return {}
+    return certifications(p, out)

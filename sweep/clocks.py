@@ -1,0 +1,228 @@
+"""The GPU's clocks, temperature and power while a program runs, and the node's fingerprint.
+
+    reader()        a Reader of this job's GPU: pynvml when it imports and the driver
+                    answers, else nvidia-smi on PATH, else None (no GPU: nothing is read)
+    Monitor         polls a Reader in a thread while a program runs; `peak()` is the
+                    highest SM clock seen (and the other readings at that moment)
+    fingerprint()   host, GPU name and UUID, driver, default and maximum SM clock,
+                    and the readings at the start: every result row carries it
+    throttled()     whether a run's peak SM clock is under 75% of the default clock
+                    (sweep.stats.drop_throttled, nvbench's rule)
+
+Which GPU: the first entry of CUDA_VISIBLE_DEVICES (an index or a UUID, as the
+executors and Slurm set it), else 0. The default clock is the default
+applications clock where the GPU reports one, else its maximum SM clock.
+
+A run's clock is its *peak*: the GPU idles at a low clock (345 MHz on an H100)
+before a program starts and while it loads, and boosts once its kernels run, so
+a run whose SM clock never reached 75% of the default clock ran throttled
+throughout. A run throttled only during part of its timed iterations is not
+caught this way: the readings are per run, not per iteration (a poll every
+0.05 s through NVML, 0.25 s through nvidia-smi).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from sweep.stats import THROTTLE_THRESHOLD, drop_throttled
+
+POLL_S = 0.1
+NAN = float("nan")
+SMI_READING = ("clocks.sm", "clocks.mem", "temperature.gpu", "power.draw")
+SMI_FACTS = ("name", "uuid", "driver_version", "clocks.default_applications.graphics", "clocks.max.sm")
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One reading: SM and memory clocks (MHz), temperature (C), power draw (W); NaN where unknown."""
+
+    sm_mhz: float = NAN
+    mem_mhz: float = NAN
+    temperature_c: float = NAN
+    power_w: float = NAN
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {k: (v if math.isfinite(v) else None) for k, v in asdict(self).items()}
+
+
+class Reader(Protocol):
+    interval_s: float
+
+    def read(self) -> Reading: ...
+
+    def facts(self) -> dict[str, Any]: ...
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:        # "[N/A]", "[Not Supported]"
+        return NAN
+
+
+def device_id() -> str:
+    """This process's GPU as nvidia-smi and NVML name it: CUDA_VISIBLE_DEVICES' first entry, else 0."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    return first or "0"
+
+
+class SmiReader:
+    """nvidia-smi --query-gpu, one process per reading (tens of ms)."""
+
+    interval_s = 0.25
+
+    def __init__(self, smi: str, device: str):
+        self.smi, self.device = smi, device
+
+    def _query(self, names: tuple[str, ...]) -> list[str]:
+        try:
+            r = subprocess.run([self.smi, "-i", self.device, f"--query-gpu={','.join(names)}",
+                                "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return [""] * len(names)
+        line = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+        parts = [p.strip() for p in line.split(",")]
+        return parts if len(parts) == len(names) else [""] * len(names)
+
+    def read(self) -> Reading:
+        return Reading(*(_number(v) for v in self._query(SMI_READING)))
+
+    def facts(self) -> dict[str, Any]:
+        name, uuid, driver, default, top = self._query(SMI_FACTS)
+        return {"gpu": name, "gpu_uuid": uuid, "driver": driver, "default_sm_mhz": _number(default),
+                "max_sm_mhz": _number(top)}
+
+
+class NvmlReader:
+    """pynvml: a reading costs microseconds."""
+
+    interval_s = 0.05
+
+    def __init__(self, nvml: Any, device: str):
+        self.nvml = nvml
+        self.handle = (nvml.nvmlDeviceGetHandleByUUID(device) if device.startswith(("GPU-", "MIG-"))
+                       else nvml.nvmlDeviceGetHandleByIndex(int(device)))
+
+    def _get(self, fn: str, *args: Any) -> float:
+        try:
+            return float(getattr(self.nvml, fn)(self.handle, *args))
+        except Exception:     # NVMLError_NotSupported and friends: unknown
+            return NAN
+
+    def read(self) -> Reading:
+        n = self.nvml
+        return Reading(self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+                       self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
+                       self._get("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU),
+                       self._get("nvmlDeviceGetPowerUsage") / 1000.0)
+
+    def facts(self) -> dict[str, Any]:
+        n = self.nvml
+
+        def text(fn: str, *args: Any) -> str:
+            try:
+                v = getattr(n, fn)(*args)
+            except Exception:
+                return ""
+            return v.decode() if isinstance(v, bytes) else str(v)
+
+        return {"gpu": text("nvmlDeviceGetName", self.handle), "gpu_uuid": text("nvmlDeviceGetUUID", self.handle),
+                "driver": text("nvmlSystemGetDriverVersion"),
+                "default_sm_mhz": self._get("nvmlDeviceGetDefaultApplicationsClock", n.NVML_CLOCK_GRAPHICS),
+                "max_sm_mhz": self._get("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_SM)}
+
+
+def reader() -> Reader | None:
+    """The GPU's reader (see the module docstring), or None where no GPU can be read."""
+    device = device_id()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return NvmlReader(pynvml, device)
+    except Exception:        # not installed, no driver, no such device: try nvidia-smi
+        pass
+    smi = shutil.which("nvidia-smi")
+    return SmiReader(smi, device) if smi else None
+
+
+def fingerprint(r: Reader | None) -> dict[str, Any]:
+    """The node and GPU a measurement ran on, with its clocks at the start (JSON-ready, None where unknown)."""
+    out: dict[str, Any] = {"host": socket.gethostname()}
+    if r is None:
+        return out
+    facts = r.facts()
+    start = r.read().to_dict()
+    out.update({k: v for k, v in facts.items() if not isinstance(v, float)})
+    for k in ("default_sm_mhz", "max_sm_mhz"):
+        out[k] = facts[k] if math.isfinite(facts[k]) else None
+    out.update({f"start_{k}": v for k, v in start.items()})
+    return out
+
+
+def default_clock(facts: dict[str, Any]) -> float | None:
+    """The SM clock throttling is judged against: the default applications clock, else the maximum (MHz)."""
+    for key in ("default_sm_mhz", "max_sm_mhz"):
+        v = facts.get(key)
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            return float(v)
+    return None
+
+
+def throttled(peak_sm_mhz: float, default_mhz: float | None) -> bool:
+    """A run whose peak SM clock is under THROTTLE_THRESHOLD (75%) of the default clock (unknown: not throttled)."""
+    if default_mhz is None:
+        return False
+    return drop_throttled((1.0,), (peak_sm_mhz,), default_mhz).dropped == 1
+
+
+def threshold(default_mhz: float | None) -> float | None:
+    return None if default_mhz is None else THROTTLE_THRESHOLD * default_mhz
+
+
+class Monitor:
+    """Polls `reader` every `interval_s` in a thread while the block runs (no reader: records nothing)."""
+
+    def __init__(self, reader: Reader | None, interval_s: float | None = None):
+        self.reader = reader
+        self.interval_s = interval_s if interval_s is not None else getattr(reader, "interval_s", POLL_S)
+        self.readings: list[Reading] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _poll(self) -> None:
+        while True:
+            self.readings.append(self.reader.read())
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> "Monitor":
+        if self.reader is not None:
+            self._thread = threading.Thread(target=self._poll, name="clock-monitor", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self.readings.append(self.reader.read())
+
+    def peak(self) -> Reading:
+        """The reading with the highest SM clock (all NaN when nothing was read)."""
+        known = [r for r in self.readings if math.isfinite(r.sm_mhz)]
+        return max(known, key=lambda r: r.sm_mhz) if known else Reading()
+
+
+def sleep(seconds: float) -> None:
+    """A pause for a throttled GPU to recover (a seam for tests)."""
+    time.sleep(seconds)

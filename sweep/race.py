@@ -1,0 +1,249 @@
+"""The certification race on the GPU: the candidates' already-built programs, in interleaved rounds.
+
+    python -m sweep.job jobs/<sweep>/_races/<plan>   (what an executor runs: Job.run hands a job
+                                               of role "race" to `run_job` here)
+
+sweep.certify writes the plan (race_plan.json: per parameter group, its entrants,
+the job folder of each, and the budget) into a job folder of its own, and any
+executor runs it like a configuration's job: ONE process holding ONE GPU, so a
+race never mixes nodes and works the same through the local, debug and Slurm
+executors. Each round runs every job still needed once, in an order rotated by
+one each round (as stats.Race.order rotates a group's entrants), under the
+sweep's profile backend, with the outputs in the race's folder (the
+candidates' own files stay as the sweep left them). One run gives a sample to
+every group it is an entrant of: the group's kernels' per-iteration time (all
+their shapes summed, median over the run's iterations). A run the GPU
+throttled is repeated after a pause (sweep.sampling). Each group's
+stats.Race decides at its looks; a certified group leaves, and the rounds run
+only the jobs the others still need, until every group has its result or the
+shared budget (seconds, or rounds) is spent. The outcome is race.json.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweep import atomic, clocks, profile, sampling
+from sweep.errors import SweepError
+from sweep.job import Job, JobFailed, Tools, gpu_lock
+from sweep.profile import Measurement
+from sweep.records import JobConfig, JobResult, Status, now, read_json, read_result, write_result
+from sweep.stats import Entrant, Race, RaceResult
+
+PLAN = "race_plan.json"
+OUTCOME = "race.json"
+PLAN_SCHEMA = "sweep-race-plan/1"
+OUTCOME_SCHEMA = "sweep-race/1"
+ROLE = "race"
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One group's race: its macros, kernel patterns, entrants (id: job tag) and each entrant's values."""
+
+    macros: tuple[str, ...]
+    patterns: tuple[str, ...]
+    entrants: tuple[Entrant, ...]
+    values: dict[str, dict[str, int]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"macros": list(self.macros), "patterns": list(self.patterns),
+                "entrants": [e.to_dict() for e in self.entrants], "values": self.values}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Lane":
+        return cls(tuple(d["macros"]), tuple(d["patterns"]), tuple(Entrant(**e) for e in d["entrants"]),
+                   {k: dict(v) for k, v in d["values"].items()})
+
+
+@dataclass(frozen=True, slots=True)
+class RacePlan:
+    """What the race job runs. jobs: tag -> job folder; hashes: tag -> the config hash the
+    entrant was measured with; budget_s: seconds for all groups together; max_rounds."""
+
+    lanes: tuple[Lane, ...]
+    jobs: dict[str, str]
+    hashes: dict[str, str]
+    budget_s: float
+    max_rounds: int
+    alpha: float = 0.05
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": PLAN_SCHEMA, "lanes": [lane.to_dict() for lane in self.lanes], "jobs": self.jobs,
+                "hashes": self.hashes, "budget_s": self.budget_s, "max_rounds": self.max_rounds, "alpha": self.alpha}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: Path | str = PLAN) -> "RacePlan":
+        if not isinstance(d, dict) or d.get("schema") != PLAN_SCHEMA:
+            raise SweepError(f"{path} is not a {PLAN_SCHEMA} race plan; run the sweep again to plan the race anew")
+        try:
+            return cls(tuple(Lane.from_dict(x) for x in d["lanes"]), dict(d["jobs"]), dict(d["hashes"]),
+                       float(d["budget_s"]), int(d["max_rounds"]), float(d.get("alpha", 0.05)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise SweepError(f"{path}: not a valid race plan ({type(e).__name__}: {e}); run the sweep again") from None
+
+    def digest(self) -> str:
+        """Identity of the race: lanes, entrants with their config hashes, and the budget."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def tags(self) -> list[str]:
+        """Every job the race runs, in the order the lanes name them."""
+        return list(dict.fromkeys(e.id for lane in self.lanes for e in lane.entrants))
+
+
+def rotated(ids: Sequence[str], round_index: int) -> list[str]:
+    """ids in the order to run them in round `round_index` (0-based): rotated by one each round, as Race.order."""
+    k = len(ids)
+    return [ids[(round_index + i) % k] for i in range(k)] if k else []
+
+
+def group_ns(ms: Sequence[Measurement], patterns: Sequence[str]) -> float:
+    """A group's per-iteration time in one run: its kernels' shapes summed (median over iterations, ns)."""
+    return float(sum(m.total_median_ns for m in ms if any(fnmatch.fnmatchcase(m.kernel, p) for p in patterns)))
+
+
+@dataclass(frozen=True, slots=True)
+class Raced:
+    """The outcome: per group (its macros) the RaceResult, rounds run, seconds spent."""
+
+    results: dict[tuple[str, ...], RaceResult]
+    rounds: int
+    elapsed_s: float
+
+
+def race(plan: RacePlan, run: Callable[[str], Sequence[Measurement]],
+         clock: Callable[[], float] = time.monotonic) -> Raced:
+    """Run the rounds: `run(tag)` runs that job's profiled program once and returns its Measurements."""
+    races = {lane.macros: Race(lane.entrants, alpha=plan.alpha, max_rounds=plan.max_rounds, budget_s=plan.budget_s,
+                               min_rounds=min(5, plan.max_rounds)) for lane in plan.lanes}
+    results: dict[tuple[str, ...], RaceResult] = {}
+    start, r = clock(), 0
+    while len(results) < len(races):
+        live = [lane for lane in plan.lanes if lane.macros not in results]
+        tags = list(dict.fromkeys(e.id for lane in live for e in lane.entrants))
+        ran = {tag: run(tag) for tag in rotated(tags, r)}
+        elapsed = clock() - start
+        for lane in live:
+            times = {}
+            for e in lane.entrants:
+                times[e.id] = group_ns(ran[e.id], lane.patterns)
+                if times[e.id] <= 0:
+                    raise SweepError(f"{e.id}'s run launched none of {', '.join(lane.patterns)}: it cannot race for "
+                                     f"{', '.join(lane.macros)}")
+            res = races[lane.macros].add_round(times, elapsed)
+            if res is not None:
+                results[lane.macros] = res
+        r += 1
+    return Raced(results, r, clock() - start)
+
+
+# ---------------------------------------------------------------------------
+# On the GPU: the race job
+# ---------------------------------------------------------------------------
+
+
+class Rerun(Job):
+    """A candidate's job folder whose profiled program runs again, its outputs in `out` (the race's folder)."""
+
+    def __init__(self, job_dir: Path, out: Path, tools: Tools, timeout_s: float):
+        super().__init__(job_dir, tools=tools, timeout_s=timeout_s)
+        self.out = out
+
+    def values(self) -> dict[str, Any]:
+        return {**super().values(), "events_json": str(self.out / "events.json")}
+
+    def invocation(self, be: profile.Backend) -> profile.Invocation:
+        self.out.mkdir(parents=True, exist_ok=True)
+        tool = (self.tools.path(be.tool) or "") if be.tool else ""
+        if be.tool and not tool:
+            raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
+        request = profile.Request(self.out, self.program, tool, self.cfg.profile, tuple(self.cfg.target["events"]))
+        return be.invocation(request)
+
+
+class GpuRace:
+    """The plan's jobs, each run once per call of `run(tag)` (throttled runs repeated), on this GPU."""
+
+    def __init__(self, job: Job, plan: RacePlan):
+        self.reader = clocks.reader()
+        self.facts = clocks.fingerprint(self.reader)
+        self.be = profile.backend(job.cfg.profile["backend"])
+        self.throttled_runs, self.runs = 0, 0
+        self.entrants: dict[str, tuple[Rerun, profile.Invocation]] = {}
+        for tag in plan.tags():
+            d = Path(plan.jobs[tag])
+            done = read_result(d)
+            if done is None or done.status != Status.OK or done.config_hash != plan.hashes.get(tag):
+                raise JobFailed(Status.RUNTIME_FAILED, "race", f"entrant {tag} ({d}) has no ok result of the "
+                                "configuration planned: run the sweep again to plan the race anew")
+            rr = Rerun(d, job.dir / tag, job.tools, job.timeout_s)
+            self.entrants[tag] = (rr, rr.invocation(self.be))
+
+    def run(self, tag: str) -> list[Measurement]:
+        rr, inv = self.entrants[tag]
+        log = rr.out / "profile.log"
+        s = sampling.Sampler(sampling.Plan(iterations=inv.iterations or int(rr.cfg.run["iterations"])),
+                             lambda: rr._capture_once(inv, log), lambda ran: rr._parse_once(self.be, inv, ran, log),
+                             reader=self.reader, facts=self.facts)
+        ms, sampled = s.finish(s.take())
+        self.throttled_runs += sampled.throttled_runs
+        self.runs += 1 + sampled.throttled_runs
+        return ms
+
+
+def outcome(plan: RacePlan, raced: Raced, facts: Mapping[str, Any], gpu_s: float, runs: int,
+            throttled_runs: int) -> dict[str, Any]:
+    """race.json's content."""
+    return {"schema": OUTCOME_SCHEMA, "plan_digest": plan.digest(), "finished_at": now(), "node": dict(facts),
+            "rounds": raced.rounds, "elapsed_s": raced.elapsed_s, "gpu_s": gpu_s, "runs": runs,
+            "throttled_runs": throttled_runs,
+            "lanes": [{"macros": list(lane.macros), "values": lane.values,
+                       "result": raced.results[lane.macros].to_dict()} for lane in plan.lanes]}
+
+
+def read_outcome(race_dir: Path) -> dict[str, Any] | None:
+    """race.json of a race folder, or None when there is none (or it is not one)."""
+    try:
+        d = read_json(Path(race_dir) / OUTCOME)
+    except (OSError, SweepError):
+        return None
+    return d if isinstance(d, dict) and d.get("schema") == OUTCOME_SCHEMA else None
+
+
+def run_job(job: Job, stages: str, previous: JobResult | None) -> JobResult:
+    """The race as a job (Job.run's hook for role "race"): nothing to build; measure runs the race."""
+    cfg: JobConfig = job.cfg
+    if stages == "build":    # the entrants are built; a build stage only says so, and a dry run never races
+        atomic.write_json(job.dir / "built.json", {"config_hash": cfg.config_hash, "at": now(), "build": {},
+                                                   "seconds": 0.0, "interval": None})
+        return JobResult.ended(cfg, Status.OK, "build", "nothing to build: the entrants are built", previous=previous)
+    t0, start = time.monotonic(), time.time()
+    status, stage, reason, log = Status.OK, "", "", ""
+    env: dict[str, Any] = {}
+    try:
+        plan = RacePlan.from_dict(read_json(job.dir / PLAN), job.dir / PLAN)
+        with gpu_lock(job.gpu_lock_path):
+            job.state("race")
+            g = GpuRace(job, plan)
+            env = dict(g.facts)
+            raced = race(plan, g.run)
+            gpu_s = time.monotonic() - t0
+        atomic.write_json(job.dir / OUTCOME, outcome(plan, raced, g.facts, gpu_s, g.runs, g.throttled_runs))
+    except JobFailed as f:
+        status, stage, reason, log = f.status, f.stage, f.reason, str(f.log or "")
+    except SweepError as e:
+        status, stage, reason = Status.RUNTIME_FAILED, "race", str(e)
+    finally:
+        (job.dir / "state.json").unlink(missing_ok=True)
+    result = JobResult.ended(cfg, status, stage, reason, log, previous=previous, env=env,
+                             timings={"race": time.monotonic() - t0, "total": time.monotonic() - t0},
+                             intervals={"race": [start, time.time()]})
+    write_result(job.dir, result)
+    return result

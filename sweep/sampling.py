@@ -1,0 +1,214 @@
+"""How many times a job runs its profiled program, and what the runs add up to.
+
+Noise is measured, never assumed (sweep.stats.samples). One run's per-iteration
+totals are the samples when it has at least 3 timed iterations; a program with
+fewer is run `run.repeats` times (default stats.default_repeats: a one-iteration
+program 5 times) and the runs' samples are pooled, each run's kept apart in
+Measurement.runs. With `run.stopping` on (auto: only for such short programs;
+"always" for any), the runs go on until sweep.stats.StoppingRule says stop, per
+kernel shape the space governs (`profile.kernels` in config.json; every shape
+when none matches): every shape's relative noise under max_noise, or settled
+(plateau), or max_samples, or the time budget. A program whose one run already
+gives 3 samples or more is run once by default: its iterations measure their
+noise, and repeating it would double the GPU time of every configuration.
+
+Each run is watched (sweep.clocks.Monitor); a run whose SM clock stayed under
+75% of the default clock is dropped, counted, and run again after a pause (at
+most MAX_THROTTLED times in a row; after that it is kept and the record says
+the GPU stayed throttled).
+
+`Sampler` takes its GPU work as callables (capture one run; parse a capture),
+so the job (sweep.job) and the race (sweep.race) share it and tests drive it
+with recorded measurements. A plan of one run leaves the parse to the caller,
+after the GPU is released (`Taken.pending`), as the job always did.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sweep import clocks
+from sweep.evidence import Sampled
+from sweep.profile import Measurement
+from sweep.space.model import Run
+from sweep.stats import StoppingRule, noise_samples, summarize
+from sweep.stats.stopping import STOP_REASONS
+
+MAX_THROTTLED = 3        # throttled runs in a row before one is kept anyway
+PAUSE_S = 2.0            # seconds to let a throttled GPU recover before the next run
+C = TypeVar("C")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """repeats: runs at least; adaptive: the stopping rule decides beyond them; iterations:
+    timed iterations per run; kernels: the patterns of the watched shapes."""
+
+    repeats: int = 1
+    adaptive: bool = False
+    iterations: int = 1
+    rule: StoppingRule = field(default_factory=StoppingRule)
+    kernels: tuple[str, ...] = ()
+    pause_s: float = PAUSE_S
+
+    @property
+    def single(self) -> bool:
+        return self.repeats == 1 and not self.adaptive
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any], profile: Mapping[str, Any], iterations: int | None = None) -> "Plan":
+        """The plan of config.json's run: and profile: sections; `iterations`: per run, when
+        the backend runs fewer than run.iterations (ncu)."""
+        r = Run.from_dict(run)
+        n = iterations or r.iterations
+        repeats, adaptive = r.runs_for(n)
+        st = r.stopping
+        rule = StoppingRule(max_noise=st.max_noise, min_samples=st.min_samples, max_samples=st.max_samples,
+                            budget_s=st.budget_s)
+        return cls(repeats, adaptive, n, rule, tuple(profile.get("kernels", ())))
+
+
+def pool(runs: Sequence[Sequence[Measurement]]) -> list[Measurement]:
+    """One Measurement per kernel shape over several runs: per-iteration totals concatenated
+    (a run that missed the shape counts 0 for each of its iterations), Measurement.runs
+    the iterations of each run. Per launch: min, max and mean over every launch, std
+    pooled (within and between runs), median the median of the runs' medians."""
+    if len(runs) == 1:
+        return list(runs[0])
+    sizes = [max((len(m.iter_total_ns) for m in run), default=0) for run in runs]
+    keys = sorted({(m.kernel, m.grid, m.block) for run in runs for m in run})
+    out = []
+    for key in keys:
+        found = [next((m for m in run if (m.kernel, m.grid, m.block) == key), None) for run in runs]
+        there = [m for m in found if m is not None]
+        totals = [x for m, n in zip(found, sizes) for x in (m.iter_total_ns if m is not None else (0.0,) * n)]
+        weights = [m.calls * max(1, len(m.iter_total_ns)) for m in there]
+        mean = sum(w * m.mean_ns for w, m in zip(weights, there)) / sum(weights)
+        var = sum(w * (m.std_ns ** 2 + (m.mean_ns - mean) ** 2) for w, m in zip(weights, there)) / sum(weights)
+        first = there[0]
+        out.append(Measurement(
+            kernel=first.kernel, grid=first.grid, block=first.block, calls=max(m.calls for m in there),
+            median_ns=statistics.median(m.median_ns for m in there), min_ns=min(m.min_ns for m in there),
+            max_ns=max(m.max_ns for m in there), mean_ns=mean, std_ns=math.sqrt(var), iter_total_ns=tuple(totals),
+            kernel_full=first.kernel_full, runs=tuple(sizes)))
+    return out
+
+
+def watched(ms: Sequence[Measurement], kernels: Sequence[str]) -> list[Measurement]:
+    """The shapes whose kernels match `kernels` (all of them when none does, or none are given)."""
+    hit = [m for m in ms if any(fnmatch.fnmatchcase(m.kernel, p) for p in kernels)]
+    return hit or list(ms)
+
+
+def decide(rule: StoppingRule, ms: Sequence[Measurement], elapsed_s: float) -> dict[str, Any] | None:
+    """The rule over every shape at once: None while one still needs samples, else the
+    Stopped record of the whole (the least samples, the most noise, the last reason to stop)."""
+    if not ms:
+        return None
+    stops = [rule.check(m.iter_total_ns, elapsed_s) for m in ms]
+    if any(s is None for s in stops):
+        return None
+    noises = [s.noise for s in stops]
+    return {"samples": min(s.samples for s in stops), "noise": None if None in noises else max(noises),
+            "reason": max((s.reason for s in stops), key=STOP_REASONS.index), "elapsed_s": float(elapsed_s)}
+
+
+def describe(ms: Sequence[Measurement], kernels: Sequence[str], runs: int, **fields: Any) -> Sampled:
+    """The Sampled record of pooled measurements: samples, noise and where it comes from."""
+    shapes = watched(ms, kernels)
+    if not shapes:
+        return Sampled(runs=runs, **fields)
+    fewest = min(shapes, key=lambda m: len(m.iter_total_ns))
+    source = noise_samples(fewest.per_run).source if fewest.iter_total_ns else "unknown"
+    noises = {m.shape: summarize(m.iter_total_ns).noise for m in shapes if m.iter_total_ns}
+    known = {k: v for k, v in noises.items() if v is not None}
+    noisiest = max(known, key=known.get) if known and len(known) == len(noises) else ""
+    return Sampled(runs=runs, samples=len(fewest.iter_total_ns), source=source,
+                   noise=known[noisiest] if noisiest else None, noisiest=noisiest, **fields)
+
+
+@dataclass
+class Taken(Generic[C]):
+    """What Sampler.take gathered on the GPU: parsed runs, or (one-run plan) the capture to parse."""
+
+    runs: list[list[Measurement]]
+    pending: C | None
+    clocks: list[dict[str, float | None]]
+    throttled_runs: int
+    throttled_samples: int
+    stopped: dict[str, Any] | None
+    elapsed_s: float
+    note: str = ""
+
+
+class Sampler(Generic[C]):
+    """Runs `capture` (one profiled run, on the GPU) and `parse` (its Measurements) as the plan says.
+
+    facts: the GPU's fingerprint (clocks.fingerprint) for its default clock; reader:
+    the clock reader (None: no clocks, nothing counts as throttled).
+    """
+
+    def __init__(self, plan: Plan, capture: Callable[[], C], parse: Callable[[C], list[Measurement]], *,
+                 reader: clocks.Reader | None = None, facts: Mapping[str, Any] | None = None,
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic):
+        self.plan, self.capture, self.parse = plan, capture, parse
+        self.reader, self.clock = reader, clock
+        self.sleep = sleep or (lambda s: clocks.sleep(s))
+        self.default_mhz = clocks.default_clock(dict(facts or {}))
+
+    def one(self) -> tuple[C, clocks.Reading, int, str]:
+        """One capture the GPU did not throttle: (capture, peak reading, throttled runs before it, note)."""
+        dropped, note = 0, ""
+        while True:
+            with clocks.Monitor(self.reader) as mon:
+                cap = self.capture()
+            peak = mon.peak()
+            if not clocks.throttled(peak.sm_mhz, self.default_mhz):
+                return cap, peak, dropped, note
+            if dropped >= MAX_THROTTLED:
+                note = (f"the GPU stayed throttled (SM clock {peak.sm_mhz:.0f} MHz < {clocks.threshold(self.default_mhz):.0f}) "
+                        f"for {dropped + 1} runs in a row: this run was kept")
+                return cap, peak, dropped, note
+            dropped += 1
+            self.sleep(self.plan.pause_s)
+
+    def take(self) -> Taken[C]:
+        """The runs, on the GPU: until `repeats` are kept and (adaptive) the rule stops them."""
+        start, runs, peaks = self.clock(), [], []
+        throttled_runs, notes = 0, []
+        while True:
+            cap, peak, dropped, note = self.one()
+            throttled_runs += dropped
+            notes += [note] if note else []
+            if self.reader is not None:
+                peaks.append(peak.to_dict())
+            if self.plan.single:
+                return Taken([], cap, peaks, throttled_runs, throttled_runs * self.plan.iterations, None,
+                             self.clock() - start, "; ".join(notes))
+            runs.append(self.parse(cap))
+            stopped = None
+            if not runs[-1]:      # nothing measured: more runs will not help (the caller says why)
+                break
+            if len(runs) >= self.plan.repeats:
+                if not self.plan.adaptive:
+                    break
+                stopped = decide(self.plan.rule, watched(pool(runs), self.plan.kernels), self.clock() - start)
+                if stopped is not None:
+                    break
+        return Taken(runs, None, peaks, throttled_runs, throttled_runs * self.plan.iterations, stopped,
+                     self.clock() - start, "; ".join(notes))
+
+    def finish(self, taken: Taken[C]) -> tuple[list[Measurement], Sampled]:
+        """The pooled Measurements and the Sampled record (parses a pending capture: off the GPU)."""
+        runs = taken.runs if taken.pending is None else [self.parse(taken.pending)]
+        ms = pool(runs)
+        return ms, describe(ms, self.plan.kernels, len(runs), adaptive=self.plan.adaptive, stopped=taken.stopped,
+                            throttled_runs=taken.throttled_runs, throttled_samples=taken.throttled_samples,
+                            threshold_mhz=clocks.threshold(self.default_mhz), clocks=tuple(taken.clocks),
+                            elapsed_s=taken.elapsed_s, note=taken.note)
