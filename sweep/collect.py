@@ -1,7 +1,8 @@
 """Collect a sweep's result files into tables (pandas).
 
     configs       one row per job: tag, role, status, stage, reason, log, the macros,
-                  GPU, driver, CUDA, commit, host, timings, forward time
+                  GPU, driver, CUDA, commit, host, backend and the capture window it
+                  used (cudaProfilerApi, whole run, ...), timings, forward time
     measurements  one row per job x kernel x launch shape (long format): the macros,
                   kernel, grid, block, calls, instances, per-launch median/min/max/
                   mean/std ns, per-iteration total (median and std over iterations)
@@ -84,7 +85,7 @@ def collect(sweep_dir: Path) -> Collected:
             **base, "status": r.status.value, "stage": r.stage, "reason": r.reason, "log": r.log, "config_hash": r.config_hash,
             "attempt": r.attempt, "gpu": env.get("gpu", ""), "driver": env.get("driver", ""),
             "cuda_runtime": env.get("cuda_runtime"), "commit": env.get("commit", ""), "host": env.get("host", ""),
-            "backend": env.get("backend", ""), "forward_ms": r.forward_ms.get("median_ms"),
+            "backend": env.get("backend", ""), "capture": env.get("capture", ""), "forward_ms": r.forward_ms.get("median_ms"),
             "build_s": r.timings.get("build"), "verify_s": r.timings.get("verify"), "profile_s": r.timings.get("profile"),
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
@@ -100,6 +101,7 @@ def collect(sweep_dir: Path) -> Collected:
                 "mean_ns": m.mean_ns, "std_ns": m.std_ns, "total_median_ns": m.total_median_ns,
                 "total_std_ns": m.total_std_ns, "gpu": row["gpu"], "driver": row["driver"],
                 "cuda_runtime": row["cuda_runtime"], "commit": row["commit"], "backend": row["backend"],
+                "capture": row["capture"],
             })
     for t in manifest.tags:  # planned but never rendered (should not happen) or removed
         if t not in seen:

@@ -32,6 +32,7 @@ from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
+BACKEND_CACHE = "_cache/cupti"          # the cupti backend's injection library, built once per CUDA version
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,9 @@ def check_placeholders(space: Space, jobs_root: Path) -> None:
     plugin = space.target.plugin
     known = set(JOB_PLACEHOLDERS) | set(plugin.values(jobs_root) if plugin is not None else ())
     t = space.target
-    for where, cmd in [*(("verify", c) for c in t.verify), ("profile", t.profile), ("events", t.events)]:
+    checks = () if isinstance(t.verify, str) else t.verify
+    for where, cmd in [*(("verify", c) for c in checks), ("profile", t.profile), ("events", t.events),
+                       ("check_args", t.check_args)]:
         for word in cmd:
             if word == "{args}":
                 continue
@@ -203,7 +206,8 @@ class Sweep:
 
     def settings(self) -> JobSettings:
         return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
-                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT))
+                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT),
+                           cache_dir=str(Path(self.opts.jobs_root) / BACKEND_CACHE))
 
     def render(self, config: Config | None, tag: str, role: str = "sweep") -> executors.PendingJob:
         h = config_hash(self.space, config if config else Config(()), self.digest)

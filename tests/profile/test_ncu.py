@@ -237,3 +237,25 @@ def test_log_file_capture_with_nvtx_column_splits_into_its_iterations():
     assert sum(m.calls for m in got) == 21  # the odd model's launches per forward pass
     assert {len(m.iter_total_ns) for m in got} == {2}
     assert all(m.min_ns > 0 for m in got)
+
+
+def test_whole_run_profile_command_profiles_from_the_start():
+    cmd = ncu.profile_command(["./prog"], Path("out/ncu.csv"), whole_run=True)
+    assert "--profile-from-start" not in cmd and cmd[-2:] == ["--nvtx", "./prog"]
+
+
+def test_the_backend_tries_the_profiler_api_window_then_falls_back_to_the_whole_run(tmp_path):
+    from sweep.profile import Request
+
+    inv = ncu.BACKEND.invocation(Request(tmp_path, lambda extra=(), iterations=None: ["./prog", str(iterations)], "ncu"))
+    assert inv.capture == "cudaProfilerApi" and inv.fallback.capture == "whole run"
+    assert inv.command[-1] == inv.fallback.command[-1] == "3" and inv.fallback.iterations == 3
+
+
+@pytest.mark.parametrize("log, timed", [(FORWARD, True), ("==PROF== Connected to process 1 (./prog)\n", False)],
+                         ids=["a-capture-with-rows", "a-log-without-a-profiled-launch"])
+def test_a_run_counts_as_timed_when_ncu_profiled_a_launch(tmp_path, log, timed):
+    from sweep.profile import Invocation
+
+    (tmp_path / "ncu.csv").write_text(log)
+    assert ncu.BACKEND.timed(Invocation([], tmp_path / "ncu.csv")) is timed
