@@ -14,7 +14,8 @@ one Status and, for failures, the stage, the reason and the log to read:
     compile_failed  the build failed for another reason (the first compiler or ptxas error line)
     verify_failed   the programs built but compute wrong results: never picked. With
                     `verify: profile` (a program that checks itself before it times), a
-                    non-zero exit of the profiled run before its timed part is this
+                    non-zero exit of the profiled run before its timed part is this,
+                    unless the program names a CUDA error (then CUDA failed, not the check)
     runtime_failed  a program crashed, or a profiler or tool failed
     timeout         the scheduler's time limit ended it, or a program outlived its own
     preempted       the scheduler took the node back (it is requeued)
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 import sys
 import time
@@ -52,6 +54,9 @@ from sweep.records import (FAILED, JobConfig, JobResult, JobSettings, Status, no
 from sweep.space.model import VERIFY_IN_PROFILE
 
 DIAGNOSIS = "diagnose_cupti.txt"    # a refused launch, re-run under the CUPTI library to learn its size
+# A self-checking program that stops on one of these did not find wrong results: CUDA itself failed.
+CUDA_FAILURE = re.compile(r"CUDA error|cudaError\w+|CUDA driver version is insufficient|no CUDA-capable device|"
+                          r"out of memory|illegal memory access|unspecified launch failure")
 
 # ---------------------------------------------------------------------------
 # Running one job
@@ -219,7 +224,7 @@ class Job:
         p = run_program(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
         if p.returncode != 0:
             self._refused_launch(p, log, "profile", inv)
-            if self.self_checking and not self.backend.timed(inv):
+            if self.self_checking and not self.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
                 raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(self.program()[0]).name} exit {p.returncode} "
                                 f"before its timed part (its own check, verify: profile): {_tail(p)}", log)
             self._check(p, log)
@@ -229,15 +234,19 @@ class Job:
         """A run the runtime stopped by refusing a launch's size is an illegal configuration:
         skipped, naming the resource, the amount and the limit (sweep.limits)."""
         text = p.stderr + "\n" + p.stdout
-        if limits.from_run(text) is None:
+        if not limits.may_be_refused_launch(text):
             return
         capture = self._capture_of(inv) if inv is not None and self.backend.name == "cupti" else None
         if capture is None or not capture.failures:
             capture = self._diagnose(p.args, log) or capture
-        program = Path(p.args[0]) if capture is None else Path(capture.header.get("exe", p.args[0]))
-        over = limits.from_run(text, capture.failures if capture else (), capture.limits if capture else None,
-                               limits.kernel_facts(program))
-        raise JobFailed(Status.SKIPPED, stage, over.reason()[:500], log)
+        if capture is None:
+            over = limits.from_run(text)
+        else:
+            facts = limits.with_registers(limits.kernel_facts(Path(capture.header.get("exe", p.args[0]))),
+                                          capture.kernels)
+            over = limits.from_run(text, capture.failures, capture.limits, facts)
+        if over is not None:
+            raise JobFailed(Status.SKIPPED, stage, over.reason()[:500], log)
 
     def _capture_of(self, inv: profile.Invocation) -> Any:
         from sweep.profile.cupti_file import read_capture

@@ -9,21 +9,26 @@ a program may have; the messages (real ones in tests/data/resource_limits/) are
     nvlink error   : entry function '_Z3k11PfPKf' with max regcount of 64 calls function '_Z1gPKf' with regcount of 140
 
 At run time the CUDA runtime refuses the launch, and the program prints the
-error its own way; the runtime's text is what is recognised (real messages from
-an H100 in tests/data/h100/launch_limits/):
+error its own way; the runtime's text is what is recognised. On the H100 with
+CUDA 13.0 (real messages in tests/data/h100/launch_limits/):
 
     too many resources requested for launch   cudaErrorLaunchOutOfResources (701): the block needs more
-                                              registers than the SM has for it, or more threads than
-                                              the kernel's __launch_bounds__
-    invalid configuration argument            cudaErrorInvalidConfiguration (9): a block or grid size, or
-                                              dynamic shared memory, over the device's limits
+                                              registers than the SM has for it
+    invalid argument                          cudaErrorInvalidValue (1): more threads than 1024 or than
+                                              the kernel's __launch_bounds__, a block or grid side over
+                                              its limit, more dynamic shared memory than allowed
+    invalid configuration argument            cudaErrorInvalidConfiguration (9): what older CUDA said
+                                              for the sizes above
 
-The message alone names no numbers. The CUPTI injection library records each
-refused launch (its grid, block, dynamic shared memory and error) and the
-device's limits (sweep/profile/cupti_file.py: Failure, Limits); with those, and
-the kernel's registers and launch bounds read from the program file by
-cuobjdump where it is installed (`kernel_facts`), the reason names the
-resource, the amount and the limit. Without them it names what it can.
+"invalid argument" is what any CUDA call says of a bad argument, so it counts
+as a refused launch only when a launch is known to have failed with it. The
+message alone names no numbers. The CUPTI injection library records each
+refused launch (its grid, block, dynamic shared memory and error; CUPTI also
+reports the kernel, with its registers per thread, as a kernel record without
+times) and the device's limits (sweep/profile/cupti_file.py: Failure, Limits);
+with those, and the launch bounds read from the program file by cuobjdump
+where it is installed (`kernel_facts`), the reason names the resource, the
+amount and the limit. Without them it names what it can.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ RESOURCE_NAMES = {"shared": "shared memory per block", "global constant": "const
                   "constant": "constant memory", "local": "local memory per thread", "param": "kernel parameters"}
 RUNTIME_PATTERN = re.compile(r"too many resources requested for launch|invalid configuration argument|"
                              r"cudaErrorLaunchOutOfResources|cudaErrorInvalidConfiguration", re.I)
-OUT_OF_RESOURCES, INVALID_CONFIGURATION = 701, 9
+ANY_CALL_PATTERN = re.compile(r"\binvalid argument\b|cudaErrorInvalidValue", re.I)   # a launch's, or any call's
+INVALID_VALUE, INVALID_CONFIGURATION, OUT_OF_RESOURCES = 1, 9, 701
+SIZE_ERRORS = (INVALID_VALUE, INVALID_CONFIGURATION, OUT_OF_RESOURCES)
 Dim3 = tuple[int, int, int]
 
 
@@ -138,18 +145,27 @@ class KernelFacts:
     max_threads: int | None = None          # __launch_bounds__ (threads per block), when it has them
 
 
+def may_be_refused_launch(text: str) -> bool:
+    """The run's output holds an error a refused launch gives (then a capture can tell)."""
+    return bool(RUNTIME_PATTERN.search(text) or ANY_CALL_PATTERN.search(text))
+
+
 def from_run(text: str, failures: Sequence[Failure] = (), limits: Limits | None = None,
              facts: Mapping[str, KernelFacts] | None = None) -> Overflow | None:
     """The launch a run's output says the runtime refused for its size, or None.
 
     `failures` and `limits` come from a CUPTI capture of the run; `facts` (by
-    mangled name) from `kernel_facts`. The first refused launch is the one named.
+    mangled name) from `kernel_facts` and `with_registers`. The first refused
+    launch is the one named; "invalid argument" needs one to count.
     """
-    line = next((l.strip() for l in text.splitlines() if RUNTIME_PATTERN.search(l)), None)
+    fail = next((f for f in failures if f.error in SIZE_ERRORS), None)
+    lines = [l.strip() for l in text.splitlines()]
+    line = next((l for l in lines if RUNTIME_PATTERN.search(l)), None)
+    if line is None and fail is not None:
+        line = next((l for l in lines if ANY_CALL_PATTERN.search(l)), None)
     if line is None:
         return None
     line = line[:300]
-    fail = next((f for f in failures if f.error in (OUT_OF_RESOURCES, INVALID_CONFIGURATION)), None)
     if fail is None:
         return Overflow("launch size", None, None, where="which launch and by how much is known under the cupti "
                         "backend, which records refused launches", message=line)
@@ -211,14 +227,30 @@ _FIELD = re.compile(r"(?P<key>[A-Z]+(?:\[\d+\])?):(?P<value>\d+)")
 
 def parse_resource_usage(text: str) -> dict[str, KernelFacts]:
     """`cuobjdump --dump-resource-usage` output -> KernelFacts by mangled name (the
-    last architecture listed wins; a sweep builds for one)."""
+    last architecture listed wins; a sweep builds for one). CUDA 13.0 writes
+    " Function NAME:" and its fields ("REG:128 STACK:0 SHARED:1024 ...") on the
+    next line; SHARED includes the 1 KB a block of sm_90 reserves."""
     out: dict[str, KernelFacts] = {}
+    name = None
     for line in text.splitlines():
         m = _RESOURCE_LINE.search(line.strip())
-        if not m:
-            continue
-        fields = {f.group("key"): int(f.group("value")) for f in _FIELD.finditer(m.group("fields"))}
-        out[m.group("name")] = KernelFacts(fields.get("REG"), fields.get("SHARED"))
+        if m:
+            name = m.group("name")
+        fields = {f.group("key"): int(f.group("value")) for f in _FIELD.finditer(m.group("fields") if m else line)}
+        if name and "REG" in fields:
+            out[name] = KernelFacts(fields["REG"], fields.get("SHARED"))
+            name = None
+    return out
+
+
+def with_registers(facts: Mapping[str, KernelFacts], kernels: Sequence) -> dict[str, KernelFacts]:
+    """`facts` with the registers per thread of captured kernel records (objects with
+    .mangled and .registers: CUPTI reports a refused kernel too, with no times)."""
+    out = dict(facts)
+    for k in kernels:
+        if k.mangled and k.registers:
+            old = out.get(k.mangled, KernelFacts())
+            out[k.mangled] = KernelFacts(k.registers, old.static_shared, old.max_threads)
     return out
 
 

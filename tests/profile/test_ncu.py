@@ -252,10 +252,18 @@ def test_the_backend_tries_the_profiler_api_window_then_falls_back_to_the_whole_
     assert inv.command[-1] == inv.fallback.command[-1] == "3" and inv.fallback.iterations == 3
 
 
-@pytest.mark.parametrize("log, timed", [(FORWARD, True), ("==PROF== Connected to process 1 (./prog)\n", False)],
-                         ids=["a-capture-with-rows", "a-log-without-a-profiled-launch"])
+@pytest.mark.parametrize("log, timed", [(FORWARD, True),
+                                        ((DATA / "capture_window" / "ncu_no_start.log").read_text(), False)],
+                         ids=["a-capture-with-rows", "no-cudaProfilerStart-no-kernels-profiled"])
 def test_a_run_counts_as_timed_when_ncu_profiled_a_launch(tmp_path, log, timed):
     from sweep.profile import Invocation
 
     (tmp_path / "ncu.csv").write_text(log)
     assert ncu.BACKEND.timed(Invocation([], tmp_path / "ncu.csv")) is timed
+
+
+def test_a_whole_run_capture_keeps_the_timed_nvtx_iterations_and_leaves_checks_and_warm_up_out():
+    got = shapes(ncu.parse_csv((DATA / "capture_window" / "ncu_whole_run.csv").read_text(), iterations=3))
+    assert {key: m.calls for key, m in got.items()} == {
+        ("gemm_tiled_kernel", grid, (256, 1, 1)): 1 for grid in ((4, 4, 1), (8, 8, 1), (16, 16, 1))}
+    assert {len(m.iter_total_ns) for m in got.values()} == {3}
