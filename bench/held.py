@@ -48,8 +48,11 @@ def space_for(space: Path, backend: str, configs: int, folder: Path) -> Path:
 
 
 def own_run_s(job_dir: Path) -> tuple[float, int]:
-    """Wall seconds of the job's timing command with no profiler, and its exit code."""
-    cmd = Job(job_dir).program()
+    """Wall seconds of the job's timing command with no profiler (as many iterations as
+    the profiled run had: ncu runs ncu_iterations), and its exit code."""
+    job = Job(job_dir)
+    ncu = job.cfg.profile["backend"] == "ncu"
+    cmd = job.program(iterations=job.cfg.profile["ncu_iterations"] if ncu else None)
     t0 = time.monotonic()
     rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     return time.monotonic() - t0, rc
@@ -103,8 +106,13 @@ def held(space: Path, backends: list[str], configs: int, jobs: Path, results: Pa
         path = space_for(space, backend, configs, jobs / "_spaces")
         shutil.rmtree(jobs / path.stem, ignore_errors=True)
         t0 = time.monotonic()
-        s = pipeline.run(path, pipeline.Options(executor="local", jobs_root=jobs, results_root=results, confirm=False,
-                                                report=False))
+        try:
+            s = pipeline.run(path, pipeline.Options(executor="local", jobs_root=jobs, results_root=results,
+                                                    confirm=False, report=False))
+        except Exception as e:  # one backend's failure leaves the others' figures
+            out["backends"][backend] = {"error": f"{type(e).__name__}: {e}", "counts": {}}
+            print(f"{backend}: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
         wall = time.monotonic() - t0
         rows = held_rows(s.sweep_dir)
         out["backends"][backend] = {"wall_s": wall, "counts": s.counts, **summary(rows), "configs_detail": rows}
@@ -124,7 +132,7 @@ def print_held(out: dict[str, Any]) -> None:
           f"{'<=1.3x+0.3s':>12}  wall s")
     for b, r in out["backends"].items():
         if not r.get("configs"):
-            print(f"  {b:<8} nothing measured: {r['counts']}")
+            print(f"  {b:<8} nothing measured: {r.get('error') or r['counts']}")
             continue
         print(f"  {b:<8} {r['configs']:>7} {r['held_s_median']:>8.3f} {r['own_s_median']:>7.3f} {r['ratio_median']:>6.2f} "
               f"{r['ratio_max']:>6.2f} {r['held_minus_own_s_median']:>9.3f} {r['within_1.3x+0.3s']:>8}/{r['configs']:<3}"
