@@ -260,9 +260,9 @@ def parse_launch_bounds(text: str) -> dict[str, int]:
     section = None
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        s = re.search(r"\.nv\.info\.(\S+)", line)
+        s = re.search(r"\.nv\.info(?:\.(\S+))?\s*$", line)
         if s:
-            section = s.group(1)
+            section = s.group(1)      # None for the program's own .nv.info
         elif section and "EIATTR_MAX_THREADS" in line:
             values = re.findall(r"0x[0-9a-fA-F]+", " ".join(lines[i:i + 3]).split("EIATTR_MAX_THREADS", 1)[1])
             sizes = [int(v, 16) for v in values[-3:]] if len(values) >= 3 else []
