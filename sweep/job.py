@@ -184,7 +184,7 @@ class Job:
             cmd = expand(list(template), self.values(), list(self.cfg.run["args"]))
             p = run_program(cmd, log, "verify", self.timeout_s)
             if p.returncode != 0:
-                self._refused_launch(p, log, "verify")
+                self._refused_launch(p, log, "verify", cmd)
                 raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(cmd[0]).name} exit {p.returncode}: {_tail(p)}", log)
         self.timings["verify"] = time.monotonic() - t0
         self.mark("verify", start)
@@ -223,22 +223,25 @@ class Job:
         inv.output.unlink(missing_ok=True)
         p = run_program(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
         if p.returncode != 0:
-            self._refused_launch(p, log, "profile", inv)
+            self._refused_launch(p, log, "profile", self.program(), inv)
             if self.self_checking and not self.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
                 raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(self.program()[0]).name} exit {p.returncode} "
                                 f"before its timed part (its own check, verify: profile): {_tail(p)}", log)
             self._check(p, log)
         return p
 
-    def _refused_launch(self, p: Ran, log: Path, stage: str, inv: profile.Invocation | None = None) -> None:
+    def _refused_launch(self, p: Ran, log: Path, stage: str, program: list[str],
+                        inv: profile.Invocation | None = None) -> None:
         """A run the runtime stopped by refusing a launch's size is an illegal configuration:
-        skipped, naming the resource, the amount and the limit (sweep.limits)."""
+        skipped, naming the resource, the amount and the limit (sweep.limits). `program` is
+        the command without a profiler: what the diagnosis re-runs (under nsys or ncu, their
+        own injection would replace the CUPTI library's)."""
         text = p.stderr + "\n" + p.stdout
         if not limits.may_be_refused_launch(text):
             return
         capture = self._capture_of(inv) if inv is not None and self.backend.name == "cupti" else None
         if capture is None or not capture.failures:
-            capture = self._diagnose(p.args, log) or capture
+            capture = self._diagnose(program, log) or capture
         if capture is None:
             over = limits.from_run(text)
         else:

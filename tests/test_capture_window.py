@@ -56,3 +56,18 @@ def test_the_capture_window_is_a_column_of_the_collected_tables(toy_sweep):
     c = collect.collect(jobs / "toy")
     ok = c.configs[c.configs["status"] == "ok"]
     assert set(ok["capture"]) == {"the program's own events"} and set(c.measurements["capture"]) == set(ok["capture"])
+
+
+@pytest.mark.slow
+def test_a_launch_refused_under_nsys_is_diagnosed_by_rerunning_the_program_under_the_cupti_library(job_for):
+    import sys
+
+    program = [sys.executable, str(FAKES / "cupti_program.py"), "registers_cupti.txt",
+               "--stderr", "launch_limits/registers.txt", "--exit", "1"]
+    d = job_for(backend="nsys", target={"verify": [], "profile": program})
+    r = Job(d, tools=TOOLS).run()
+    assert (r.status, r.stage) == ("skipped", "profile")
+    assert r.reason.startswith("resource limit: registers per block 131072 registers > 65536 registers "
+                               "(heavy_kernel(float*, float const*, int), grid 1x1x1, block 1024x1x1; "
+                               "1024 threads x 128 registers per thread): CUDA error at")
+    assert (d / "diagnose_cupti.txt").is_file() and profiled_runs(d, "nsys") == 1

@@ -20,7 +20,7 @@ ap.add_argument("--exit", type=int, default=0)
 a, _ = ap.parse_known_args()
 source = next(p for p in (H100 / "cupti" / a.capture, H100 / "launch_limits" / a.capture) if p.is_file())
 out = os.environ.get("SWEEP_CUPTI_OUT")
-if out and os.environ.get("CUDA_INJECTION64_PATH"):
+if out and "libsweep_cupti" in os.environ.get("CUDA_INJECTION64_PATH", ""):   # the library, not a profiler's
     shutil.copyfile(source, out.replace("%p", str(os.getpid())))
 print("tiled_gemm: (a recorded run)")
 if a.stderr:
