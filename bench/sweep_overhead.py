@@ -1,9 +1,12 @@
-"""Where a sweep's wall time goes, and what a one-value change rebuilds.
+"""Where a sweep's wall time goes, what a one-value change rebuilds, and how long
+each configuration holds the GPU against the program's own run time.
 
     python bench/sweep_overhead.py [SPACE] [--backend nsys] [--jobs-dir DIR]
+    python bench/sweep_overhead.py SPACE --held cupti,nsys,ncu,events [--configs 6]
+    python bench/sweep_overhead.py SPACE --cold-warm [--backend cupti]
 
-Runs SPACE (default spaces/seed.yaml) on the local executor from an empty jobs
-folder, then splits its wall time using every job's stage intervals:
+Default: runs SPACE (default spaces/seed.yaml) on the local executor from an
+empty jobs folder, then splits its wall time using every job's stage intervals:
 
     nvcc            union of the build intervals (make through the object cache)
     GPU run         union of verify + profile intervals (the programs on the GPU,
@@ -20,6 +23,20 @@ category is a union of intervals, and the categories can sum to more than the
 wall time. Then it changes one value in one row and runs again: only that
 configuration runs, and only the objects whose macros changed recompile.
 Targets (issue): framework share <= 5%, seed sweep <= 5 minutes.
+
+--held: the same configurations (the first N rows of a tuples space, else N
+drawn from the legal set with a fixed seed) swept once per backend; for each
+configuration, the seconds its job held the GPU (the job's "gpu" interval: the
+verify and profile runs, what the GPU lock serialises) against the program's own
+run time, measured in the same bench run right after each sweep by running the
+job's timing command with no profiler; then how far the backends' per-launch
+medians lie apart for each kernel and launch shape. Target (issue 13): cupti
+holds the GPU at most 1.3x the program's own time + 0.3 s.
+
+--cold-warm: the whole sweep twice with one backend (default cupti), end to end
+(confirmation included): first with no object cache and no cupti library (the
+exported model is kept if one is there), then again with both. Targets: at
+most 60 s cold and 30 s warm for spaces/seed.yaml with cupti.
 """
 
 from __future__ import annotations
@@ -80,7 +97,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "sweep-overhead.json")
     ap.add_argument("--analyze", action="store_true",
                     help="analyze the sweep already in --jobs-dir (its last run) instead of running it first")
+    ap.add_argument("--held", metavar="BACKENDS", help="GPU-held time per configuration for each backend "
+                    "(comma-separated), against the program's own run time, and the backends' agreement")
+    ap.add_argument("--configs", type=int, default=6, help="configurations per backend for --held")
+    ap.add_argument("--cold-warm", action="store_true", help="the sweep end to end, cold then warm caches")
     a = ap.parse_args()
+    if a.held or a.cold_warm:
+        from held import cold_warm, held  # bench/held.py
+
+        out = held(a.space, a.held.split(","), a.configs, a.jobs_dir, a.results_dir) if a.held else \
+            cold_warm(a.space, a.backend or "cupti", a.jobs_dir, a.results_dir)
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(out, indent=2))
+        print(f"written: {a.out}")
+        return 0
 
     space = target.load(a.space)
     sweep_dir = a.jobs_dir / space.name

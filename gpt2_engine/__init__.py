@@ -6,6 +6,23 @@ prepare step, run once per model while the builds run, that exports the weights
 and the reference outputs the engine's programs read ({weights}, {reference}).
 
     target(model)   the Target for a space's `model:` section (preset, seed, model_dir)
+
+Verification is one run (`verify: profile`): the timing program, gpt2_forward,
+gets `--ref {reference}` and first checks the logits on every matmul x fusion x
+attention path against transformers' (what gpt2_verify checks) and the greedy
+tokens of the KV-cache decoding path (what gpt2_generate --check checks), then
+times. A wrong configuration exits 1 before any timing: verify_failed.
+
+gpt2_generate --check is no longer a separate check of the sweep. It guarded
+the decoding kernels (matvec, attention against the cache, KV-cache writes,
+argmax: MATVEC_*, ATTENTION_DECODE_BLOCK_SIZE, KVCACHE_BLOCK_SIZE,
+ARGMAX_BLOCK_SIZE), which no forward pass at the reference's shape launches, so
+it could not simply go; but as a second process it cost a CUDA context and a
+weight load (about 1 s of the 3.2-3.6 s verify measured on the H100) to decode
+64 tokens, which takes milliseconds. gpt2_forward --ref decodes the same tokens
+with the same prefill (kernels/programs/checks.h) and direct decoding steps,
+the kernels the CUDA graph of a step replays. gpt2_generate --check stays as a
+program (and a GPU test) for the graph path and the tokens/s it reports.
 """
 
 from __future__ import annotations
@@ -15,7 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sweep.errors import SweepError
-from sweep.space import Target
+from sweep.space import VERIFY_IN_PROFILE, Target
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "kernels"
 MODEL_KEYS = ("preset", "seed", "model_dir")
@@ -67,13 +84,11 @@ def target(model: Mapping[str, Any] | None = None) -> Target:
     return Target(
         name="gpt2-engine",
         source_dir=ENGINE_DIR,
-        verify=(
-            ("{build}/gpt2_verify", "--weights", "{weights}", "--ref", "{reference}"),
-            ("{build}/gpt2_generate", "--weights", "{weights}", "--ref", "{reference}", "--check", "--repeats", "1"),
-        ),
+        verify=VERIFY_IN_PROFILE,
         profile=("{build}/gpt2_forward", "--weights", "{weights}", "-b", "{batch}", "-t", "{seq_len}",
                  "-n", "{iterations}", "-w", "{warmup}", "{args}"),
         events=("--kernel-timing", "--json", "{events_json}"),
+        check_args=("--ref", "{reference}"),
         model=model,
         plugin=ModelExport(model),
     )

@@ -2,12 +2,16 @@
 
 The outcome is one of three:
     ok              the programs were built
-    skipped         the configuration is illegal by the target's own rules: a
-                    static_assert in its headers fired (the message says which
-                    rule); Kernel Tuner calls this an invalid config
-    compile_failed  anything else: the log path says where to look; sources are
-                    left as they were, so the error can be reproduced by hand
-                    with `make -C <job>`
+    skipped         the configuration is illegal: a static_assert in the target's
+                    headers fired (the message says which rule), or ptxas or
+                    nvlink refused a kernel for the resources it needs (shared
+                    memory, registers, constant memory: sweep.limits names the
+                    resource, the amount and the limit); Kernel Tuner calls this
+                    an invalid config
+    compile_failed  anything else, with the first compiler, ptxas or linker error
+                    line as the reason (never make's own "Error 2"): the log path
+                    says where to look; sources are left as they were, so the
+                    error can be reproduced by hand with `make -C <job>`
 """
 
 from __future__ import annotations
@@ -20,10 +24,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweep import limits
 from sweep.errors import NO_SPACE, DiskFull, SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
 COMPILER_ERROR = re.compile(r"(\(\d+\)|:\d+:\d*:?)\s*(fatal )?error\b|\berror(:| #\d+)", re.I)
+# CUDA's own tools write "ptxas error   : ...", "nvlink error   : ...", "nvcc fatal   : ...",
+# "ptxas /tmp/x.ptx, line 28; error   : ..." (the spaces before the colon defeat COMPILER_ERROR)
+TOOL_ERROR = re.compile(r"^(ptxas|nvlink|nvcc|fatbinary|cicc|cudafe\+\+)\b[^:]*?\b(error|fatal)\s*:")
+MAKE_LINE = re.compile(r"^make(\[\d+\])?: ")
 INTERRUPTED = re.compile(r"^make(\[\d+\])?: \*\*\* .*\] (Interrupt|Terminated)$", re.M)
 CACHE_LINE = re.compile(r"^objcache: (hit|miss) (\S+)", re.M)
 
@@ -136,22 +145,27 @@ def folder_bytes(folder: Path) -> int:
 
 
 def classify_failure(text: str) -> tuple[str, str]:
-    """(status, reason) of a failed build log: a static_assert means an illegal
-    configuration (skipped), anything else a compile failure."""
+    """(status, reason) of a failed build log: a static_assert or a resource the
+    compiler refused means an illegal configuration (skipped), anything else a
+    compile failure."""
     m = STATIC_ASSERT.search(text)
     if m:
         return "skipped", "static_assert: " + (m.group("msg") or m.group("msg2") or "").strip()
+    over = limits.from_build_log(text)
+    if over is not None:
+        return "skipped", over.reason()[:500]
     if "nvcc: not found" in text or "nvcc: command not found" in text or "No such file or directory: 'nvcc'" in text:
         return "compile_failed", "nvcc not found on the build node: load CUDA there (slurm.setup, e.g. 'module load cuda')"
     return "compile_failed", first_error(text)[:300]
 
 
 def first_error(text: str) -> str:
-    """The most telling line of a failed build: a compiler diagnostic (file(line): error ...),
-    else the last line of a Python traceback, else make's own complaint."""
+    """The most telling line of a failed build: a compiler, ptxas or linker diagnostic
+    (file(line): error ..., ptxas error : ...), else the last line of a Python
+    traceback, else make's own complaint (a missing rule or file)."""
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     for l in lines:
-        if COMPILER_ERROR.search(l):
+        if TOOL_ERROR.search(l) or (COMPILER_ERROR.search(l) and not MAKE_LINE.match(l)):
             return l
     for i, l in enumerate(lines):
         if l.startswith("Traceback"):

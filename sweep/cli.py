@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("space", nargs="?", type=Path, default=paths.DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
     r.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one")
-    r.add_argument("--backend", choices=BACKENDS, help="profiler (overrides the space file): nsys, ncu, or events (no profiler)")
+    r.add_argument("--backend", choices=BACKENDS, help="profile backend (overrides the space file): nsys, ncu, cupti "
+                   "(an injection library, no profiler; a custom target's default) or events (the program's own timing)")
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
     r.add_argument("--samples", type=int, help="points for random / trials for optuna")
     r.add_argument("--name", help="sweep name (default: the space's name); results go to results/<name>/")

@@ -1,10 +1,11 @@
 """Collect a sweep's result files into tables (pandas).
 
     configs       one row per job: tag, role, status, stage, reason, log, the macros,
-                  GPU, driver, CUDA, commit, host, timings, forward time, the node's
-                  fingerprint (GPU uuid, default SM clock, clocks/temperature/power
-                  at the start) and how it was sampled (runs, samples, noise and its
-                  source, why it stopped, throttled runs dropped)
+                  GPU, driver, CUDA, commit, host, backend and the capture window it
+                  used (cudaProfilerApi, whole run, ...), timings, forward time, the
+                  node's fingerprint (GPU uuid, default SM clock, clocks/temperature/
+                  power at the start) and how it was sampled (runs, samples, noise and
+                  its source, why it stopped, throttled runs dropped)
     measurements  one row per job x kernel x launch shape (long format): the macros,
                   kernel, grid, block, calls, instances, per-launch median/min/max/
                   mean/std ns, per-iteration total (median and std over iterations),
@@ -92,7 +93,7 @@ def collect(sweep_dir: Path) -> Collected:
             **base, "status": r.status.value, "stage": r.stage, "reason": r.reason, "log": r.log, "config_hash": r.config_hash,
             "attempt": r.attempt, "gpu": env.get("gpu", ""), "driver": env.get("driver", ""),
             "cuda_runtime": env.get("cuda_runtime"), "commit": env.get("commit", ""), "host": env.get("host", ""),
-            "backend": env.get("backend", ""), "forward_ms": r.forward_ms.get("median_ms"),
+            "backend": env.get("backend", ""), "capture": env.get("capture", ""), "forward_ms": r.forward_ms.get("median_ms"),
             "build_s": r.timings.get("build"), "verify_s": r.timings.get("verify"), "profile_s": r.timings.get("profile"),
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
@@ -112,6 +113,7 @@ def collect(sweep_dir: Path) -> Collected:
                 "iter_total_ns": [float(x) for x in m.iter_total_ns], "runs": max(1, len(m.runs)),
                 "noise": summarize(m.iter_total_ns).noise if m.iter_total_ns else None,
                 "host": row["host"], "gpu_uuid": row["gpu_uuid"],
+                "capture": row["capture"],
             })
     for t in manifest.tags:  # planned but never rendered (should not happen) or removed
         if t not in seen:

@@ -6,183 +6,61 @@ Every job ends with a result.json written atomically, whatever happened, with
 one Status and, for failures, the stage, the reason and the log to read:
 
     ok              measured
-    skipped         illegal configuration (a constraint, or the target's static_assert)
-    compile_failed  the build failed for another reason
-    verify_failed   the programs built but compute wrong results: never picked
+    skipped         illegal configuration: a constraint, the target's static_assert, or a
+                    resource limit (ptxas or nvlink refusing a kernel's shared memory,
+                    registers or constant memory; the runtime refusing a launch's size:
+                    "too many resources requested for launch", "invalid configuration
+                    argument"), with the resource, the amount and the limit (sweep.limits)
+    compile_failed  the build failed for another reason (the first compiler or ptxas error line)
+    verify_failed   the programs built but compute wrong results: never picked. With
+                    `verify: profile` (a program that checks itself before it times), a
+                    non-zero exit of the profiled run before its timed part is this,
+                    unless the program names a CUDA error (then CUDA failed, not the check)
     runtime_failed  a program crashed, or a profiler or tool failed
     timeout         the scheduler's time limit ended it, or a program outlived its own
     preempted       the scheduler took the node back (it is requeued)
     cancelled       somebody cancelled it
 
+The profiled run uses the capture window the backend chose; when nsys or ncu
+captured nothing because the program never calls cudaProfilerStart, the run is
+repeated over the whole program (sweep.profile, "Capture windows"), and the
+result's env["capture"] says which window was used.
+
 While it runs, state.json says where (host, pid, stage, start), so `status`
 can show a sweep from its files alone, from any shell. An interrupted job (Ctrl-C)
-leaves no result: the next run measures it. The records are in sweep.records.
+leaves no result: the next run measures it. The records are in sweep.records;
+running programs (the GPU lock, the subprocess wrapper) in sweep.process.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import shlex
-import shutil
-import signal
+import re
 import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sweep import atomic, build as build_mod, clocks, profile, sampling
+from sweep import atomic, build as build_mod, clocks, limits, profile, sampling
 from sweep.errors import DiskFull, SweepError
+from sweep.process import (JobFailed, Ran, Termination, Tools, current_stage, device_facts, expand,  # noqa: F401
+                           gpu_lock, last_line, run_program, slurm_job_id)
 from sweep.profile import Measurement
 from sweep.records import (JobConfig, JobResult, JobSettings, Status, now, read_json, read_result,  # noqa: F401
                            write_result)
+from sweep.space.model import VERIFY_IN_PROFILE
+
+DIAGNOSIS = "diagnose_cupti.txt"    # a refused launch, re-run under the CUPTI library to learn its size
+# A self-checking program that stops on one of these did not find wrong results: CUDA itself failed.
+CUDA_FAILURE = re.compile(r"CUDA error|cudaError\w+|CUDA driver version is insufficient|no CUDA-capable device|"
+                          r"out of memory|illegal memory access|unspecified launch failure")
 
 # ---------------------------------------------------------------------------
 # Running one job
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Tools:
-    """Where the profilers are: the paths config.json names (--nsys, --ncu), else the
-    node's NSYS / NCU environment variables, else PATH."""
-
-    nsys: str | None = None
-    ncu: str | None = None
-
-    @classmethod
-    def find(cls, settings: JobSettings = JobSettings()) -> "Tools":
-        def one(name: str) -> str | None:
-            return getattr(settings, name) or os.environ.get(name.upper()) or shutil.which(name)
-
-        return cls(one("nsys"), one("ncu"))
-
-    def path(self, name: str) -> str | None:
-        return getattr(self, name, None) or shutil.which(name)
-
-
-class gpu_lock:
-    """Exclusive use of this job's GPU for its measuring stages, when the local executor
-    runs a second job per GPU ahead (it names the GPU's lock file): the next job starts
-    and the last one's profile is post-processed while this one runs, yet no two jobs
-    ever measure on one GPU at once."""
-
-    def __init__(self, path: str | Path | None):
-        self.path = path
-        self.f = None
-
-    def __enter__(self) -> "gpu_lock":
-        if self.path:
-            import fcntl
-
-            self.f = open(self.path, "a")
-            fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.f is not None:
-            import fcntl
-
-            fcntl.flock(self.f, fcntl.LOCK_UN)
-            self.f.close()
-
-
-class Termination:
-    """Set when the scheduler sends SIGTERM (scancel, or a time limit without warning): a
-    stage's program killed by that SIGTERM means the job was cancelled, not that it crashed."""
-
-    requested = False
-
-    @classmethod
-    def watch(cls) -> None:
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_term(signum, frame):
-            cls.requested = True
-            if callable(previous):
-                previous(signum, frame)  # submitit's own handling (it bypasses SIGTERM)
-            elif previous == signal.SIG_DFL:
-                raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_term)
-
-
-def slurm_job_id() -> str:
-    """This job's id as scancel accepts it: ARRAY_TASK for an array task (Slurm 22.05 refuses the raw id)."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "")
-
-
-def current_stage(job_dir: Path) -> str:
-    """The stage a running job last announced in its state.json ("" when none)."""
-    try:
-        return str(read_json(Path(job_dir) / "state.json").get("stage", ""))
-    except (OSError, SweepError, AttributeError):
-        return ""
-
-
-class JobFailed(Exception):
-    def __init__(self, status: Status | str, stage: str, reason: str, log: Path | None = None):
-        super().__init__(reason)
-        self.status, self.stage, self.reason, self.log = Status(status), stage, reason, log
-
-
-def expand(command: list[str], values: dict[str, Any], args: list[str]) -> list[str]:
-    """Fill a command template: '{args}' becomes the run's extra arguments, other
-    {placeholders} are substituted inside each word."""
-    out = []
-    for word in command:
-        if word == "{args}":
-            out.extend(args)
-            continue
-        try:
-            out.append(word.format(**values))
-        except KeyError as e:
-            raise SweepError(f"command word {word!r} uses {e.args[0]!r}; placeholders: {', '.join(sorted(values))}, args") from None
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class Ran:
-    """A finished program run; its output decoded with replacement (programs may print any bytes)."""
-
-    args: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def _run(cmd: list[str], log: Path, stage: str, timeout_s: float, env: dict[str, str] | None = None) -> Ran:
-    """Runs cmd with its output appended to `log`; classifies crashes, hangs and missing programs."""
-    with open(log, "ab") as f:
-        f.write(f"\n$ {shlex.join(cmd)}\n".encode())
-        f.flush()
-        try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s,
-                               env={**os.environ, **env} if env else None)
-        except FileNotFoundError:
-            raise JobFailed(Status.RUNTIME_FAILED, stage, f"{cmd[0]} not found on {socket.gethostname()}", log) from None
-        except subprocess.TimeoutExpired as e:
-            f.write((e.stdout or b"") + (e.stderr or b""))
-            raise JobFailed(Status.TIMEOUT, stage, f"{Path(cmd[0]).name} ran past its {timeout_s:.0f} s limit during "
-                                                   f"{stage}; raise it (--time, or slurm.time_min)", log) from None
-        f.write(p.stdout)
-        f.write(p.stderr)
-    ran = Ran(list(cmd), p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
-    if p.returncode < 0:
-        sig = signal.Signals(-p.returncode).name if -p.returncode in signal.Signals._value2member_map_ else str(-p.returncode)
-        if Termination.requested:
-            raise JobFailed(Status.CANCELLED, stage, f"cancelled during {stage}: the scheduler terminated the job", log)
-        raise JobFailed(Status.RUNTIME_FAILED, stage, f"{Path(cmd[0]).name} was killed by {sig}", log)
-    return ran
-
-
-def last_line(text: str) -> str:
-    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 class Job:
@@ -197,6 +75,7 @@ class Job:
         self.timeout_s = timeout_s if timeout_s is not None else settings.timeout_s
         self.build_jobs = build_jobs if build_jobs is not None else (self.cfg.build.get("jobs", 0) or settings.build_jobs)
         self.gpu_lock_path = gpu_lock_path
+        self.backend = profile.backend(self.cfg.profile["backend"])
         self.timings: dict[str, float] = {}
         self.intervals: dict[str, list[float]] = {}
         self.build_info: dict[str, Any] = {}
@@ -205,6 +84,11 @@ class Job:
         self.sampled: sampling.Sampled | None = None
 
     # -- helpers ---------------------------------------------------------------
+    @property
+    def self_checking(self) -> bool:
+        """The profiled program checks its own results (`verify: profile`), and run.verify wants it to."""
+        return self.cfg.target["verify"] == VERIFY_IN_PROFILE and bool(self.cfg.run.get("verify", True))
+
     def values(self) -> dict[str, Any]:
         r = self.cfg.run
         return {**self.cfg.values, "build": str(self.dir / "build"), "job": str(self.dir), "batch": r["batch"],
@@ -212,10 +96,18 @@ class Job:
                 "events_json": str(self.dir / "events.json")}
 
     def program(self, extra: tuple[str, ...] | list[str] = (), iterations: int | None = None) -> list[str]:
+        """The timing command; with `verify: profile`, the target's check arguments follow it."""
         values = self.values()
         if iterations is not None:
             values["iterations"] = iterations
-        return expand(list(self.cfg.target["profile"]) + list(extra), values, list(self.cfg.run["args"]))
+        check = list(self.cfg.target.get("check_args", ())) if self.self_checking else []
+        return expand(list(self.cfg.target["profile"]) + check + list(extra), values, list(self.cfg.run["args"]))
+
+    def request(self) -> profile.Request:
+        tool = self.tools.path(self.backend.tool) or "" if self.backend.tool else ""
+        cache = self.cfg.settings.cache_dir
+        return profile.Request(self.dir, self.program, tool, self.cfg.profile, tuple(self.cfg.target["events"]),
+                               Path(cache) if cache else None)
 
     def mark(self, stage: str, start: float) -> None:
         """Record a stage's wall-clock interval (epoch seconds), for overhead accounting."""
@@ -239,17 +131,34 @@ class Job:
             raise JobFailed(out.status, "build", out.reason, out.log)
         self.build_info["objects"] = build_mod.object_digests(self.dir / "build")
         self._check_programs(out.log)
+        try:  # what the backend builds once (cupti: its library), here on the CPUs rather than on the GPU's time
+            self.setup_backend()
+        except JobFailed:
+            pass  # said again, with the fix, when the job measures
 
     def _check_programs(self, log: Path) -> None:
         """Every program the job will run must exist once the build is done: a typo in a
         command or a Makefile whose `all` misses one fails here, before any GPU time."""
-        commands = [list(c) for c in self.cfg.target["verify"]] + [list(self.cfg.target["profile"])]
+        commands = [list(c) for c in self.verify_commands()] + [list(self.cfg.target["profile"])]
         for cmd in commands:
             program = expand(cmd[:1], self.values(), [])[0] if cmd else ""
             if program.startswith(str(self.dir)) and not os.access(program, os.X_OK):
                 raise JobFailed(Status.COMPILE_FAILED, "build",
                                 f"the build made no program {program}: make the Makefile's `all` target build it, "
                                 "or fix the command in the space file's target", log)
+
+    def verify_commands(self) -> list[list[str]]:
+        verify = self.cfg.target["verify"]
+        return [] if verify == VERIFY_IN_PROFILE else [list(c) for c in verify]
+
+    def setup_backend(self) -> None:
+        """The backend's work before the GPU (cupti: build or find its library)."""
+        if self.backend.setup is None:
+            return
+        try:
+            self.backend.setup(self.request())
+        except SweepError as e:
+            raise JobFailed(Status.RUNTIME_FAILED, "profile", str(e)) from None
 
     def _load_built(self) -> None:
         """Build facts from a separate build stage (the local executor builds on CPUs first)."""
@@ -265,60 +174,124 @@ class Job:
             self.intervals["build"] = built["interval"]
 
     def verify(self) -> None:
-        if not self.cfg.run.get("verify", True) or not self.cfg.target["verify"]:
+        commands = self.verify_commands()
+        if not self.cfg.run.get("verify", True) or not commands:
             return
         self.state("verify")
         t0, start = time.monotonic(), time.time()
         log = self.dir / "verify.log"
         log.write_text("")
-        for template in self.cfg.target["verify"]:
+        for template in commands:
             cmd = expand(list(template), self.values(), list(self.cfg.run["args"]))
-            p = _run(cmd, log, "verify", self.timeout_s)
+            p = run_program(cmd, log, "verify", self.timeout_s)
             if p.returncode != 0:
-                raise JobFailed(Status.VERIFY_FAILED, "verify",
-                                f"{Path(cmd[0]).name} exit {p.returncode}: {last_line(p.stderr) or last_line(p.stdout)}", log)
+                self._refused_launch(p, log, "verify", cmd)
+                raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(cmd[0]).name} exit {p.returncode}: {_tail(p)}", log)
         self.timings["verify"] = time.monotonic() - t0
         self.mark("verify", start)
 
     def capture(self) -> sampling.Taken:
         """Run the timing program under the backend as often as the plan says (needs the GPU; see sweep.sampling)."""
         self.state("profile")
-        be = profile.backend(self.cfg.profile["backend"])
+        be = self.backend
         log = self.dir / "profile.log"
         log.write_text("")
         t0, start = time.monotonic(), time.time()
-        tool = ""
-        if be.tool:
-            tool = self.tools.path(be.tool) or ""
-            if not tool:
-                raise JobFailed(Status.RUNTIME_FAILED, "profile",
-                                f"{be.tool} not found on {socket.gethostname()}: set {be.tool.upper()}=/path/to/{be.tool} "
-                                f"(or --{be.tool}) or load its module (slurm.setup), or use profile.backend: events")
-        request = profile.Request(self.dir, self.program, tool, self.cfg.profile, tuple(self.cfg.target["events"]))
+        if be.tool and not self.tools.path(be.tool):
+            raise JobFailed(Status.RUNTIME_FAILED, "profile",
+                            f"{be.tool} not found on {socket.gethostname()}: set {be.tool.upper()}=/path/to/{be.tool} "
+                            f"(or --{be.tool}) or load its module (slurm.setup), or use profile.backend: cupti or events")
         try:
-            inv = be.invocation(request)
+            inv = be.invocation(self.request())
         except SweepError as e:
             raise JobFailed(Status.RUNTIME_FAILED, "profile", str(e), log) from None
+        self.inv = inv
         reader = clocks.reader()
         facts = clocks.fingerprint(reader)
         self.env.update(facts)
         plan = sampling.Plan.of(self.cfg.run, self.cfg.profile, inv.iterations)
-        self.sampler = sampling.Sampler(plan, lambda: self._capture_once(inv, log),
-                                        lambda ran: self._parse_once(be, inv, ran, log), reader=reader, facts=facts)
+        self.sampler = sampling.Sampler(plan, lambda: self._capture_once(be, log),
+                                        lambda ran: self._parse_once(be, ran, log), reader=reader, facts=facts)
         taken = self.sampler.take()
+        self.env["capture"] = self.inv.capture
         self.timings["profile"] = time.monotonic() - t0
         self.mark("profile", start)
         return taken
 
-    def _capture_once(self, inv: profile.Invocation, log: Path) -> Ran:
-        inv.output.unlink(missing_ok=True)
-        p = _run(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
-        self._check(p, log)
+    def _capture_once(self, be: profile.Backend, log: Path) -> Ran:
+        """One run of the profiled program; the first one that captured nothing in its window
+        (a program that never calls cudaProfilerStart) switches to the backend's fallback window."""
+        p = self._profiled(self.inv, log)
+        if self.inv.fallback is not None and not be.timed(self.inv):
+            with open(log, "a") as f:
+                f.write(f"\n# {be.name} captured nothing in the {self.inv.capture} window (the program never called "
+                        f"cudaProfilerStart): running it again, capturing the {self.inv.fallback.capture}\n")
+            self.inv = self.inv.fallback
+            p = self._profiled(self.inv, log)
         return p
 
-    def _parse_once(self, be: profile.Backend, inv: profile.Invocation, ran: Ran, log: Path) -> list[Measurement]:
+    def _profiled(self, inv: profile.Invocation, log: Path) -> Ran:
+        """One profiled run; a non-zero exit ends the job as a refused launch (skipped), the
+        program's own check (verify_failed, with `verify: profile`, before its timed part)
+        or a failure."""
+        inv.output.unlink(missing_ok=True)
+        p = run_program(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
+        if p.returncode != 0:
+            self._refused_launch(p, log, "profile", self.program(), inv)
+            if self.self_checking and not self.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
+                raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(self.program()[0]).name} exit {p.returncode} "
+                                f"before its timed part (its own check, verify: profile): {_tail(p)}", log)
+            self._check(p, log)
+        return p
+
+    def _refused_launch(self, p: Ran, log: Path, stage: str, program: list[str],
+                        inv: profile.Invocation | None = None) -> None:
+        """A run the runtime stopped by refusing a launch's size is an illegal configuration:
+        skipped, naming the resource, the amount and the limit (sweep.limits). `program` is
+        the command without a profiler: what the diagnosis re-runs (under nsys or ncu, their
+        own injection would replace the CUPTI library's)."""
+        text = p.stderr + "\n" + p.stdout
+        if not limits.may_be_refused_launch(text):
+            return
+        capture = self._capture_of(inv) if inv is not None and self.backend.name == "cupti" else None
+        if capture is None or not capture.failures:
+            capture = self._diagnose(program, log) or capture
+        if capture is None:
+            over = limits.from_run(text)
+        else:
+            facts = limits.with_registers(limits.kernel_facts(Path(capture.header.get("exe", p.args[0]))),
+                                          capture.kernels)
+            over = limits.from_run(text, capture.failures, capture.limits, facts)
+        if over is not None:
+            raise JobFailed(Status.SKIPPED, stage, over.reason()[:500], log)
+
+    def _capture_of(self, inv: profile.Invocation) -> Any:
+        from sweep.profile.cupti_file import read_capture
+
+        try:
+            return read_capture(inv.output)
+        except SweepError:
+            return None
+
+    def _diagnose(self, cmd: list[str], log: Path) -> Any:
+        """The refused launch's size and the device's limits: the failed command once more
+        under the CUPTI injection library (it stops at the same launch). None if that cannot run."""
+        from sweep.profile import cupti
+
+        out = self.dir / DIAGNOSIS
+        try:
+            lib = cupti.library(cupti.cache_dir(self.request()))
+            with open(log, "a") as f:
+                f.write("\n# the runtime refused a launch: running it again under the CUPTI library to see its size\n")
+            run_program(list(cmd), log, "diagnose", self.timeout_s, env=cupti.environment(lib, out))
+        except (SweepError, JobFailed, OSError):
+            return None
+        return self._capture_of(profile.Invocation([], out))
+
+    def _parse_once(self, be: profile.Backend, ran: Ran, log: Path) -> list[Measurement]:
+        inv = self.inv
         for cmd in inv.post:
-            self._check(_run(list(cmd), log, "parse", self.timeout_s), log, "parse")
+            self._check(run_program(list(cmd), log, "parse", self.timeout_s), log, "parse")
         try:
             parsed = be.parse(inv, ran.stdout)
         except SweepError as e:
@@ -335,13 +308,13 @@ class Job:
         if not ms:
             raise JobFailed(Status.RUNTIME_FAILED, "parse", "the profile holds no kernel launches in the timed iterations",
                             self.dir / "profile.log")
-        self.env.update(_device_facts(self.parsed.device_text))
+        self.env.update(self.parsed.env)
+        self.env.update(device_facts(self.parsed.device_text))
         return ms, self.parsed.forward_ms
 
     def _check(self, p: Ran, log: Path, stage: str = "profile") -> None:
         if p.returncode != 0:
-            raise JobFailed(Status.RUNTIME_FAILED, stage,
-                            f"{Path(p.args[0]).name} exit {p.returncode}: {last_line(p.stderr) or last_line(p.stdout)}", log)
+            raise JobFailed(Status.RUNTIME_FAILED, stage, f"{Path(p.args[0]).name} exit {p.returncode}: {_tail(p)}", log)
 
     # -- the whole job -----------------------------------------------------------
     def run(self, stages: str = "all") -> JobResult:
@@ -370,9 +343,14 @@ class Job:
             if stages == "measure":
                 self._load_built()
             if stages in ("all", "measure"):
+                self.setup_backend()
                 with gpu_lock(self.gpu_lock_path):
-                    self.verify()
-                    taken = self.capture()
+                    held = time.time()
+                    try:
+                        self.verify()
+                        taken = self.capture()
+                    finally:
+                        self.mark("gpu", held)      # the GPU held: verify and profile, what the lock serialises
                 ms, forward = self.parse(taken)
             status, stage, reason, log = Status.OK, "", "", ""
             if stages == "build":
@@ -408,20 +386,8 @@ class Job:
         return result
 
 
-def _device_facts(text: str) -> dict[str, Any]:
-    """GPU, driver and CUDA versions: from the program's JSON when it prints one, and nvidia-smi."""
-    dev = profile.json_tail(text).get("device", {})
-    out = {}
-    if isinstance(dev, dict) and dev:
-        out = {"gpu": dev.get("name", ""), "cuda_driver_api": dev.get("cuda_driver"), "cuda_runtime": dev.get("cuda_runtime")}
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        r = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip():
-            name, _, driver = r.stdout.strip().splitlines()[0].partition(",")
-            out.setdefault("gpu", name.strip())
-            out["driver"] = driver.strip()
-    return out
+def _tail(p: Ran) -> str:
+    return last_line(p.stderr) or last_line(p.stdout)
 
 
 def run_job(job_dir: str | Path, stages: str = "all", *, build_jobs: int | None = None,

@@ -35,6 +35,7 @@ from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
+BACKEND_CACHE = "_cache/cupti"          # the cupti backend's injection library, built once per CUDA version
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +149,8 @@ class Sweep:
 
     def settings(self) -> JobSettings:
         return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
-                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT))
+                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT),
+                           cache_dir=str(Path(self.opts.jobs_root) / BACKEND_CACHE))
 
     def render(self, config: Config | None, tag: str, role: str = "sweep", partition: str = "") -> executors.PendingJob:
         h = config_hash(self.space, config if config else Config(()), self.digest)

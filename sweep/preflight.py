@@ -62,7 +62,9 @@ def check_placeholders(space: Space, jobs_root: Path) -> None:
     plugin = space.target.plugin
     known = set(JOB_PLACEHOLDERS) | set(plugin.values(jobs_root) if plugin is not None else ())
     t = space.target
-    for where, cmd in [*(("verify", c) for c in t.verify), ("profile", t.profile), ("events", t.events)]:
+    checks = () if isinstance(t.verify, str) else t.verify
+    for where, cmd in [*(("verify", c) for c in checks), ("profile", t.profile), ("events", t.events),
+                       ("check_args", t.check_args)]:
         for word in cmd:
             if word == "{args}":
                 continue

@@ -132,6 +132,8 @@ class JobSettings:
     nsys: str = ""                      # explicit profiler paths (""; the node's $NSYS / $NCU / PATH)
     ncu: str = ""
     pythonpath: str = ""                # where the framework is importable from, for the job process
+    cache_dir: str = ""                 # where backends keep what they build once (cupti: its library);
+                                        # "": <jobs root>/_cache/<backend>
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "JobSettings":
@@ -148,7 +150,7 @@ class JobConfig:
     config_hash: str
     space_path: str
     commit: str
-    target: dict[str, Any]              # name, source_dir, verify, profile, events
+    target: dict[str, Any]              # name, source_dir, verify (commands, or "profile"), profile, events, check_args
     build: dict[str, Any]               # arch, nvcc_flags, make_targets, jobs
     run: dict[str, Any]                 # batch, seq_len, warmup, iterations, args, verify
     profile: dict[str, Any]             # backend, ncu_iterations

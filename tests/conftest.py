@@ -36,6 +36,21 @@ def write_space(tmp_path):
 
 
 @pytest.fixture
+def job_for(write_space, tmp_path):
+    """job_for(alpha=, beta_x=, beta_y=, backend=, **space overrides) -> a rendered toy job folder."""
+    from sweep import render, target
+    from sweep.space import config_hash, make_config
+
+    def _make(alpha=128, beta_x=64, beta_y=4, backend="events", **overrides) -> Path:
+        profile = {"backend": backend, **overrides.pop("profile", {})}
+        space = target.load(write_space(profile=profile, **overrides))
+        c = make_config(space, {"ALPHA_BLOCK": alpha, "BETA_X": beta_x, "BETA_Y": beta_y})
+        jc = render.job_config(space, c, f"A{alpha}_B{beta_x}x{beta_y}", config_hash(space, c, "d"), "abc123")
+        return render.write_job(render.render_job(space, jc, tmp_path / "jobs", tmp_path / "cache"))
+    return _make
+
+
+@pytest.fixture
 def dirs(tmp_path):
     """Fresh jobs/ and results/ folders."""
     return tmp_path / "jobs", tmp_path / "results"

@@ -101,3 +101,16 @@ def test_progress_line_counts_done_failed_running_and_queued():
     text = out.getvalue()
     assert "b: verify_failed (verify: wrong) -> /x/verify.log" in text
     assert "2/5 done (ok 1, failed 1, skipped 0) | 1 running | 2 queued" in text
+
+
+@pytest.mark.parametrize("before", ["", "/tmp/site", "{root}", "{root}:/tmp/site", "/tmp/site:{root}"],
+                         ids=["unset", "other-folder", "root-only", "root-first", "root-later"])
+def test_job_processes_import_the_framework_and_keep_every_folder_already_on_pythonpath(monkeypatch, before):
+    import os
+
+    from sweep import paths
+
+    root = str(paths.IMPORT_ROOT)
+    monkeypatch.setenv("PYTHONPATH", before.format(root=root))
+    got = dispatch.job_environment()["PYTHONPATH"].split(os.pathsep)
+    assert root in got and ("/tmp/site" in got) == ("/tmp/site" in before)

@@ -50,6 +50,16 @@ def test_installed_package_is_not_the_checkout_and_carries_its_templates(venv, t
     assert templates.startswith(str(venv)) and "conf.cuh.j2" in names and "job.sbatch.j2" in names
 
 
+def test_installed_package_builds_the_cupti_library_from_its_own_source(venv, tmp_path):
+    r = subprocess.run([str(venv / "bin" / "python"), "-c",
+                        "import sys; from pathlib import Path; from sweep.profile import cupti; print(cupti.SOURCE); "
+                        "print(cupti.library(Path(sys.argv[1])))", str(tmp_path / "cache")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    source, lib = r.stdout.splitlines()
+    assert source.startswith(str(venv)) and Path(source).is_file() and Path(lib).is_file()
+
+
 def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory(venv, tmp_path):
     cli = venv / "bin" / "config-sweep"
     h = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)

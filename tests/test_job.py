@@ -11,21 +11,8 @@ import pytest
 from sweep import render, target
 from sweep.errors import SweepError
 from sweep.job import Job, JobResult, Tools, expand, read_result, write_result
-from sweep.space import config_hash, make_config
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-
-
-@pytest.fixture
-def job_for(write_space, tmp_path):
-    """job_for(ALPHA_BLOCK=..., BETA_X=..., backend=...) -> a rendered toy job folder."""
-    def _make(alpha=128, beta_x=64, beta_y=4, backend="events") -> Path:
-        space = target.load(write_space(profile={"backend": backend}))
-        c = make_config(space, {"ALPHA_BLOCK": alpha, "BETA_X": beta_x, "BETA_Y": beta_y})
-        jc = render.job_config(space, c, f"A{alpha}_B{beta_x}x{beta_y}", config_hash(space, c, "d"), "abc123")
-        r = render.render_job(space, jc, tmp_path / "jobs", tmp_path / "cache")
-        return render.write_job(r)
-    return _make
 
 
 def test_good_config_records_ok_with_measurements_timings_and_build_facts(job_for):
@@ -160,3 +147,64 @@ def test_an_interrupt_during_a_job_leaves_no_result_and_no_state(job_for, monkey
     with pytest.raises(KeyboardInterrupt):
         Job(d).run()
     assert not (d / "result.json").exists() and not (d / "state.json").exists()
+
+
+# --- verify: profile (a program that checks itself before it times) ---------------
+
+SELF_CHECKING = {"verify": "profile", "profile": ["{build}/toy_bench", "--check", "-n", "{iterations}"]}
+
+
+def test_a_self_checking_program_is_verified_and_measured_in_one_run(job_for):
+    d = job_for(target=SELF_CHECKING)
+    r = Job(d).run()
+    assert r.status == "ok" and "verify" not in r.timings and not (d / "verify.log").exists()
+    assert (d / "profile.log").read_text().count("$ ") == 1
+    assert {m.kernel for m in r.measurements} == {"alpha_kernel", "beta_kernel"}
+
+
+def test_a_self_checking_programs_failed_check_is_verify_failed_not_runtime_failed(job_for):
+    d = job_for(alpha=96, target=SELF_CHECKING)
+    r = Job(d).run()
+    assert (r.status, r.stage) == ("verify_failed", "verify")
+    assert "toy_bench exit 1 before its timed part" in r.reason and "ALPHA_BLOCK=96 computes wrong results" in r.reason
+    assert r.log.endswith("profile.log") and r.measurements == ()
+
+
+def test_a_self_checking_program_that_crashes_is_still_runtime_failed(job_for):
+    r = Job(job_for(beta_x=3, target=SELF_CHECKING)).run()
+    assert (r.status, r.stage) == ("runtime_failed", "profile") and "SIGABRT" in r.reason
+
+
+def test_check_args_join_the_timing_command_only_while_run_verify_is_on(job_for):
+    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
+    d = job_for(target=target_)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target"]["check_args"] = ["--check"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert Job(d).program()[-1] == "--check"
+    cfg["run"]["verify"] = False
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert "--check" not in Job(d).program()
+
+
+def test_the_gpu_is_held_for_verify_and_profile_only(job_for):
+    r = Job(job_for()).run()
+    gpu, verify, profile = (r.intervals[k] for k in ("gpu", "verify", "profile"))
+    assert gpu[0] <= verify[0] <= profile[1] <= gpu[1]
+    assert gpu[1] <= r.intervals["parse"][0] and r.intervals["build"][1] <= gpu[0]
+
+
+# --- resource limits at build time ------------------------------------------------
+
+@pytest.mark.slow
+def test_a_kernel_ptxas_refuses_for_its_shared_memory_is_skipped_naming_amount_and_limit(write_space, tmp_path):
+    from tests.conftest import DATA
+
+    space = target.load(write_space(target={"dir": str(DATA / "resource_limits"), "verify": [],
+                                            "profile": ["{build}/shared"]}, build={"make_targets": ["shared"]}))
+    jc = render.job_config(space, None, "limits", "h", "abc123")
+    d = render.write_job(render.render_job(space, jc, tmp_path / "jobs", tmp_path / "cache"))
+    r = Job(d).run()
+    assert (r.status, r.stage) == ("skipped", "build")
+    assert r.reason.startswith("resource limit: shared memory per block 98304 bytes > 49152 bytes (")
+    assert "uses too much shared data (0x18000 bytes, 0xc000 max)" in r.reason and "Error 255" not in r.reason

@@ -547,3 +547,54 @@ def test_tags_that_could_leave_a_job_folder_are_rejected(tmp_path, tag_):
 def test_config_lookup_by_macro():
     c = Config((("A", 1), ("B", 2)))
     assert c["B"] == 2 and c.as_dict() == {"A": 1, "B": 2}
+
+
+# ---------------------------------------------------------------------------
+# Profile backend defaults and verify: profile
+# ---------------------------------------------------------------------------
+
+TOY = ROOT / "tests" / "data" / "toy_target"
+
+
+def custom(tmp_path: Path, target_extra: str = "", rest: str = "") -> space_mod.Space:
+    return load_text(tmp_path, f"""\
+        target:
+          name: toy
+          dir: {TOY}
+          profile: ["{{build}}/toy_bench"]
+        {target_extra}
+        parameters:
+          ALPHA_BLOCK: {{values: [64]}}
+        {rest}""")
+
+
+def test_a_custom_target_without_a_backend_is_profiled_with_cupti(tmp_path):
+    assert custom(tmp_path).profile.backend == "cupti"
+
+
+def test_a_custom_target_keeps_the_backend_its_file_names(tmp_path):
+    assert custom(tmp_path, rest="profile: {backend: nsys}").profile.backend == "nsys"
+
+
+def test_the_engine_without_a_backend_is_profiled_with_nsys(tmp_path):
+    assert load_text(tmp_path, "target: engine\nparameters:\n  GELU_BLOCK_SIZE: {values: [64]}\n").profile.backend == "nsys"
+
+
+def test_the_seed_space_names_nsys_itself_rather_than_leaning_on_a_default():
+    assert yaml.safe_load(SEED.read_text())["profile"]["backend"] == "nsys"
+
+
+def test_verify_profile_means_the_timing_program_checks_itself(tmp_path):
+    s = custom(tmp_path, target_extra="  verify: profile")
+    assert s.target.verify == space_mod.VERIFY_IN_PROFILE == "profile" and s.target.check_args == ()
+
+
+def test_a_verify_word_other_than_profile_is_refused_naming_the_three_forms(tmp_path):
+    with pytest.raises(SweepError, match=r"target\.verify: expected a command as a list of strings, a list of such "
+                                         r"commands, or 'profile'.*got 'profiler'"):
+        custom(tmp_path, target_extra="  verify: profiler")
+
+
+def test_the_engine_checks_itself_in_its_timing_run_with_the_reference():
+    t = target.load(SEED).target
+    assert t.verify == "profile" and t.check_args == ("--ref", "{reference}")

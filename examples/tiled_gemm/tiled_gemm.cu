@@ -1,8 +1,8 @@
 // tiled_gemm: checks gemm_tiled_kernel against the reference, then times it at
 // several problem sizes, so one kernel runs at several launch shapes (grids).
 //
-//   tiled_gemm [--iters N] [--warmup W] [--sizes 256,512,1024] [--nvtx] [--check-only]
-//              [--pause-ms P] [--crash-after I [--crash-how abort|segv]]
+//   tiled_gemm [--iters N] [--warmup W] [--sizes 256,512,1024] [--nvtx] [--check-only] [--json FILE]
+//              [--no-profiler-range] [--pause-ms P] [--crash-after I [--crash-how abort|segv]]
 //
 // --iters N      timed iterations; each launches the kernel once per size
 // --warmup W     untimed iterations first (outside any NVTX range)
@@ -10,13 +10,19 @@
 // --nvtx         wrap each timed iteration in an NVTX range named "iteration"
 //                (what the sweep's nsys and cupti backends attribute launches to)
 // --check-only   exit after the correctness check (0: right, 1: wrong)
+// --json FILE    write the event timing of every launch as engine-timing/1 JSON
+//                (what the sweep's events backend reads)
+// --no-profiler-range  do not call cudaProfilerStart/Stop, as many programs do not
+//                (for testing how nsys and ncu capture such a program)
 // --pause-ms P   sleep P ms of host time after each timed iteration (host work
 //                between iterations; makes a run last long enough to be killed)
 // --crash-after I  die inside timed iteration I (0-based), after its launches
 //                were issued: for testing profilers on a crashing program
 //
 // The timed iterations run between cudaProfilerStart and cudaProfilerStop, so
-// `nsys profile --capture-range=cudaProfilerApi` captures just them.
+// `nsys profile --capture-range=cudaProfilerApi` captures just them. The check
+// runs first, every time: a sweep's `verify: profile` needs no separate check
+// run (exit 1 before any timing when the tiles compute wrong results).
 #include "gemm.cuh"
 
 #include <cuda_profiler_api.h>
@@ -41,6 +47,8 @@ struct Options {
     std::vector<int> sizes = {256, 512, 1024};
     bool nvtx = false;
     bool check_only = false;
+    bool profiler_range = true;
+    std::string json;
     int pause_ms = 0;
     int crash_after = -1;
     std::string crash_how = "abort";
@@ -58,6 +66,8 @@ bool parse(int argc, char** argv, Options& o) {
         else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
         else if (a == "--nvtx") o.nvtx = true;
         else if (a == "--check-only") o.check_only = true;
+        else if (a == "--no-profiler-range") o.profiler_range = false;
+        else if (a == "--json" && has_value) o.json = argv[++i];
         else if (a == "--pause-ms" && has_value) o.pause_ms = atoi(argv[++i]);
         else if (a == "--crash-after" && has_value) o.crash_after = atoi(argv[++i]);
         else if (a == "--crash-how" && has_value) o.crash_how = argv[++i];
@@ -121,6 +131,54 @@ bool check(const Shape& s, const float* dA, const float* dB, float* dC, float* d
     return true;
 }
 
+struct Summary {
+    double median, min, max, mean, std;
+};
+
+Summary summarize(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    double mean = 0, var = 0;
+    for (double x : v) mean += x / v.size();
+    for (double x : v) var += (x - mean) * (x - mean);
+    return {v[v.size() / 2], v.front(), v.back(), mean, v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0};
+}
+
+// engine-timing/1 (sweep/profile/events.py): one entry per size, its launch times in ns.
+bool write_json(const std::string& path, const Options& o, const std::vector<std::vector<double>>& ns) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) {
+        fprintf(stderr, "tiled_gemm: cannot write %s\n", path.c_str());
+        return false;
+    }
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::vector<double> per_iter(o.iters, 0.0);
+    for (const auto& sizes : ns)
+        for (int it = 0; it < o.iters; ++it) per_iter[it] += sizes[it] / 1e6;
+    Summary fw = summarize(per_iter);
+    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"tiled_gemm\",\n"
+               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
+               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
+               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
+               " \"kernels\": [",
+            prop.name, driver, runtime, o.iters, o.warmup, fw.median, fw.min, fw.max, fw.mean, fw.std);
+    for (size_t j = 0; j < ns.size(); ++j) {
+        Summary s = summarize(ns[j]);
+        int n = o.sizes[j];
+        fprintf(f, "%s\n  {\"kernel\": \"gemm_tiled_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, 1, 1], \"calls\": 1, "
+                   "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
+                j ? "," : "", CEIL_DIV(n, GEMM_BN), CEIL_DIV(n, GEMM_BM), GEMM_THREADS, s.median, s.min, s.max, s.mean, s.std);
+        for (size_t it = 0; it < ns[j].size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[j][it]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]}\n");
+    return fclose(f) == 0;
+}
+
 [[noreturn]] void crash(const std::string& how) {
     fprintf(stderr, "tiled_gemm: crashing on purpose (--crash-after, %s)\n", how.c_str());
     fflush(stderr);
@@ -171,7 +229,7 @@ int main(int argc, char** argv) {
     std::vector<cudaEvent_t> events(2 * n * o.iters);
     for (cudaEvent_t& e : events)
         if (cudaCheck(cudaEventCreate(&e))) return 1;
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
+    if (cudaCheck(cudaDeviceSynchronize()) || (o.profiler_range && cudaCheck(cudaProfilerStart()))) return 1;
     for (int it = 0; it < o.iters; ++it) {
         if (o.nvtx) nvtxRangePushA("iteration");
         for (size_t j = 0; j < n; ++j) {
@@ -184,19 +242,23 @@ int main(int argc, char** argv) {
         if (o.nvtx) nvtxRangePop();
         if (o.pause_ms) usleep(useconds_t(o.pause_ms) * 1000);
     }
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
+    if (cudaCheck(cudaDeviceSynchronize()) || (o.profiler_range && cudaCheck(cudaProfilerStop()))) return 1;
 
+    std::vector<std::vector<double>> ns(n, std::vector<double>(o.iters));
     for (size_t j = 0; j < n; ++j) {
         std::vector<float> ms(o.iters);
-        for (int it = 0; it < o.iters; ++it)
+        for (int it = 0; it < o.iters; ++it) {
             if (cudaCheck(cudaEventElapsedTime(&ms[it], events[2 * (it * n + j)], events[2 * (it * n + j) + 1])))
                 return 1;
+            ns[j][it] = ms[it] * 1e6;
+        }
         std::sort(ms.begin(), ms.end());
         double median = ms[ms.size() / 2], s = o.sizes[j];
         printf("M=N=K=%d: grid %dx%d, median %.4f ms, %.0f GFLOP/s over %d iterations\n", o.sizes[j],
                CEIL_DIV(o.sizes[j], GEMM_BN), CEIL_DIV(o.sizes[j], GEMM_BM), median, 2 * s * s * s / (median * 1e6),
                o.iters);
     }
+    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
     for (cudaEvent_t e : events) cudaEventDestroy(e);
     cudaFree(dA);
     cudaFree(dB);

@@ -2,7 +2,13 @@
 // and prints JSON: the whole forward's time per iteration and, with
 // --kernel-timing, every kernel's time per launch shape from CUDA events.
 //
-// Phases: warm-up (not recorded, not profiled) -> timed iterations between
+// With --ref FILE it first checks itself against transformers (checks.h): the
+// logits on every matmul x fusion x attention path within --atol (1e-3), and the
+// greedy tokens of the decoding path; on a mismatch it says which on stderr and
+// exits 1 before any timing (a sweep's `verify: profile`: one process and one
+// weight load check and time a configuration).
+//
+// Phases: (check) -> warm-up (not recorded, not profiled) -> timed iterations between
 // cudaProfilerStart/Stop (what nsys --capture-range=cudaProfilerApi and
 // ncu --profile-from-start off see; each iteration is an NVTX range
 // "iteration") -> with --kernel-timing, the same number of iterations again with
@@ -25,12 +31,13 @@
 #include "../common.cuh"
 #include "../gpt2.h"
 #include "args.h"
+#include "checks.h"
 #include "stats.h"
 
 static const char* kUsage =
     "usage: gpt2_forward --weights FILE [-b BATCH] [-t SEQ_LEN] [-n ITERATIONS] [-w WARMUP]\n"
     "                    [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
-    "                    [--kernel-timing] [--seed N] [--json FILE]";
+    "                    [--kernel-timing] [--seed N] [--json FILE] [--ref FILE [--atol 1e-3]]";
 
 namespace {
 
@@ -59,10 +66,44 @@ std::string stats_json(const Stats& s, const char* unit) {
     return buf;
 }
 
+// The logits on every path and the greedy tokens against the reference file.
+// 0 when both match; 1 after a FAIL line on stderr when not; 2 when the file is unusable.
+int check_against_reference(GPT2& model, const std::string& path, double atol) {
+    GPT2Reference ref;
+    if (gpt2_load_reference(ref, path)) return 2;
+    std::vector<LogitCheck> checks;
+    if (check_logits(model, ref, all_paths(), atol, checks)) return ref.V == model.config.vocab_size ? 1 : 2;
+    const LogitCheck* worst = &checks.front();
+    int failures = 0;
+    for (const LogitCheck& c : checks) {
+        failures += !c.pass;
+        if (!(c.max_abs_err <= worst->max_abs_err)) worst = &c;
+    }
+    const char* where[] = {matmul_name(worst->path.matmul), fusion_name(worst->path.fusion), attention_name(worst->path.attention)};
+    if (failures) {
+        fprintf(stderr, "FAIL: logits outside atol=%g on %d of %zu paths (worst: matmul %s, fusion %s, attention %s, "
+                        "max abs error %.3e at logit %zu)\n", atol, failures, checks.size(), where[0], where[1], where[2],
+                worst->max_abs_err, worst->worst_index);
+        return 1;
+    }
+    std::vector<int> tokens;
+    if (greedy_tokens(model, ref.prompt, (int)ref.greedy.size(), EngineOptions{}, tokens)) return 1;
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] != ref.greedy[i]) {
+            fprintf(stderr, "FAIL: greedy token %zu is %d, transformers chose %d (decoding with the KV cache)\n", i,
+                    tokens[i], ref.greedy[i]);
+            return 1;
+        }
+    fprintf(stderr, "check: logits within atol=%g on %zu paths (max abs error %.3e), %zu greedy tokens as transformers'\n",
+            atol, checks.size(), worst->max_abs_err, tokens.size());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    Args args(kUsage, {"--weights", "-b", "-t", "-n", "-w", "--matmul", "--fusion", "--attention", "--seed", "--json"},
+    Args args(kUsage, {"--weights", "-b", "-t", "-n", "-w", "--matmul", "--fusion", "--attention", "--seed", "--json",
+                       "--ref", "--atol"},
               {"--kernel-timing"});
     if (!args.parse(argc, argv) || !args.require("--weights")) return 2;
     bool ok = true;
@@ -71,14 +112,19 @@ int main(int argc, char** argv) {
     const int iters = args.integer("-n", 10, 1, 100000, ok);
     const int warmup = args.integer("-w", 3, 0, 100000, ok);
     const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
+    const double atol = args.real("--atol", 1e-3, ok);
     EngineOptions opt;
     ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
          parse_attention(args.str("--attention", "flash"), opt.attention);
     if (!ok) return 2;
 
     GPT2 model;
-    if (gpt2_load(model, args.str("--weights")) || gpt2_alloc_acts(model, B, T, opt.attention == AttentionImpl::Reference))
-        return 2;
+    if (gpt2_load(model, args.str("--weights"))) return 2;
+    if (args.has("--ref")) {
+        const int failed = check_against_reference(model, args.str("--ref"), atol);
+        if (failed) return failed;
+    }
+    if (gpt2_alloc_acts(model, B, T, opt.attention == AttentionImpl::Reference)) return 2;
     std::vector<int> tokens((size_t)B * T);
     uint64_t state = (uint64_t)seed * 6364136223846793005ULL + 1442695040888963407ULL;
     for (int& t : tokens) {

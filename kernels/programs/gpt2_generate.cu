@@ -9,7 +9,8 @@
 // prefill + decoding (as transformers' generate is timed), and also decoding alone.
 //
 // With --check (and --ref), the tokens must equal transformers' greedy tokens:
-// exit 1 at the first difference.
+// exit 1 at the first difference. (gpt2_forward --ref checks the same tokens,
+// with the shared prefill of checks.h and direct decoding steps.)
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -19,6 +20,7 @@
 #include "../gpt2.h"
 #include "../launchers.h"
 #include "args.h"
+#include "checks.h"
 #include "stats.h"
 
 static const char* kUsage =
@@ -73,17 +75,9 @@ int main(int argc, char** argv) {
     std::vector<double> overall_tps, decode_tps, prefill_ms;
 
     for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up (module load, graph build)
-        const int last = P - 1;
-        if (cudaCheck(cudaMemcpyAsync(model.acts.tokens, prompt.data(), P * sizeof(int), cudaMemcpyHostToDevice, s)) ||
-            cudaCheck(cudaMemcpyAsync(st.sequence, prompt.data(), P * sizeof(int), cudaMemcpyHostToDevice, s)) ||
-            cudaCheck(cudaMemcpyAsync(st.pos, &last, sizeof(int), cudaMemcpyHostToDevice, s)) || cudaCheck(cudaStreamSynchronize(s)))
-            return 1;
+        if (start_decoding(model, st, prompt, s)) return 1;
         cudaCheck(cudaEventRecord(e0, s));
-        if (gpt2_forward(model, model.acts.tokens, 1, P, opt, s, &cache)) return 1;
-        if (argmax_forward(st.token, st.sequence, st.pos, model.acts.logits + (size_t)(P - 1) * model.config.vocab_size, 1,
-                           model.config.vocab_size, 0, maxT, s) ||
-            decode_advance(st.pos, s))
-            return 1;
+        if (prefill(model, cache, st, P, maxT, opt, s)) return 1;
         cudaCheck(cudaEventRecord(e1, s));
         if (use_graph && !step_graph) {
             cudaGraph_t graph;

@@ -194,6 +194,6 @@ def last_line(text: str, limit: int = 200) -> str:
 def job_environment() -> dict[str, str]:
     """What a job process needs to import the framework whatever its working directory
     and however the framework was installed."""
-    pp = os.environ.get("PYTHONPATH", "")
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     root = str(paths.IMPORT_ROOT)
-    return {"PYTHONPATH": root + (os.pathsep + pp if pp and root not in pp.split(os.pathsep) else "")}
+    return {"PYTHONPATH": os.pathsep.join(parts if root in parts else [root, *parts])}

@@ -11,11 +11,23 @@ turns what it wrote into Measurements, one per kernel x launch shape:
     ncu     Nsight Compute: gpu__time_duration.sum per launch, from the CSV.
     events  the engine's own CUDA-event timing (gpt2_forward --kernel-timing),
             no profiler needed.
-    cupti   a CUPTI injection library in the program itself (cupti.py): launches attributed as nsys does.
+    cupti   a CUPTI injection library in the program itself (cupti.py): launches attributed as nsys does;
+            no profiler process, no capture range, no export (the default for custom targets).
 
 Each backend module exposes BACKEND (a Backend: the command to run, and the
 parser of what it wrote); BACKENDS maps their names to them, and is the only
 list of backends (the space loader and the CLI read their names from it).
+
+Capture windows. nsys and ncu capture between the program's cudaProfilerStart
+and cudaProfilerStop; a program that never calls them gets no report from nsys
+("No reports were generated") and no profiled kernel from ncu. The job cannot
+tell beforehand (the call may sit in a static runtime, behind a flag, or in a
+script's child), and a setting in the space file could be wrong in either
+direction, so the run decides: an Invocation may carry a `fallback` (the same
+profiler over the whole run), which the job runs when the first run exited 0
+but `Backend.timed` finds it captured nothing. The job records which window it
+used in the result's env["capture"]. The cost, one more run, falls only on
+programs without the calls; cupti needs no window at all.
 
 Every backend reports, per kernel x launch shape, the per-launch statistics and
 the total per timed iteration: the run-to-run spread that selection weighs a
@@ -198,6 +210,10 @@ class Request:
     tool: str = ""                             # the profiler's executable, for backends that need one
     options: Mapping[str, Any] = field(default_factory=dict)   # the space's profile: section
     events_args: tuple[str, ...] = ()          # the target's arguments for its own event timing
+    cache_dir: Path | None = None              # where a backend keeps what it builds once (cupti: its library)
+
+
+WHOLE_RUN = "whole run"                        # Invocation.capture of a run captured from start to exit
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +225,8 @@ class Invocation:
     env: Mapping[str, str] = field(default_factory=dict)   # added to the program's environment
     iterations: int | None = None
     post: tuple[tuple[str, ...], ...] = ()     # commands run after the GPU is released (e.g. nsys export)
+    capture: str = WHOLE_RUN                   # the window captured: "cudaProfilerApi", "whole run", ...
+    fallback: "Invocation | None" = None       # run instead when this one exited 0 having captured nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,18 +234,35 @@ class Parsed:
     measurements: list[Measurement]
     forward_ms: dict[str, float] = field(default_factory=dict)
     device_text: str = ""                      # text that may hold the program's device facts (its JSON)
+    env: Mapping[str, Any] = field(default_factory=dict)   # facts for the result's env (cupti: the capture's summary)
+
+
+def wrote_output(inv: Invocation) -> bool:
+    """The default `Backend.timed`: the run wrote its output file."""
+    return inv.output.is_file()
 
 
 @dataclass(frozen=True, slots=True)
 class Backend:
     """A profile backend: `invocation` makes the command, `parse` reads what it wrote
-    (raising SweepError when the output is missing or malformed)."""
+    (raising SweepError when the output is missing or malformed).
+
+    `timed(inv)` says whether a finished run reached the part the backend
+    captures (nsys: a report was written; ncu: a launch was profiled; cupti: a
+    timed NVTX range opened): a run that exited 0 without it falls back to the
+    Invocation's `fallback`, and a self-checking program (`verify: profile`)
+    that exited non-zero without it failed its check. `setup(req)` does what
+    needs no GPU before the job takes it (cupti: build its library once), may
+    raise SweepError, and runs in the build stage too, off the GPU.
+    """
 
     name: str
     doc: str
     invocation: Callable[[Request], Invocation]
     parse: Callable[[Invocation, str], Parsed]
     tool: str | None = None                    # executable it needs ($NAME or PATH), None for none
+    timed: Callable[[Invocation], bool] = wrote_output
+    setup: Callable[[Request], None] | None = None
 
 
 def json_tail(text: str) -> dict[str, Any]:
@@ -262,9 +297,9 @@ def read_output(inv: Invocation) -> str:
 
 def _registry() -> dict[str, Backend]:
     # imported last: each backend module imports the types above
-    from sweep.profile import events, ncu, nsys
+    from sweep.profile import cupti, events, ncu, nsys
 
-    return {b.name: b for b in (nsys.BACKEND, ncu.BACKEND, events.BACKEND)}
+    return {b.name: b for b in (nsys.BACKEND, ncu.BACKEND, events.BACKEND, cupti.BACKEND)}
 
 
 BACKENDS: dict[str, Backend] = _registry()

@@ -2,7 +2,7 @@
 
 The format is documented in cupti_inject.cpp's header comment: a header line,
 then one tab-separated record per line (`name`, `kern`, `call`, `mark`, `api`,
-`drop`, `signal`, `end`). This module turns a file into a `Capture` and knows
+`limits`, `fail`, `drop`, `signal`, `end`). This module turns a file into a `Capture` and knows
 nothing of Measurements; sweep/profile/cupti.py does that.
 
 A program killed mid-way leaves a file without the `end` line, possibly with a
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from sweep.errors import SweepError
+from sweep.limits import Failure, Limits  # the records of refused launches; sweep.limits reads them
 from sweep.profile import Dim3, short_name
 from sweep.profile.ranges import Range
 
@@ -82,6 +83,8 @@ class Capture:
     calls: Mapping[int, Call]   # by correlation id; a runtime call wins over a driver call
     marks: tuple[Mark, ...]
     apis: Mapping[tuple[str, int], str] = field(default_factory=dict)  # (domain, cbid) -> function name
+    failures: tuple[Failure, ...] = ()
+    limits: Limits | None = None
     complete: bool = False      # the file ends its records with an `end` line
     signal: int | None = None
     dropped: int = 0
@@ -150,7 +153,8 @@ def read_capture(path: Path) -> Capture:
             raise SweepError(f"{path} line {n}: not a valid {line.split(chr(9), 1)[0]!r} record ({line[:120]!r}); "
                              f"the file was changed or damaged: capture again") from None
     return Capture(path=path, header=header, kernels=tuple(reader.kernels), calls=reader.calls,
-                   marks=tuple(reader.marks), apis=reader.apis, complete=reader.complete, signal=reader.signal,
+                   marks=tuple(reader.marks), apis=reader.apis, failures=tuple(reader.failures), limits=reader.limits,
+                   complete=reader.complete, signal=reader.signal,
                    dropped=reader.dropped, torn=torn)
 
 
@@ -162,6 +166,8 @@ class _Reader:
         self.calls: dict[int, Call] = {}
         self.marks: list[Mark] = []
         self.apis: dict[tuple[str, int], str] = {}
+        self.failures: list[Failure] = []
+        self.limits: Limits | None = None
         self.complete = False
         self.signal: int | None = None
         self.dropped = 0
@@ -191,6 +197,18 @@ class _Reader:
                                    _unescape(f[7])))
         elif tag == "api":
             self.apis[(_domain(f[1]), int(f[2]))] = _unescape(f[3])
+        elif tag == "fail":
+            v = [int(x) for x in f[2:12]]
+            full = _unescape(f[13])
+            self.failures.append(Failure(_domain(f[1]), v[0], v[1], v[2], (v[3], v[4], v[5]), (v[6], v[7], v[8]),
+                                         v[9], _unescape(f[12]), full, short_name(full)))
+        elif tag == "limits":
+            kv = dict(x.split("=", 1) for x in f[2:])
+            block, grid = (tuple(int(x) for x in kv[k].split(",")) for k in ("block", "grid"))
+            if len(block) != 3 or len(grid) != 3:
+                raise ValueError(f)
+            self.limits = Limits(int(f[1]), int(kv["threads"]), block, grid, int(kv["regs"]), int(kv["smem"]),
+                                 int(kv["smem_optin"]))
         elif tag == "drop":
             self.dropped += int(f[1])
         elif tag == "signal":

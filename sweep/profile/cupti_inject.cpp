@@ -24,6 +24,13 @@
 //     parser places a kernel in an NVTX "iteration" range by when and where it
 //     was launched, as the nsys backend does, not by when the GPU ran it.
 //   - MARKER: NVTX range starts and ends (push/pop and start/end).
+//   - failed launches (CUPTI Callback API, at the exit of the runtime's launch
+//     functions whose parameters hold the launch configuration: cudaLaunchKernel,
+//     cudaLaunchCooperativeKernel, cudaLaunchKernelExC and their per-thread
+//     stream variants): a launch refused for its size ("too many resources
+//     requested for launch", "invalid configuration argument") never runs, so no
+//     kern record shows it; the fail record keeps its size and error, and the
+//     limits record the device's limits, for the sweep to say which was broken.
 //
 // File format "sweep-cupti/1": UTF-8 text, one record per line, fields separated
 // by tabs; in names, tab, newline and backslash are written \t, \n and \\.
@@ -35,8 +42,12 @@
 //   call   <R|D> <cbid> <corr> <start_ns> <end_ns> <pid> <tid>
 //   mark   <S|E|I> <id> <ns> <pid> <tid> <domain> <name>   S start (named), E end (name empty), I instant
 //   drop   <records>                                 CUPTI dropped records (its buffers were full)
+//   limits <device> threads=<n> block=<x>,<y>,<z> grid=<x>,<y>,<z> regs=<n> smem=<B> smem_optin=<B>
+//                                                    once, before the first fail line: the device's per-block limits
+//   fail   R <cbid> <corr> <cudaError_t> <gx> <gy> <gz> <bx> <by> <bz> <dynamic_smem_B> <mangled> <demangled>
+//                                                    a launch the runtime refused, with the error it returned
 //   signal <number>                                  a fatal signal arrived; what was buffered was flushed
-//   end    kernels=<n> calls=<n> marks=<n> dropped=<n>   the final flush at exit completed
+//   end    kernels=<n> calls=<n> marks=<n> dropped=<n> fails=<n>   the final flush at exit completed
 // `kern` start = end = 0: CUPTI had no times for it (still queued when flushed).
 // Lines are written as CUPTI hands back each completed buffer, so a program
 // killed mid-way leaves every record flushed so far; a file with an `end` line
@@ -80,7 +91,8 @@ constexpr unsigned kFlushWatchdogS = 5;       // a signal handler that hangs end
 int g_fd = -1;
 std::mutex g_mutex;                           // guards the name table and the counters
 std::unordered_map<std::string, uint32_t> g_names;
-uint64_t g_kernels = 0, g_calls = 0, g_marks = 0, g_dropped = 0;
+uint64_t g_kernels = 0, g_calls = 0, g_marks = 0, g_dropped = 0, g_fails = 0;
+bool g_limits_written = false;
 std::atomic<bool> g_done{false};              // the final flush ran (atexit or a signal)
 std::vector<bool> g_launch_runtime, g_launch_driver;  // by callback id: a launch function?
 
@@ -139,6 +151,15 @@ void field(std::string& out, int64_t v) {
     out += b;
 }
 
+// The demangled name; extern "C" names are not mangled and come back as they are.
+std::string demangle(const std::string& mangled) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+    std::string out = status == 0 && demangled ? demangled : mangled;
+    free(demangled);
+    return out;
+}
+
 // The id of a kernel name; the first time, a `name` line goes into `out` first.
 uint32_t name_id(std::string& out, const char* mangled) {
     std::string key = mangled ? mangled : "?";
@@ -146,14 +167,11 @@ uint32_t name_id(std::string& out, const char* mangled) {
     if (it != g_names.end()) return it->second;
     uint32_t id = uint32_t(g_names.size());
     g_names.emplace(key, id);
-    int status = 0;
-    char* demangled = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
     out += "name";
     field(out, uint64_t(id));
     field(out, key.c_str());
-    field(out, status == 0 && demangled ? demangled : key.c_str());  // extern "C" names are not mangled
+    field(out, demangle(key).c_str());
     out += '\n';
-    free(demangled);
     return id;
 }
 
@@ -291,14 +309,110 @@ void flush_and_finish(int signal_number) {
         field(out, uint64_t(signal_number));
     } else {
         char b[160];
-        snprintf(b, sizeof b, "end\tkernels=%llu\tcalls=%llu\tmarks=%llu\tdropped=%llu",
+        snprintf(b, sizeof b, "end\tkernels=%llu\tcalls=%llu\tmarks=%llu\tdropped=%llu\tfails=%llu",
                  (unsigned long long)g_kernels, (unsigned long long)g_calls, (unsigned long long)g_marks,
-                 (unsigned long long)g_dropped);
+                 (unsigned long long)g_dropped, (unsigned long long)g_fails);
         out = b;
     }
     out += '\n';
     write_all(out);
     fsync(g_fd);
+}
+
+// The launch configuration of a runtime launch call, for the functions whose
+// parameters hold it; false for the others.
+bool launch_config(CUpti_CallbackId cbid, const void* params, dim3& grid, dim3& block, size_t& smem) {
+    switch (cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000: {
+            auto p = static_cast<const cudaLaunchKernel_v7000_params*>(params);
+            grid = p->gridDim, block = p->blockDim, smem = p->sharedMem;
+            return true;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000: {
+            auto p = static_cast<const cudaLaunchCooperativeKernel_v9000_params*>(params);
+            grid = p->gridDim, block = p->blockDim, smem = p->sharedMem;
+            return true;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+            auto p = static_cast<const cudaLaunchKernelExC_v11060_params*>(params);
+            if (!p->config) return false;
+            grid = p->config->gridDim, block = p->config->blockDim, smem = p->config->dynamicSmemBytes;
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+// The current device's per-block limits, as a `limits` line (driver API through
+// dlsym, as in drain(); the launch that failed left a current context).
+void limits_line(std::string& out) {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda) return;
+    auto get_device = reinterpret_cast<decltype(&cuCtxGetDevice)>(dlsym(cuda, "cuCtxGetDevice"));
+    auto attribute = reinterpret_cast<decltype(&cuDeviceGetAttribute)>(dlsym(cuda, "cuDeviceGetAttribute"));
+    CUdevice dev = 0;
+    if (get_device && attribute && get_device(&dev) == CUDA_SUCCESS) {
+        auto a = [&](CUdevice_attribute which) {
+            int v = -1;
+            return attribute(&v, which, dev) == CUDA_SUCCESS ? v : -1;
+        };
+        char b[320];
+        snprintf(b, sizeof b, "limits\t%d\tthreads=%d\tblock=%d,%d,%d\tgrid=%d,%d,%d\tregs=%d\tsmem=%d\tsmem_optin=%d\n",
+                 int(dev), a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                 a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
+                 a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                 a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z), a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK),
+                 a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+                 a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+        out += b;
+    }
+    dlclose(cuda);
+}
+
+// At the exit of a launch call: a refused launch becomes a `fail` line.
+void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+    auto info = static_cast<const CUpti_CallbackData*>(data);
+    if (info->callbackSite != CUPTI_API_EXIT || !info->functionReturnValue) return;
+    cudaError_t rc = *static_cast<const cudaError_t*>(info->functionReturnValue);
+    dim3 grid, block;
+    size_t smem = 0;
+    if (rc == cudaSuccess || !launch_config(cbid, info->functionParams, grid, block, smem)) return;
+    std::string symbol = info->symbolName ? info->symbolName : "?";
+    std::string out;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_limits_written) {
+        limits_line(out);
+        g_limits_written = true;
+    }
+    out += "fail\tR";
+    field(out, uint64_t(cbid));
+    field(out, uint64_t(info->correlationId));
+    field(out, int64_t(rc));
+    for (unsigned v : {grid.x, grid.y, grid.z, block.x, block.y, block.z}) field(out, uint64_t(v));
+    field(out, uint64_t(smem));
+    field(out, symbol.c_str());
+    field(out, demangle(symbol).c_str());
+    out += '\n';
+    ++g_fails;
+    write_all(out);
+}
+
+// Subscribes on_launch to the runtime launch functions with a launch configuration.
+void watch_failed_launches() {
+    CUpti_SubscriberHandle subscriber;
+    if (!cupti_ok(cuptiSubscribe(&subscriber, on_launch, nullptr), "subscribing to launch callbacks")) return;
+    for (CUpti_CallbackId cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060})
+        cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid), "enabling a launch callback");
 }
 
 // Gives kernels already queued up to `ms` to finish, so that their records
@@ -426,6 +540,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         std::lock_guard<std::mutex> lock(g_mutex);
         write_all(out);
     }
+    watch_failed_launches();
     atexit(at_exit);
     install_signal_handlers();
     return 1;

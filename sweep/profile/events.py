@@ -114,7 +114,7 @@ def _invocation(req: Request) -> Invocation:
     if not req.events_args:
         raise SweepError("the target has no events timing (target.events); use the nsys, ncu or cupti backend")
     out = req.job_dir / "events.json"
-    return Invocation(req.program(extra=req.events_args), out)
+    return Invocation(req.program(extra=req.events_args), out, capture="the program's own events")
 
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.profile import (Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
+from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
                            forward_from_stdout, read_output, short_name)
 
 METRIC = "gpu__time_duration.sum"
@@ -63,8 +63,14 @@ FAILED_VALUES = {"", "n/a", "nan", "-nan"}
 NO_SHAPE: Dim3 = (0, 0, 0)
 
 
-def profile_command(program: list[str], csv_path: Path, ncu: str = "ncu") -> list[str]:
-    """ncu over the program's cudaProfilerStart/Stop window: one duration per launch, NVTX recorded.
+def profile_command(program: list[str], csv_path: Path, ncu: str = "ncu", *, whole_run: bool = False) -> list[str]:
+    """ncu over the program's cudaProfilerStart/Stop window (or, `whole_run`, every
+    launch from the start): one duration per launch, NVTX recorded.
+
+    With the window, a program that never calls cudaProfilerStart has no launch
+    profiled (the CSV holds no "Kernel Name" header) and ncu exits 0: the
+    backend then profiles it again from the start (see sweep.profile, "Capture
+    windows"); NVTX iteration ranges then keep the checks and warm-up out.
 
     --log-file sends all of ncu's output (the CSV and its ==PROF== lines) to
     `csv_path` and leaves the program's own stdout alone, so the two cannot
@@ -75,8 +81,9 @@ def profile_command(program: list[str], csv_path: Path, ncu: str = "ncu") -> lis
     engine's own timing. ncu serializes launches and by default flushes caches
     before each one, so its times are those of isolated, cold-cache launches.
     """
+    window = [] if whole_run else ["--profile-from-start", "off"]
     return [ncu, "--csv", "--log-file", str(csv_path), "--metrics", METRIC, "--clock-control", "none",
-            "--profile-from-start", "off", "--nvtx", *program]
+            *window, "--nvtx", *program]
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,11 +311,26 @@ def _launch(row: _Row, iteration: int) -> Launch:
                   kernel_full=row.kernel_full)
 
 
+CAPTURE_RANGE = "cudaProfilerApi"
+
+
 def _invocation(req: Request) -> Invocation:
     iterations = int(req.options.get("ncu_iterations", 3))
     csv_path = req.job_dir / "profile_ncu.csv"
-    return Invocation(profile_command(req.program(iterations=iterations), csv_path, req.tool), csv_path,
-                      iterations=iterations)
+    program = req.program(iterations=iterations)
+    whole = Invocation(profile_command(program, csv_path, req.tool, whole_run=True), csv_path,
+                       iterations=iterations, capture=WHOLE_RUN)
+    return Invocation(profile_command(program, csv_path, req.tool), csv_path, iterations=iterations,
+                      capture=CAPTURE_RANGE, fallback=whole)
+
+
+def _timed(inv: Invocation) -> bool:
+    """ncu profiled a launch: its log holds a CSV header."""
+    try:
+        text = inv.output.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith('"') and '"Kernel Name"' in line for line in text.splitlines())
 
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
@@ -316,4 +338,4 @@ def _parse(inv: Invocation, stdout: str) -> Parsed:
 
 
 BACKEND = Backend("ncu", "Nsight Compute: gpu__time_duration.sum of each launch, replayed alone",
-                  _invocation, _parse, tool="ncu")
+                  _invocation, _parse, tool="ncu", timed=_timed)

@@ -69,7 +69,8 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
         ("Sweep", sw.name), ("GPU", env("gpu")), ("Driver", env("driver")), ("CUDA runtime", env("cuda_runtime")),
         ("Commit", ", ".join(commits) or "unknown"), ("Host(s)", env("host")), ("Space file", space),
         ("Strategy", strategy + (f" ({m['note']})" if m.get("note") else "")),
-        ("Backend", ", ".join(_uniq(_col(done, "backend"))) or m.get("backend") or "unknown"),
+        ("Backend", (", ".join(_uniq(_col(done, "backend"))) or m.get("backend") or "unknown")
+         + (f" (capture: {', '.join(_uniq(_col(done, 'capture')))})" if _uniq(_col(done, "capture")) else "")),
         ("Executor", m.get("executor") or "unknown"),
         ("Started", m.get("created") or "—"), ("Last result", finished[-1] if finished else "—"),
         ("Collected", collected), ("Results", str(sw.results_dir)),

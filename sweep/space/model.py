@@ -172,6 +172,9 @@ class Slurm:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
+VERIFY_IN_PROFILE = "profile"   # Target.verify of a program that checks itself before it times
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """What is built and measured: any folder whose Makefile takes CONF_DIR, BUILD_DIR,
@@ -179,13 +182,19 @@ class Target:
     {build} {job} {batch} {seq_len} {iterations} {warmup} {events_json}, and those a
     plugin's prepare step names, e.g. the engine's {weights} {reference}; {args}
     expands to run.args). A plugin target (sweep.target) also carries its options
-    and its prepare step."""
+    and its prepare step.
+
+    `verify` is the check commands, or VERIFY_IN_PROFILE ("profile"): the timing
+    program checks its results itself before it times, so one run does both, and a
+    non-zero exit before its timed part is verify_failed. `check_args` are added to
+    the timing command then, while run.verify is true (the engine: --ref {reference})."""
 
     name: str
     source_dir: Path
-    verify: tuple[tuple[str, ...], ...]
+    verify: tuple[tuple[str, ...], ...] | str
     profile: tuple[str, ...]
     events: tuple[str, ...] = ()           # extra profile arguments that make it print engine-timing/1 JSON
+    check_args: tuple[str, ...] = ()       # with verify: profile, what makes the timing program check itself
     model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
     plugin: Any = None                     # a plugin target's prepare step (sweep.target.Prepare)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sweep.errors import SweepError
-from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, Build, Certify, Parameter, Profile, Run, Slurm,
-                               Stopping, Strategy, Target)
+from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
+                               Run, Slurm, Stopping, Strategy, Target)
 
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
@@ -203,9 +203,19 @@ def certify(top: Section, path: Path) -> Certify:
                    s.number("budget_share", d.budget_share, 0.001, 100), s.int("max_rounds", d.max_rounds, 5, 100000))
 
 
+DEFAULT_BACKEND = "nsys"            # the engine's (and any plugin target's)
+CUSTOM_TARGET_BACKEND = "cupti"     # a custom target's: no profiler to install, no capture range to call
+
+
+def custom_target(top: Section) -> bool:
+    """The file names its own target (a mapping), not a plugin (`target: engine`)."""
+    return isinstance(top.data.get("target", "engine"), dict)
+
+
 def profile(top: Section, path: Path) -> Profile:
+    """The profile section; without a backend, cupti for a custom target and nsys for the engine."""
     s = Section(top.data.get("profile"), f"{path}: profile", ("backend", "ncu_iterations"))
-    backend = s.str("backend", "nsys")
+    backend = s.str("backend", CUSTOM_TARGET_BACKEND if custom_target(top) else DEFAULT_BACKEND)
     if backend not in BACKENDS:
         raise SweepError(f"{s.at('backend')}: {show(backend)} is not a profile backend; choose one of {', '.join(BACKENDS)}")
     return Profile(backend, s.int("ncu_iterations", 3, 1, 1000))
@@ -260,12 +270,17 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
     if not has_makefile:
         raise SweepError(f"{s.at('dir')}: {source_dir} has no Makefile; point dir at the folder holding your Makefile")
     verify = s.data.get("verify", [])
-    if isinstance(verify, list) and verify and all(isinstance(v, str) for v in verify):
+    if verify == VERIFY_IN_PROFILE:
+        verify = VERIFY_IN_PROFILE  # the timing program checks itself first
+    elif isinstance(verify, list) and verify and all(isinstance(v, str) for v in verify):
         verify = [verify]  # one command
-    if not isinstance(verify, list) or not all(isinstance(v, list) for v in verify):
-        raise SweepError(f"{s.at('verify')}: expected a command as a list of strings, or a list of such commands")
+    if verify != VERIFY_IN_PROFILE and (not isinstance(verify, list) or not all(isinstance(v, list) for v in verify)):
+        raise SweepError(f"{s.at('verify')}: expected a command as a list of strings, a list of such commands, or "
+                         f"'{VERIFY_IN_PROFILE}' (the timing program checks its own results before it times); got "
+                         f"{show(verify)}")
     profile_cmd = s.strings("profile", ())
     if not profile_cmd:
         raise SweepError(f"{s.at('profile')}: missing; give the timing command, e.g. "
                          "['{build}/my_bench', '--iters', '{iterations}']")
-    return Target(name, source_dir, tuple(tuple(str(x) for x in v) for v in verify), profile_cmd, s.strings("events", ()))
+    checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
+    return Target(name, source_dir, checks, profile_cmd, s.strings("events", ()))

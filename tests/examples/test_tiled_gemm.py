@@ -78,5 +78,6 @@ def test_illegal_tiles_stop_the_build_at_the_static_assert_which_the_sweep_recor
 def test_the_example_space_file_loads_and_its_constraints_reject_what_the_static_asserts_reject():
     space = load_space(EXAMPLE / "space.yaml")
     assert space.target.source_dir == EXAMPLE and space.size() == (108, "3*3*3*2*2")
+    assert space.target.verify == "profile" and space.profile.backend == "cupti"
     assert check(space, make_config(space, TILES_B)) is None
     assert "48 KB" in (check(space, make_config(space, TOO_MUCH_SHARED)) or "")

@@ -237,3 +237,33 @@ def test_log_file_capture_with_nvtx_column_splits_into_its_iterations():
     assert sum(m.calls for m in got) == 21  # the odd model's launches per forward pass
     assert {len(m.iter_total_ns) for m in got} == {2}
     assert all(m.min_ns > 0 for m in got)
+
+
+def test_whole_run_profile_command_profiles_from_the_start():
+    cmd = ncu.profile_command(["./prog"], Path("out/ncu.csv"), whole_run=True)
+    assert "--profile-from-start" not in cmd and cmd[-2:] == ["--nvtx", "./prog"]
+
+
+def test_the_backend_tries_the_profiler_api_window_then_falls_back_to_the_whole_run(tmp_path):
+    from sweep.profile import Request
+
+    inv = ncu.BACKEND.invocation(Request(tmp_path, lambda extra=(), iterations=None: ["./prog", str(iterations)], "ncu"))
+    assert inv.capture == "cudaProfilerApi" and inv.fallback.capture == "whole run"
+    assert inv.command[-1] == inv.fallback.command[-1] == "3" and inv.fallback.iterations == 3
+
+
+@pytest.mark.parametrize("log, timed", [(FORWARD, True),
+                                        ((DATA / "capture_window" / "ncu_no_start.log").read_text(), False)],
+                         ids=["a-capture-with-rows", "no-cudaProfilerStart-no-kernels-profiled"])
+def test_a_run_counts_as_timed_when_ncu_profiled_a_launch(tmp_path, log, timed):
+    from sweep.profile import Invocation
+
+    (tmp_path / "ncu.csv").write_text(log)
+    assert ncu.BACKEND.timed(Invocation([], tmp_path / "ncu.csv")) is timed
+
+
+def test_a_whole_run_capture_keeps_the_timed_nvtx_iterations_and_leaves_checks_and_warm_up_out():
+    got = shapes(ncu.parse_csv((DATA / "capture_window" / "ncu_whole_run.csv").read_text(), iterations=3))
+    assert {key: m.calls for key, m in got.items()} == {
+        ("gemm_tiled_kernel", grid, (256, 1, 1)): 1 for grid in ((4, 4, 1), (8, 8, 1), (16, 16, 1))}
+    assert {len(m.iter_total_ns) for m in got.values()} == {3}

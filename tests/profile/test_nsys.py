@@ -385,3 +385,20 @@ def test_the_stats_report_would_have_merged_those_block_sizes_into_one_row():
 
 def test_a_program_without_iteration_ranges_counts_as_one_iteration():
     assert {len(m.iter_total_ns) for m in nsys.parse_sqlite(BLOCKS_CAPTURE)} == {1}
+
+
+def test_whole_run_profile_command_has_no_capture_range():
+    cmd = nsys.profile_command(["./prog"], Path("out/rep"), whole_run=True)
+    assert cmd == ["nsys", "profile", "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", "out/rep", "./prog"]
+
+
+def test_the_backend_tries_the_profiler_api_window_then_falls_back_to_the_whole_run(tmp_path):
+    from sweep.profile import Request
+
+    inv = nsys.BACKEND.invocation(Request(tmp_path, lambda extra=(), iterations=None: ["./prog"], "nsys"))
+    assert inv.capture == "cudaProfilerApi" and "--capture-range=cudaProfilerApi" in inv.command
+    assert inv.fallback.capture == "whole run" and not any("capture-range" in w for w in inv.fallback.command)
+    assert inv.fallback.output == inv.output and inv.fallback.post == inv.post
+    assert not nsys.BACKEND.timed(inv)
+    inv.output.write_bytes(b"")
+    assert nsys.BACKEND.timed(inv)

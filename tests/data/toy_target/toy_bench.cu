@@ -1,4 +1,5 @@
-// Prints engine-timing/1 JSON (to --json FILE, or stdout) for -n iterations.
+// Prints engine-timing/1 JSON (to --json FILE, or stdout) for -n iterations;
+// with --check, checks its results first as toy_check does (exit 1 before any timing).
 #include "common.h"
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--check") && !toy_results_right()) return 1;
     }
     if (BETA_X == 3) abort();  // planted crash
     // For executor tests: how long a "measurement" takes, and which GPU the job was given.
