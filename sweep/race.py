@@ -21,6 +21,8 @@ shared budget (seconds, or rounds) is spent. The outcome is race.json.
 
 from __future__ import annotations
 
+import dataclasses
+
 import fnmatch
 import hashlib
 import json
@@ -159,13 +161,15 @@ class Rerun(Job):
     def values(self) -> dict[str, Any]:
         return {**super().values(), "events_json": str(self.out / "events.json")}
 
-    def invocation(self, be: profile.Backend) -> profile.Invocation:
+    def request(self) -> profile.Request:
         self.out.mkdir(parents=True, exist_ok=True)
-        tool = (self.tools.path(be.tool) or "") if be.tool else ""
-        if be.tool and not tool:
+        return dataclasses.replace(super().request(), job_dir=self.out)
+
+    def invocation(self, be: profile.Backend) -> profile.Invocation:
+        if be.tool and not self.tools.path(be.tool):
             raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
-        request = profile.Request(self.out, self.program, tool, self.cfg.profile, tuple(self.cfg.target["events"]))
-        return be.invocation(request)
+        self.inv = be.invocation(self.request())
+        return self.inv
 
 
 class GpuRace:
@@ -190,7 +194,7 @@ class GpuRace:
         rr, inv = self.entrants[tag]
         log = rr.out / "profile.log"
         s = sampling.Sampler(sampling.Plan(iterations=inv.iterations or int(rr.cfg.run["iterations"])),
-                             lambda: rr._capture_once(inv, log), lambda ran: rr._parse_once(self.be, inv, ran, log),
+                             lambda: rr._capture_once(self.be, log), lambda ran: rr._parse_once(self.be, ran, log),
                              reader=self.reader, facts=self.facts)
         ms, sampled = s.finish(s.take())
         self.throttled_runs += sampled.throttled_runs
