@@ -22,7 +22,20 @@ from sweep.profile import Measurement
 from sweep.records import JobResult
 from sweep.stats import Entrant
 
-from conftest import H100, toy_space_dict
+
+def _root_conftest():
+    """tests/conftest.py by its path: a plain `import conftest` can find another folder's conftest first."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", Path(__file__).parent / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ROOT_CONFTEST = _root_conftest()
+H100, toy_space_dict = _ROOT_CONFTEST.H100, _ROOT_CONFTEST.toy_space_dict
 
 CAPTURE = H100 / "nsys_kernel_bench_blocks.sqlite"
 
