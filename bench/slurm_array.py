@@ -70,10 +70,12 @@ def main() -> int:
     path.write_text(yaml.safe_dump(space, sort_keys=False))
 
     submit_time: list[float] = []
+    first_submit: list[float] = []
     real_submit = slurm.submit
 
     def timed_submit(*args, **kw):
         t = time.monotonic()
+        first_submit[:] = first_submit or [t - t0]
         try:
             return real_submit(*args, **kw)
         finally:
@@ -97,6 +99,7 @@ def main() -> int:
     print(f"\n{a.configs}-configuration dry run ({a.target} target) as Slurm job arrays (poll every {a.poll:.0f} s)")
     print(f"  cluster limits          {limits.describe()}")
     print(f"  jobs built              {s.counts}")
+    print(f"  plan and render         {first_submit[0]:.1f} s before the first sbatch")
     print(f"  arrays submitted        {len(ours)}: {', '.join(str(len(r['tags'])) for r in ours)} tasks")
     print(f"  sbatch calls            {st['submissions']} ({', '.join(f'{x:.2f} s' for x in submit_time)}, incl. pickling)")
     print(f"  squeue calls            {st['squeue_calls']} (one per poll for every array)")

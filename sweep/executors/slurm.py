@@ -51,8 +51,8 @@ from typing import Callable
 from sweep.errors import SweepError
 from sweep.executors import Ask, Context, Executor, OnResult, PendingJob
 from sweep.executors.slurm_limits import Limits, next_array, read_limits, throttles
-from sweep.executors.slurm_queue import (LIVE_STATES, NEVER, STATS, Queued, build_record, built, cancel,  # noqa: F401
-                                         finished, queue, set_throttle)
+from sweep.executors.slurm_queue import (LIVE_STATES, NEVER, STATS, THROTTLED, Queued, build_record,  # noqa: F401
+                                         built, cancel, finished, queue, set_throttle)
 from sweep.executors.slurm_submit import (SubmitLimit, SweepTask, executor_parameters, load_records,  # noqa: F401
                                           log_folder, submit, task_ids)
 from sweep.progress import Progress
@@ -283,11 +283,14 @@ class SlurmExecutor(Executor):
         on_result(r)
 
     def _raise_throttles(self) -> None:
+        """Raise an array's throttle as the earlier ones drain, where it holds tasks back now
+        (squeue's reason JobArrayTaskLimit): one scontrol call then, none while the cluster is full."""
         for build in (True, False):
             arrays = [a for a in self.arrays if a.build == build]
             counts = [(sum(1 for jid in a.job_ids if jid in self.watching), a.throttle) for a in arrays]
-            for a, (left, _), want in zip(arrays, counts, throttles(counts, self.parallelism())):
-                if left and want > a.throttle and set_throttle(a.array_id, want):
+            for a, want in zip(arrays, throttles(counts, self.parallelism())):
+                held = any(self.queue.get(jid, Queued("")).reason == THROTTLED for jid in a.job_ids)
+                if want > a.throttle and held and set_throttle(a.array_id, want):
                     a.throttle = want
 
     def cancel(self) -> None:

@@ -26,6 +26,7 @@ from sweep.executors import PendingJob, record_lost
 from sweep.records import JobConfig, JobResult, Status, read_result, write_result
 
 NEVER = "DependencyNeverSatisfied"   # a dependent task whose dependency failed: it would pend forever
+THROTTLED = "JobArrayTaskLimit"      # a task held back by its array's throttle (%N)
 LIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD",
                "REQUEUE_FED", "SPECIAL_EXIT", "STOPPED", "SIGNALING", "STAGE_OUT"}
 STATE_TO_STATUS = {"TIMEOUT": Status.TIMEOUT, "CANCELLED": Status.CANCELLED, "PREEMPTED": Status.PREEMPTED,
