@@ -75,7 +75,9 @@ def gpu_seconds(configs: pd.DataFrame) -> float:
 def one(name: str, jobs_dir: Path, results_dir: Path) -> dict[str, Any]:
     """What one rerun picked, and its GPU seconds (sweep, race)."""
     best = json.loads((results_dir / name / "best.json").read_text())
-    configs = pd.read_parquet(results_dir / name / "configs.parquet")
+    tables = results_dir / name
+    configs = (pd.read_parquet(tables / "configs.parquet") if (tables / "configs.parquet").is_file()
+               else pd.read_csv(tables / "configs.csv"))
     race = latest_outcome(jobs_dir / name) or {}
     groups = {}
     for ch in best["choices"]:
@@ -176,7 +178,7 @@ def main() -> int:
         names = []
         for i in range(args.first, args.first + args.k):
             names.append(f"{base}-stab-{i}")
-            run_sweep(space, names[-1], args, ["--no-confirm"] if args.no_confirm else [])
+            run_sweep(space, names[-1], args, ["--no-confirm", "--certify"] if args.no_confirm else [])
             write(args, space, [one(n, args.jobs_dir, args.results_dir) for n in names])   # after each rerun
     runs = [one(n, args.jobs_dir, args.results_dir) for n in names]
     summary = write(args, space, runs)

@@ -165,8 +165,9 @@ def certifications(p: RacePlan, out: Mapping[str, Any]) -> dict[tuple[str, ...],
             entrants=tuple({"tag": e.id, "values": v[e.id], "threads": e.threads, "is_default": e.is_default,
                             "median_ns": medians.get(e.id)} for e in x.entrants),
             host=str(node.get("host", "")), gpu_uuid=str(node.get("gpu_uuid", "") or ""),
-            throttled_runs=int(out.get("throttled_runs", 0)),
-            verdicts={k: cmp["verdict"] for k, cmp in r.get("comparisons", {}).items()})
+            throttled_runs=int(out.get("throttled_runs", 0)), leader=r["leader"],
+            comparisons={k: {"margin": cmp["margin"], "ci_low": _finite(cmp["ci_low"]), "ci_high": _finite(cmp["ci_high"]),
+                             "verdict": cmp["verdict"]} for k, cmp in r.get("comparisons", {}).items()})
     return certs
 
 

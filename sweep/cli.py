@@ -70,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--arch", help="GPU architecture to compile for, e.g. sm_90 (default: the space's build.arch)")
     r.add_argument("--retry-failed", action="store_true", help="run failed configurations again (not those that failed the same way twice)")
     r.add_argument("--no-confirm", action="store_true", help="skip the end-to-end run of the combined best and the defaults")
-    r.add_argument("--no-certify", action="store_true",
-                   help="skip the race that certifies each pick (its top candidates and the default, on one GPU)")
+    r.add_argument("--certify", action=argparse.BooleanOptionalAction, default=None,
+                   help="race each group's top candidates and the default on one GPU to certify the picks "
+                        "(default: when confirming)")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
     r.add_argument("--nsys", metavar="PATH", help="the nsys to profile with (default: $NSYS, else PATH)")
     r.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: $NCU, else PATH)")
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         slurm["extra_sbatch"] = tuple(slurm["extra_sbatch"])
     opts = pipeline.Options(executor=args.executor, jobs_root=args.jobs_dir, results_root=args.results_dir,
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
-                            confirm=not args.no_confirm, certify=not args.no_certify, report=not args.no_report,
+                            confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
                             **tools)
     s = pipeline.run(args.space, opts, name=args.name, strategy=args.strategy, backend=args.backend,
                      samples=args.samples, slurm=slurm or None)

@@ -79,11 +79,13 @@ class Certification:
     status: "certified" (the pick is faster than every other entrant beyond the noise)
     or "tie" (the budget ran out first). pick: the values chosen; rule: how ("certified",
     "default in tied set", "fewest threads"). tied: the tied set's values (just the pick
-    when certified). runner_up: the entrant closest to the race's leader; margin,
+    when certified). leader: the tag with the lowest race median (the pick, unless a
+    tie was settled by the rule). runner_up: the entrant closest to the leader; margin,
     ci_low, ci_high: its relative margin over the leader (runner-up / leader - 1) and the
     interval at `confidence` (paired signed-rank, Bonferroni over comparisons and looks;
-    None where unbounded). rounds, elapsed_s, stopped: how long it ran and why it
-    ended ("separated", "max_rounds", "budget"). entrants: tag, values, threads,
+    None where unbounded). comparisons: per other entrant tag, the leader against it
+    (margin, ci_low, ci_high, verdict). rounds, elapsed_s, stopped: how long it ran and
+    why it ended ("separated", "max_rounds", "budget"). entrants: tag, values, threads,
     is_default and median_ns of each. host, gpu_uuid: the one GPU it ran on.
     throttled_runs: runs repeated because the GPU throttled.
     """
@@ -104,7 +106,8 @@ class Certification:
     host: str = ""
     gpu_uuid: str = ""
     throttled_runs: int = 0
-    verdicts: dict[str, str] = field(default_factory=dict)   # entrant tag -> leader's verdict against it
+    leader: str = ""
+    comparisons: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def certified(self) -> bool:
@@ -112,10 +115,14 @@ class Certification:
 
     @property
     def verdict(self) -> str:
-        """faster (certified), unknown (fewer than 3 rounds against some tied entrant) or tie."""
+        """faster (certified), unknown (fewer than 3 rounds: no evidence) or tie."""
         if self.certified:
             return "faster"
-        return "unknown" if "unknown" in self.verdicts.values() or self.rounds < 3 else "tie"
+        return "unknown" if self.rounds < 3 else "tie"
+
+    def tag_of(self, values: Mapping[str, int]) -> str:
+        """The entrant (job tag) that raced with these values ("" when none did)."""
+        return next((e["tag"] for e in self.entrants if e["values"] == dict(values)), "")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

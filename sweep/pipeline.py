@@ -1,8 +1,9 @@
 """A whole sweep, stage after stage: the function the CLI's `run` calls.
 
     run      space -> strategy -> render -> executor (build, verify, profile)
-             -> collect -> select -> confirm (combined best and defaults, end to
-             end) -> results/<sweep>/ (tables, best.json, best/conf.cuh, report)
+             -> collect -> select -> certify (race each group's top candidates
+             on one GPU, sweep.certify) -> confirm (combined best and defaults,
+             end to end) -> results/<sweep>/ (tables, best.json, best/conf.cuh, report)
 
 Each stage is a module of plain functions; this one only strings them together,
 checks up front what a run needs (tools, GPUs; sweep.preflight) and says what is
@@ -47,7 +48,7 @@ class Options:
     arch: str | None = None               # overrides build.arch (a dry run on a machine without a GPU)
     retry_failed: bool = False
     confirm: bool = True                  # run the combined best and the defaults end to end
-    certify: bool = True                  # race each group's top candidates on one GPU (sweep.certify)
+    certify: bool | None = None           # race each group's top candidates on one GPU (None: as confirm)
     report: bool = True
     poll_s: float = 0.1
     slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings

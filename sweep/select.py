@@ -105,6 +105,12 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+def _column(g: pd.DataFrame, name: str, default: Any, how: Any) -> Any:
+    """how (min or max) of a column's known values, or `default` where the table lacks them."""
+    known = g[name].dropna() if name in g else ()
+    return int(how(known)) if len(known) else default
+
+
 def _node(r: pd.Series) -> str:
     for key in ("gpu_uuid", "host"):
         v = r.get(key)
@@ -128,9 +134,9 @@ def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...
         rows.append({
             "tag": tag, "ns": float(np.median(samples)) if samples else float(g["total_median_ns"].sum()),
             "std_ns": math.sqrt(float((g["total_std_ns"] ** 2).sum())), "kernels": tuple(sorted(set(g["kernel"]))),
-            "samples": samples, "runs": int(g["runs"].max()) if "runs" in g else 1,
-            "iterations": int(g["iterations"].min()) if "iterations" in g else None,
-            "threads": int(g["threads_per_block"].max()) if "threads_per_block" in g else 0,
+            "samples": samples, "runs": int(_column(g, "runs", 1, max)),
+            "iterations": _column(g, "iterations", None, min),
+            "threads": int(_column(g, "threads_per_block", 0, max)),
             "node": _node(g.iloc[0]), **{k: g[k].iloc[0] for k in macros}})
     return pd.DataFrame(rows)
 
@@ -222,13 +228,23 @@ def _with_nodes(note: str, nodes: tuple[str, ...]) -> str:
 
 def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Candidate], cert: Certification,
                baseline_ns: float | None, nodes: tuple[str, ...], shapes: tuple) -> Choice:
-    """The Choice of a raced group: the race's pick and its evidence."""
+    """The Choice of a raced group: the race's pick and its evidence. When a tie was settled by the
+    rule and the pick is not the race's leader, the runner-up is the leader, and the margin (leader /
+    pick - 1, below 0) and its interval come from the leader's comparison with the pick."""
     by_values = {_key(c): c for c in cands}
+    values_of = {e["tag"]: e["values"] for e in cert.entrants}
     pick = by_values.get(tuple(sorted(cert.pick.items())))
     if pick is None:   # the default configuration, raced from the baseline job
         pick = Candidate(dict(cert.pick), "default", float(baseline_ns or 0.0), 0.0, 1)
-    ru = by_values.get(tuple(sorted(cert.runner_up.items()))) if cert.runner_up else None
-    lo, hi = cert.ci_low, cert.ci_high
+    pick_tag = cert.tag_of(cert.pick)
+    margin, lo, hi, rival = cert.margin, cert.ci_low, cert.ci_high, cert.runner_up
+    if cert.leader and pick_tag != cert.leader and pick_tag in cert.comparisons:
+        comp = cert.comparisons[pick_tag]             # the leader against the pick: pick / leader - 1
+        def inverted(v: float | None) -> float | None:
+            return None if v is None else 1 / (1 + v) - 1
+        margin, lo, hi, rival = inverted(comp["margin"]), inverted(comp["ci_high"]), inverted(comp["ci_low"]), \
+            values_of.get(cert.leader)
+    ru = by_values.get(tuple(sorted(rival.items()))) if rival else None
     noise = (hi - lo) / 2 * pick.ns if lo is not None and hi is not None else None
     if cert.certified:
         note = f"certified: faster than every other entrant in a race of {cert.rounds} rounds on one GPU"
@@ -236,7 +252,7 @@ def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Ca
         tied = "; ".join(", ".join(f"{k}={v}" for k, v in t.items()) for t in cert.tied)
         note = f"race tie after {cert.rounds} rounds ({cert.stopped}): tied {tied}; picked by rule: {cert.rule}"
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
-    return Choice(macros, kernels, dict(cert.pick), pick, ru, cert.margin, noise, cert.certified, baseline_ns, speedup,
+    return Choice(macros, kernels, dict(cert.pick), pick, ru, margin, noise, cert.certified, baseline_ns, speedup,
                   tuple(cands), note, noise_source="race", verdict=cert.verdict, margin_ci_low=lo, margin_ci_high=hi,
                   confidence=cert.confidence, certification=cert, shapes=shapes, nodes=nodes if len(nodes) > 1 else ())
 

@@ -47,10 +47,12 @@ def indexed(rows: pd.DataFrame) -> pd.DataFrame:
 def shape_bests(rows: pd.DataFrame, macros: tuple[str, ...], pick: Mapping[str, int]) -> tuple[ShapeBest, ...]:
     """Per kernel x shape of the group's ok sweep rows: its best values and the pick's regret.
 
-    Empty when the group has one kernel shape (the pick is that shape's best by
-    definition) or the pick was not measured in the sweep.
+    Empty when the group has one kernel shape or one measured value (the pick is
+    then every shape's best by definition) or the pick was not measured in the sweep.
     """
     if rows.empty or not {"grid", "block", "calls", "total_median_ns", *macros} <= set(rows.columns):
+        return ()
+    if len(rows[list(macros)].drop_duplicates()) < 2:
         return ()
     r = indexed(rows)
     usual = {k: Counter(g.groupby("tag")["count"].first()).most_common(1)[0][0] for k, g in r.groupby("kernel")}

@@ -131,7 +131,8 @@ def test_a_choice_round_trips_its_evidence_certification_and_shapes(tmp_path):
     cert = Certification("tie", {"A": 64}, "default in tied set", tied=({"A": 64}, {"A": 128}), runner_up={"A": 128},
                          margin=0.01, ci_low=-0.02, ci_high=None, rounds=30, stopped="budget",
                          entrants=({"tag": "A64", "values": {"A": 64}, "threads": 64, "is_default": True,
-                                    "median_ns": 10.0},), host="n1", verdicts={"A128": "tie"})
+                                    "median_ns": 10.0},), host="n1", leader="A128",
+                         comparisons={"A64": {"margin": 0.01, "ci_low": -0.02, "ci_high": None, "verdict": "tie"}})
     choice = Choice(("A",), ("k",), {"A": 64}, c, c, 0.01, 0.3, False, candidates=(c,), noise_source="race",
                     verdict="tie", margin_ci_low=-0.02, confidence=0.99, certification=cert,
                     shapes=(ShapeBest("k", 0, "grid 2x1x1 block 64x1x1", {"A": 64}, 10.0, 10.0, 0.0),), nodes=("a", "b"))

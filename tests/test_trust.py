@@ -174,15 +174,24 @@ def test_race_certifies_the_known_winner_on_recorded_samples(space):
     assert c.noise_source == "race" and c.margin_ci_low > 0 and "certified" in c.note
 
 
-def test_race_reports_a_tie_on_samples_from_one_distribution_and_picks_the_default():
+def test_race_reports_a_tie_on_samples_from_one_distribution_and_picks_the_default(space):
     r = recorded("residual_kernel")
     pool = r[256] + r[512]                             # the same 1.44-1.57 us launches at 256 and 512 threads
     rng = np.random.default_rng(7)
     samples = {f"B{b}": list(rng.choice(pool, 30)) for b in (128, 256, 512)}
     x = lane("residual_kernel", (128, 256, 512), default=512)
-    res = race.race(race_plan(x), replay("residual_kernel", samples)).results[("P",)]
+    p = race_plan(x)
+    res = race.race(p, replay("residual_kernel", samples)).results[("P",)]
     assert res.status == "tie" and res.stopped == "max_rounds" and res.rounds == 30
     assert set(res.tied) == {"B128", "B256", "B512"} and res.pick == "B512" and res.rule == "default in tied set"
+    cert = certify.certifications(p, {"lanes": [{"result": res.to_dict()}]})[("P",)]
+    m = rows([(f"B{b}", b, samples[f"B{b}"][:5]) for b in (128, 256, 512)])
+    c = select.choose(space, m, ("P",), certification=cert)
+    assert c.values == {"P": 512} and not c.certified and c.verdict == "tie" and not c.beyond_noise
+    assert res.leader != "B512" and c.runner_up.values == {"P": int(res.leader[1:])}   # the leader, against the pick
+    assert c.margin <= 0 and (c.margin_ci_low is None or c.margin_ci_low < 0) and \
+        (c.margin_ci_high is None or c.margin_ci_high > 0)
+    assert "tied P=" in c.note and "default in tied set" in c.note
 
 
 def test_a_race_that_ends_before_three_rounds_says_nothing_and_the_sweeps_pick_stands(space):

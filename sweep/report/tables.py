@@ -224,11 +224,19 @@ def race_rows(ch: dict) -> list[dict[str, Any]]:
     c = ch.get("certification")
     if not c:
         return []
-    verdicts = c.get("verdicts") or {}
+    comps = c.get("comparisons") or {}
     return [{"label": fmt_values(e["values"]), "tag": e["tag"], "threads": e["threads"],
              "default": "yes" if e["is_default"] else "", "median": fmt_ns(e.get("median_ns")),
-             "verdict": verdicts.get(e["tag"], "leader"), "chosen": e["values"] == ch["values"],
+             "verdict": _against(comps.get(e["tag"])), "chosen": e["values"] == ch["values"],
              "tied": c["status"] == "tie" and e["values"] in c.get("tied", [])} for e in c.get("entrants", [])]
+
+
+def _against(comp: dict | None) -> str:
+    """The leader against one entrant: 'faster, +3.4% (CI +1.1% … +5.9%)', or 'leader'."""
+    if not comp:
+        return "leader"
+    ci = fmt_ci(comp.get("ci_low"), comp.get("ci_high"), 1.0).replace("100% CI ", "")
+    return f"{comp['verdict']}, {fmt_pct(comp.get('margin'))}" + (f" ({ci})" if ci else "")
 
 
 def worst_regret(ch: dict) -> str:
