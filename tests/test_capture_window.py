@@ -25,7 +25,8 @@ def profiled_runs(job_dir, backend: str) -> int:
 
 @pytest.mark.parametrize("backend", ["nsys", "ncu"])
 def test_a_program_that_never_calls_cudaProfilerStart_is_captured_over_its_whole_run(job_for, backend):
-    d = job_for(backend=backend, profile={"ncu_iterations": 2})
+    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.sampling)
+    d = job_for(backend=backend, profile={"ncu_iterations": 2}, run={"repeats": 1, "stopping": "never"})
     r = Job(d, tools=TOOLS).run()
     assert r.status == "ok", r.reason
     assert r.env["capture"] == "whole run" and r.measurements
@@ -37,7 +38,8 @@ def test_a_program_that_never_calls_cudaProfilerStart_is_captured_over_its_whole
 @pytest.mark.parametrize("backend", ["nsys", "ncu"])
 def test_a_program_that_calls_cudaProfilerStart_is_captured_over_that_window_in_one_run(job_for, backend, monkeypatch):
     monkeypatch.setenv("FAKE_PROGRAM_CALLS_PROFILER_START", "1")
-    d = job_for(backend=backend, profile={"ncu_iterations": 2})
+    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.sampling)
+    d = job_for(backend=backend, profile={"ncu_iterations": 2}, run={"repeats": 1, "stopping": "never"})
     r = Job(d, tools=TOOLS).run()
     assert r.status == "ok", r.reason
     assert r.env["capture"] == "cudaProfilerApi" and profiled_runs(d, backend) == 1
