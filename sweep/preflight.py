@@ -4,7 +4,6 @@ Each refusal is one SweepError naming the file or option and the fix."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import string
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 
 from sweep import build, executors, profile, strategies
 from sweep.errors import SweepError
+from sweep.process import Tools
+from sweep.records import JobSettings
 from sweep.space import Space
 
 
@@ -48,7 +49,8 @@ def preflight(space: Space, opts: Any) -> None:
     if opts.dry_run or opts.executor == "slurm":
         return
     be = profile.backend(space.profile.backend)
-    if be.tool and not (getattr(opts, be.tool, "") or profile_tool_on_path(be.tool)):
+    tools = Tools.find(JobSettings(nsys=getattr(opts, "nsys", ""), ncu=getattr(opts, "ncu", "")))
+    if be.tool and not tools.path(be.tool):
         raise SweepError(f"{be.tool} not found: put it on PATH, set {be.tool.upper()}=/path/to/{be.tool} or pass "
                          f"--{be.tool} PATH, or use --backend events (the program's own CUDA-event timing)")
 
@@ -78,7 +80,3 @@ def check_placeholders(space: Space, jobs_root: Path) -> None:
                 if name not in known:
                     raise SweepError(f"{space.path}: target.{where} word {word!r} uses {{{name}}}, which no job "
                                      f"fills in; placeholders: {', '.join(sorted(known))}, and {{args}} as a word")
-
-
-def profile_tool_on_path(name: str) -> str | None:
-    return os.environ.get(name.upper()) or shutil.which(name)
