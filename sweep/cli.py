@@ -9,6 +9,7 @@ arguments and call sweep.pipeline; a user error prints one line and exits 1.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -315,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except DiskFull as e:
         print(f"error: {e}", file=sys.stderr)
+        return EXIT_DISK_FULL
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = e.filename or getattr(args, "jobs_dir", None) or "."  # a flush names no file: the sweep's folder
+        print(f"error: {DiskFull.at(where)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)

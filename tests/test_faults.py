@@ -125,6 +125,20 @@ def test_a_full_disk_ends_the_run_naming_the_filesystem_and_records_nothing_half
     p = _driver(tmp_path, "--executor", "local", "--dry-run", "--arch", "sm_90", jobs=small_disk / "jobs")
     _, err = p.communicate(timeout=600)
     assert p.returncode == 4, err
-    assert f"({small_disk})" in err and "is full" in err and err.count("error:") == 1
+    assert f"({small_disk})" in err and "is full" in err and err.count("error:") == 1, err
     for r in _results(small_disk / "jobs").values():
         assert "No space" not in r["reason"] and "ld returned" not in r["reason"]
+
+
+
+@pytest.mark.parametrize("free_bytes", [0, 4096, 16384])
+def test_a_disk_already_full_before_the_first_job_ends_the_run_with_one_message_not_a_traceback(
+        tmp_path, small_disk, free_bytes):
+    """The driver's own writes (its lock, the space snapshot, a job's conf.cuh) hit the
+    full disk before any build does: the same one message and exit 4, no traceback."""
+    _space(tmp_path, alphas=(64, 128))
+    (small_disk / "filler").write_bytes(b"\0" * max(0, shutil.disk_usage(small_disk).free - free_bytes))
+    p = _driver(tmp_path, "--executor", "local", "--dry-run", "--arch", "sm_90", jobs=small_disk / "jobs")
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 4 and "is full" in err and err.count("error:") == 1 and "Traceback" not in err, err
+    assert not [r for r in _results(small_disk / "jobs").values() if r["status"] == "compile_failed"]
