@@ -1,0 +1,133 @@
+"""results/<sweep>/best.json and confirmation.json: each group's pick, its evidence, the end-to-end check."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweep.evidence import Certification, ShapeBest
+from sweep.records.base import Damaged, build_record, check_schema, read_json
+
+BEST_SCHEMA = "sweep-best/2"
+CONFIRMATION_SCHEMA = "sweep-confirmation/1"
+RECOLLECT = "rewrite it with `python config_sweep.py collect SWEEP`"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    values: dict[str, int]
+    tag: str          # the job that measured it fastest
+    ns: float         # per-iteration time of the group's kernels (median over jobs with these values)
+    std_ns: float     # spread over iterations (standard deviation; 0 with one sample)
+    jobs: int
+    samples: int = 0              # per-iteration samples pooled over its jobs (0: the table had none)
+    iqr_ns: float | None = None   # their interquartile range (None: fewer than 3 samples)
+    threads: int = 0              # threads per block of the group's kernels (the largest)
+    node: str = ""                # GPU (uuid, else host) of the job that measured it fastest
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A group's pick and the evidence for it (see sweep.select).
+
+    margin: runner-up / pick - 1 (a fraction). verdict: "faster" (the pick is faster than
+    the runner-up beyond the noise), "tie" or "unknown" (too few samples: never beyond
+    noise); beyond_noise is verdict == "faster". noise_source: where the samples came
+    from ("iterations", "runs", "race" or "unknown"). margin_ci_low/high: the margin's
+    interval at `confidence` (rank-based, sweep.stats.compare; None where unbounded or
+    unknown). noise_ns: the noise the margin was weighed against (ns): the interval's
+    half-width, or 2 x the combined std for tables without samples.
+    """
+
+    macros: tuple[str, ...]
+    kernels: tuple[str, ...]          # kernel names measured for this group
+    values: dict[str, int]
+    best: Candidate                   # the picked candidate
+    runner_up: Candidate | None
+    margin: float | None
+    noise_ns: float | None
+    beyond_noise: bool
+    default_ns: float | None = None
+    speedup_vs_default: float | None = None
+    candidates: tuple[Candidate, ...] = ()
+    note: str = ""
+    noise_source: str = "unknown"
+    verdict: str = "unknown"
+    margin_ci_low: float | None = None
+    margin_ci_high: float | None = None
+    confidence: float | None = None
+    certification: Certification | None = None
+    shapes: tuple[ShapeBest, ...] = ()
+    nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
+
+    @property
+    def certified(self) -> bool:
+        return self.certification is not None and self.certification.certified
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: Path | str) -> "Choice":
+        try:
+            cert = d.get("certification")
+            return build_record(cls, d, path, RECOLLECT, macros=tuple(d["macros"]), kernels=tuple(d["kernels"]),
+                          best=Candidate(**d["best"]),
+                          runner_up=Candidate(**d["runner_up"]) if d.get("runner_up") else None,
+                          candidates=tuple(Candidate(**c) for c in d.get("candidates", ())),
+                          certification=Certification.from_dict(cert) if cert else None,
+                          shapes=tuple(ShapeBest.from_dict(x) for x in d.get("shapes", ())),
+                          nodes=tuple(d.get("nodes", ())))
+        except (KeyError, TypeError) as e:
+            raise Damaged(f"{path}: a choice is not valid ({type(e).__name__}: {e}); {RECOLLECT}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Best:
+    sweep: str
+    choices: tuple[Choice, ...]
+    config: dict[str, int]            # the combined pick, every macro
+    unmeasured: tuple[str, ...] = ()  # parameters whose kernels never appeared in a profile
+    notes: tuple[str, ...] = ()
+    schema: str = BEST_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | str = "best.json") -> "Best":
+        d = check_schema(data, path, BEST_SCHEMA, RECOLLECT)
+        choices = d.get("choices")
+        if not isinstance(choices, (list, tuple)):
+            raise Damaged(f"{path}: 'choices' must be a list; {RECOLLECT}")
+        return build_record(cls, d, path, RECOLLECT, choices=tuple(Choice.from_dict(c, path) for c in choices),
+                      unmeasured=tuple(d.get("unmeasured", ())), notes=tuple(d.get("notes", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """The combined pick and the target's defaults, end to end (ns: governed kernels per iteration)."""
+
+    sum_of_group_bests_ns: float | None = None
+    best_total_ns: float | None = None
+    default_total_ns: float | None = None
+    best_forward_ms: float | None = None
+    default_forward_ms: float | None = None
+    best_vs_sum_of_bests: float | None = None
+    speedup_vs_default: float | None = None
+    forward_speedup_vs_default: float | None = None
+    schema: str = CONFIRMATION_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | str = "confirmation.json") -> "Confirmation":
+        return build_record(cls, check_schema(data, path, CONFIRMATION_SCHEMA, RECOLLECT), path, RECOLLECT)
+
+
+def load_record(cls: type, path: Path) -> Any | None:
+    """A Best or Confirmation from its file, or None when there is none."""
+    try:
+        data = read_json(path)
+    except OSError:
+        return None
+    return cls.from_dict(data, path)
