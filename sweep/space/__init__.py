@@ -23,12 +23,12 @@ from typing import Any
 from sweep.space.loader import MACRO_RE, MAX_CONSTRAINTS, MAX_PARAMETERS, MAX_VALUES, NAME_RE, TAG_RE, launch_size, \
     load_space, parse_space
 from sweep.space.model import BACKENDS, MAX_VALUE, VERIFY_IN_PROFILE, Build, Certify, Config, Constraint, Parameter, \
-    Profile, Run, Slurm, Space, Stopping, Strategy, Target, check, config_hash, default_config, first_broken, \
+    Profile, Program, Run, Slurm, Space, Stopping, Strategy, Target, check, config_hash, default_config, first_broken, \
     group_constraints, groups, iterations_per_run, make_config, tag, tags_for, values_digest
 
 __all__ = [
     "BACKENDS", "MACRO_RE", "MAX_CONSTRAINTS", "MAX_PARAMETERS", "MAX_VALUE", "MAX_VALUES", "NAME_RE", "STRATEGIES",
-    "TAG_RE", "VERIFY_IN_PROFILE", "Build", "Certify", "Config", "Constraint", "Parameter", "Profile", "Run", "Slurm",
+    "TAG_RE", "VERIFY_IN_PROFILE", "Build", "Certify", "Config", "Constraint", "Parameter", "Profile", "Program", "Run", "Slurm",
     "Space", "Stopping", "Strategy", "Target", "check", "config_hash", "default_config", "first_broken",
     "group_constraints", "groups", "iterations_per_run", "launch_size", "load_space", "make_config", "parse_space",
     "tag", "tags_for", "values_digest",

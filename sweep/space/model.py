@@ -176,6 +176,18 @@ VERIFY_IN_PROFILE = "profile"   # Target.verify of a program that checks itself 
 
 
 @dataclass(frozen=True, slots=True)
+class Program:
+    """One more program of a target the sweep can profile besides its default one (a
+    workload names it: `program: generate`). Fields as Target's: the command with its
+    placeholders, what makes it print engine-timing/1 JSON (the events backend), what
+    makes it check itself before it times (with verify: profile)."""
+
+    profile: tuple[str, ...]
+    events: tuple[str, ...] = ()
+    check_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     """What is built and measured: any folder whose Makefile takes CONF_DIR, BUILD_DIR,
     NVCC, ARCH and NVCCFLAGS, plus the commands that verify and time it (placeholders:
@@ -197,6 +209,16 @@ class Target:
     check_args: tuple[str, ...] = ()       # with verify: profile, what makes the timing program check itself
     model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
     plugin: Any = None                     # a plugin target's prepare step (sweep.target.Prepare)
+    programs: Mapping[str, Program] = field(default_factory=dict)  # more profilable programs, by name
+
+    def program(self, name: str | None = None) -> Program:
+        """The named program, or the default one (profile, events, check_args) for None."""
+        if name is None:
+            return Program(self.profile, self.events, self.check_args)
+        if name not in self.programs:
+            known = ", ".join(sorted(self.programs)) or "none besides the default"
+            raise KeyError(f"the target {self.name} has no program {name!r} (it has: {known})")
+        return self.programs[name]
 
 
 @dataclass(frozen=True, slots=True, init=False)
