@@ -9,6 +9,7 @@
     loader    plain data to a validated Space (parameters, values, constraints)
     sections  the settings sections, and the strategy's options checked against
               what the strategy declares (sweep.strategies)
+    workloads the named runs every configuration is measured on (`workloads:`)
 
 Everything is validated before anything is rendered: a bad file stops with one
 SweepError naming the file, the key, the bad value, what is allowed and the
@@ -25,13 +26,14 @@ from sweep.space.loader import MACRO_RE, MAX_CONSTRAINTS, MAX_PARAMETERS, MAX_VA
 from sweep.space.model import BACKENDS, MAX_VALUE, VERIFY_IN_PROFILE, Build, Certify, Config, Constraint, Parameter, \
     Profile, Program, Run, Slurm, Space, Stopping, Strategy, Target, check, config_hash, default_config, first_broken, \
     group_constraints, groups, iterations_per_run, make_config, tag, tags_for, values_digest
+from sweep.space.workloads import DEFAULT as DEFAULT_WORKLOAD, Workload
 
 __all__ = [
-    "BACKENDS", "MACRO_RE", "MAX_CONSTRAINTS", "MAX_PARAMETERS", "MAX_VALUE", "MAX_VALUES", "NAME_RE", "STRATEGIES",
-    "TAG_RE", "VERIFY_IN_PROFILE", "Build", "Certify", "Config", "Constraint", "Parameter", "Profile", "Program", "Run", "Slurm",
-    "Space", "Stopping", "Strategy", "Target", "check", "config_hash", "default_config", "first_broken",
-    "group_constraints", "groups", "iterations_per_run", "launch_size", "load_space", "make_config", "parse_space",
-    "tag", "tags_for", "values_digest",
+    "BACKENDS", "Build", "Certify", "Config", "Constraint", "DEFAULT_WORKLOAD", "MACRO_RE", "MAX_CONSTRAINTS",
+    "MAX_PARAMETERS", "MAX_VALUE", "MAX_VALUES", "NAME_RE", "Parameter", "Profile", "Program", "Run", "STRATEGIES",
+    "Slurm", "Space", "Stopping", "Strategy", "TAG_RE", "Target", "VERIFY_IN_PROFILE", "Workload", "check",
+    "config_hash", "default_config", "first_broken", "group_constraints", "groups", "iterations_per_run",
+    "launch_size", "load_space", "make_config", "parse_space", "tag", "tags_for", "values_digest",
 ]
 
 

@@ -27,20 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError
-from sweep.space import expr, reader, sections
+from sweep.space import expr, reader, sections, workloads
 from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space
-from sweep.space.sections import PluginTarget, Section
+from sweep.space.sections import NAME_RE, PluginTarget, Section
 
 # \Z, not $: "$" also matches before a final newline, which would let "FOO\n" through
 MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
 TAG_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 MAX_VALUES = 4096          # values of one parameter: a sweep builds every one
 MAX_PARAMETERS = 256
 MAX_CONSTRAINTS = 1024
 
 _TOP_KEYS = ("name", "description", "target", "model", "strategy", "tuples", "samples", "seed", "parameters",
-             "constraints", "build", "run", "profile", "slurm", "certify")
+             "constraints", "build", "run", "profile", "slurm", "certify", "workloads")
 _PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc")
 
 
@@ -61,10 +60,11 @@ def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = N
     rules = _constraints(top, path, set(raw))      # checked as soon as the names are known: nothing runs from them
     params, constraints = _parameters(raw, path)
     constraints.extend(rules)                      # after each parameter's own bounds, which check names first
-    return Space(name, path, tuple(params), sections.target(top, path, plugin_target), tuple(constraints),
-                 sections.strategy(top, path, params), sections.build(top, path), sections.run(top, path),
-                 sections.profile(top, path), sections.slurm(top, path), top.str("description", "") or "",
-                 sections.certify(top, path))
+    target, run = sections.target(top, path, plugin_target), sections.run(top, path)
+    return Space(name, path, tuple(params), target, tuple(constraints), sections.strategy(top, path, params),
+                 sections.build(top, path), run, sections.profile(top, path), sections.slurm(top, path),
+                 top.str("description", "") or "", sections.certify(top, path),
+                 workloads.parse(top, path, target, run))
 
 
 def launch_size(v: Any, where: str, floor: int = 1) -> int:

@@ -15,16 +15,20 @@ These are plain frozen data; the YAML loader (sweep.space.loader) builds them.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sweep.profile import BACKENDS as _BACKEND_REGISTRY
 from sweep.space import expr
+
+if TYPE_CHECKING:
+    from sweep.space.workloads import Workload
 
 MAX_VALUE = 2**31 - 1
 BACKENDS = tuple(_BACKEND_REGISTRY)     # the profile backends' registry is the one list
@@ -275,6 +279,7 @@ class Space:
     slurm: Slurm = field(default_factory=Slurm)
     description: str = ""
     certify: Certify = field(default_factory=Certify)
+    workloads: tuple["Workload", ...] = ()   # named runs (sweep.space.workloads); (): run:'s one run
 
     def parameter(self, macro: str) -> Parameter:
         for p in self.parameters:
@@ -383,19 +388,24 @@ def config_hash(space: Space, config: Config, source_digest: str) -> str:
         "profile": [space.profile.backend, space.profile.ncu_iterations],
         "model": dict(space.target.model or {}),
         **_sampling_identity(space),
+        # only with workloads, so the hashes of spaces without them stay what they were
+        **({"workloads": [w.identity() for w in space.workloads]} if space.workloads else {}),
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _sampling_identity(space: Space) -> dict[str, Any]:
-    """How the job samples, for its hash: nothing for one plain run (so the hashes of
-    sweeps measured before repeats existed stay valid), else the runs and the rule."""
-    repeats, adaptive = space.run.runs_for(iterations_per_run(space.run, space.profile))
-    if repeats == 1 and not adaptive:
+    """How the job samples, for its hash: nothing for plain single runs (so the hashes of
+    sweeps measured before repeats existed stay valid), else the runs and the rule (one
+    entry per distinct plan of the workloads, which may time different iterations)."""
+    runs = [dataclasses.replace(space.run, iterations=w.iterations) for w in space.workloads] or [space.run]
+    plans = list(dict.fromkeys(r.runs_for(iterations_per_run(r, space.profile)) for r in runs))
+    if all(repeats == 1 and not adaptive for repeats, adaptive in plans):
         return {}
     st = space.run.stopping
-    return {"sampling": [repeats, adaptive] + ([st.max_noise, st.budget_s, st.min_samples, st.max_samples]
-                                               if adaptive else [])}
+    rule = [st.max_noise, st.budget_s, st.min_samples, st.max_samples]
+    entries = [[repeats, adaptive] + (rule if adaptive else []) for repeats, adaptive in plans]
+    return {"sampling": entries[0] if len(entries) == 1 else entries}
 
 
 def default_config(space: Space) -> Config | None:

@@ -22,7 +22,12 @@ from typing import Any, Callable, Mapping
 
 from sweep.errors import SweepError
 from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
-                               Run, Slurm, Stopping, Strategy, Target)
+                               Program, Run, Slurm, Stopping, Strategy, Target)
+
+# \Z, not $: "$" also matches before a final newline, which would let "name\n" through
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")   # space, workload and program names: they name folders
+# What a run's sizes may be (run: and each workload): (lowest, highest).
+RUN_BOUNDS = {"batch": (1, 1 << 16), "seq_len": (1, 1 << 20), "warmup": (0, 10000), "iterations": (1, 100000)}
 
 _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
@@ -173,8 +178,8 @@ def run(top: Section, path: Path) -> Run:
     d = Run()
     repeats = s.data.get("repeats", "auto")
     repeats = 0 if repeats == "auto" else integer(repeats, s.at("repeats") + " (or auto)", 1, 1000)
-    return Run(s.int("batch", d.batch, 1, 1 << 16), s.int("seq_len", d.seq_len, 1, 1 << 20),
-               s.int("warmup", d.warmup, 0, 10000), s.int("iterations", d.iterations, 1, 100000), s.strings("args", ()),
+    size = {k: s.int(k, getattr(d, k), *RUN_BOUNDS[k]) for k in RUN_BOUNDS}
+    return Run(size["batch"], size["seq_len"], size["warmup"], size["iterations"], s.strings("args", ()),
                s.bool("verify", True), repeats, stopping(s))
 
 
@@ -255,7 +260,7 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
     if options is not None:
         raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target (a plugin target's options); a custom "
                          "target exports nothing, remove 'model'")
-    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events"))
+    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "programs"))
     name = s.str("name", None)
     src = s.str("dir", None)
     if not name or not src:
@@ -278,9 +283,32 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
         raise SweepError(f"{s.at('verify')}: expected a command as a list of strings, a list of such commands, or "
                          f"'{VERIFY_IN_PROFILE}' (the timing program checks its own results before it times); got "
                          f"{show(verify)}")
-    profile_cmd = s.strings("profile", ())
-    if not profile_cmd:
+    checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
+    return Target(name, source_dir, checks, timing_command(s), s.strings("events", ()), programs=programs(s))
+
+
+def timing_command(s: Section) -> tuple[str, ...]:
+    """A section's `profile:`, the timing command: a non-empty list of words."""
+    cmd = s.strings("profile", ())
+    if not cmd:
         raise SweepError(f"{s.at('profile')}: missing; give the timing command, e.g. "
                          "['{build}/my_bench', '--iters', '{iterations}']")
-    checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
-    return Target(name, source_dir, checks, profile_cmd, s.strings("events", ()))
+    return cmd
+
+
+def programs(target_section: Section) -> dict[str, Program]:
+    """target.programs: more programs a workload can name, each with its own timing command
+    (and `events:`), read as the target's own `profile:` and `events:` are."""
+    raw = target_section.data.get("programs") or {}
+    where = target_section.at("programs")
+    if not isinstance(raw, dict):
+        raise SweepError(f"{where}: expected a mapping of program names to {{profile: [...], events: [...]}}, got "
+                         f"{show(raw)}")
+    out = {}
+    for name, spec in raw.items():
+        if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:
+            raise SweepError(f"{where}: {show(name)} is not a program name; use letters, digits, '.', '_' or '-' "
+                             "(a workload names it: program: NAME)")
+        s = Section(spec, f"{where}.{name}", ("profile", "events"))
+        out[name] = Program(timing_command(s), s.strings("events", ()))
+    return out
