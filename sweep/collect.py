@@ -6,7 +6,8 @@
                   node's fingerprint (GPU uuid, default SM clock, clocks/temperature/
                   power at the start) and how it was sampled (runs, samples, noise and
                   its source, why it stopped, throttled runs dropped)
-    measurements  one row per job x kernel x launch shape (long format): the macros,
+    measurements  one row per job x workload x kernel x launch shape (long format): the
+                  macros, the workload (its name; "" for a space without workloads),
                   kernel, grid, block, calls, instances, per-launch median/min/max/
                   mean/std ns, per-iteration total (median and std over iterations),
                   the per-iteration samples themselves (`iter_total_ns`, a list; the
@@ -103,7 +104,8 @@ def collect(sweep_dir: Path) -> Collected:
         config_rows.append(row)
         for m in r.measurements:
             meas_rows.append({
-                **base, "status": r.status.value, "kernel": m.kernel, "kernel_full": m.kernel_full,
+                **base, "status": r.status.value, "workload": m.workload, "kernel": m.kernel,
+                "kernel_full": m.kernel_full,
                 "grid": "x".join(map(str, m.grid)), "block": "x".join(map(str, m.block)),
                 "threads_per_block": m.threads_per_block, "calls": m.calls, "instances": m.instances,
                 "iterations": len(m.iter_total_ns), "median_ns": m.median_ns, "min_ns": m.min_ns, "max_ns": m.max_ns,

@@ -21,6 +21,11 @@ one Status and, for failures, the stage, the reason and the log to read:
     preempted       the scheduler took the node back (it is requeued)
     cancelled       somebody cancelled it
 
+The configuration is built once and measured on every workload of its space,
+one after another while the job holds the GPU, and verified once, on the first
+(sweep.measure: the per-workload loop, each workload's files in a folder of its
+own). A space without workloads measures its one run in the job's folder.
+
 The profiled run uses the capture window the backend chose; when nsys or ncu
 captured nothing because the program never calls cudaProfilerStart, the run is
 repeated over the whole program (sweep.profile, "Capture windows"), and the
@@ -36,7 +41,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import socket
 import sys
 import time
@@ -44,19 +48,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sweep import atomic, build as build_mod, clocks, limits, profile, sampling
+from sweep import atomic, build as build_mod, clocks, limits, measure, profile, sampling
 from sweep.errors import DiskFull, SweepError
-from sweep.process import (JobFailed, Ran, Termination, Tools, current_stage, device_facts, expand,  # noqa: F401
-                           gpu_lock, last_line, run_program, slurm_job_id)
+from sweep.measure import CUDA_FAILURE, Measuring  # noqa: F401  (CUDA_FAILURE: importable from here, as before)
+from sweep.process import (JobFailed, Ran, Termination, Tools, check_exit, current_stage, device_facts,  # noqa: F401
+                           expand, gpu_lock, last_line, run_program, slurm_job_id, tail)
 from sweep.profile import Measurement
 from sweep.records import (JobConfig, JobResult, JobSettings, Status, now, read_json, read_result,  # noqa: F401
                            write_result)
 from sweep.space.model import VERIFY_IN_PROFILE
 
 DIAGNOSIS = "diagnose_cupti.txt"    # a refused launch, re-run under the CUPTI library to learn its size
-# A self-checking program that stops on one of these did not find wrong results: CUDA itself failed.
-CUDA_FAILURE = re.compile(r"CUDA error|cudaError\w+|CUDA driver version is insufficient|no CUDA-capable device|"
-                          r"out of memory|illegal memory access|unspecified launch failure")
 
 # ---------------------------------------------------------------------------
 # Running one job
@@ -82,6 +84,10 @@ class Job:
         self.env: dict[str, Any] = {"host": socket.gethostname(), "commit": self.cfg.commit,
                                     "backend": self.cfg.profile["backend"]}
         self.sampled: sampling.Sampled | None = None
+        # One Measuring per workload (sweep.measure); the first carries the check (verify once)
+        self.specs = measure.specs(self.cfg)
+        self.measuring = [Measuring(self, spec, measure.folder(self.dir, spec), check=i == 0 and self.self_checking)
+                          for i, spec in enumerate(self.specs)]
 
     # -- helpers ---------------------------------------------------------------
     @property
@@ -90,24 +96,21 @@ class Job:
         return self.cfg.target["verify"] == VERIFY_IN_PROFILE and bool(self.cfg.run.get("verify", True))
 
     def values(self) -> dict[str, Any]:
-        r = self.cfg.run
-        return {**self.cfg.values, "build": str(self.dir / "build"), "job": str(self.dir), "batch": r["batch"],
-                "seq_len": r["seq_len"], "iterations": r["iterations"], "warmup": r["warmup"],
-                "events_json": str(self.dir / "events.json")}
+        """The first workload's placeholders: what the check commands run with (verify once, on it)."""
+        return self.measuring[0].values()
 
     def program(self, extra: tuple[str, ...] | list[str] = (), iterations: int | None = None) -> list[str]:
-        """The timing command; with `verify: profile`, the target's check arguments follow it."""
-        values = self.values()
-        if iterations is not None:
-            values["iterations"] = iterations
-        check = list(self.cfg.target.get("check_args", ())) if self.self_checking else []
-        return expand(list(self.cfg.target["profile"]) + check + list(extra), values, list(self.cfg.run["args"]))
+        """The first workload's timing command; with `verify: profile`, the check arguments follow it."""
+        return self.measuring[0].program(extra, iterations)
 
     def request(self) -> profile.Request:
+        """The backend's request for the job (the first workload's program). Its cache folder is
+        resolved here, <jobs root>/_cache/<backend> by default, since a workload's request names
+        its own folder (Measuring.request), deeper than the job's."""
         tool = self.tools.path(self.backend.tool) or "" if self.backend.tool else ""
         cache = self.cfg.settings.cache_dir
-        return profile.Request(self.dir, self.program, tool, self.cfg.profile, tuple(self.cfg.target["events"]),
-                               Path(cache) if cache else None)
+        return profile.Request(self.dir, self.program, tool, self.cfg.profile, self.specs[0].events,
+                               Path(cache) if cache else self.dir.parent.parent / "_cache" / self.backend.name)
 
     def mark(self, stage: str, start: float) -> None:
         """Record a stage's wall-clock interval (epoch seconds), for overhead accounting."""
@@ -139,7 +142,7 @@ class Job:
     def _check_programs(self, log: Path) -> None:
         """Every program the job will run must exist once the build is done: a typo in a
         command or a Makefile whose `all` misses one fails here, before any GPU time."""
-        commands = [list(c) for c in self.verify_commands()] + [list(self.cfg.target["profile"])]
+        commands = [list(c) for c in self.verify_commands()] + [list(s.profile) for s in self.specs]
         for cmd in commands:
             program = expand(cmd[:1], self.values(), [])[0] if cmd else ""
             if program.startswith(str(self.dir)) and not os.access(program, os.X_OK):
@@ -185,66 +188,35 @@ class Job:
             cmd = expand(list(template), self.values(), list(self.cfg.run["args"]))
             p = run_program(cmd, log, "verify", self.timeout_s)
             if p.returncode != 0:
-                self._refused_launch(p, log, "verify", cmd)
-                raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(cmd[0]).name} exit {p.returncode}: {_tail(p)}", log)
+                self.refused_launch(p, log, "verify", cmd)
+                raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(cmd[0]).name} exit {p.returncode}: {tail(p)}", log)
         self.timings["verify"] = time.monotonic() - t0
         self.mark("verify", start)
 
-    def capture(self) -> sampling.Taken:
-        """Run the timing program under the backend as often as the plan says (needs the GPU; see sweep.sampling)."""
+    def capture(self) -> list[sampling.Taken]:
+        """Every workload's profiled runs, one workload after another (needs the GPU; sweep.measure)."""
         self.state("profile")
         be = self.backend
-        log = self.dir / "profile.log"
-        log.write_text("")
         t0, start = time.monotonic(), time.time()
         if be.tool and not self.tools.path(be.tool):
             raise JobFailed(Status.RUNTIME_FAILED, "profile",
                             f"{be.tool} not found on {socket.gethostname()}: set {be.tool.upper()}=/path/to/{be.tool} "
                             f"(or --{be.tool}) or load its module (slurm.setup), or use profile.backend: cupti or events")
-        try:
-            inv = be.invocation(self.request())
-        except SweepError as e:
-            raise JobFailed(Status.RUNTIME_FAILED, "profile", str(e), log) from None
-        self.inv = inv
         reader = clocks.reader()
         facts = clocks.fingerprint(reader)
         self.env.update(facts)
-        plan = sampling.Plan.of(self.cfg.run, self.cfg.profile, inv.iterations)
-        self.sampler = sampling.Sampler(plan, lambda: self._capture_once(be, log),
-                                        lambda ran: self._parse_once(be, ran, log), reader=reader, facts=facts)
-        taken = self.sampler.take()
-        self.env["capture"] = self.inv.capture
+        taken = []
+        for m in self.measuring:
+            try:
+                taken.append(m.capture(reader, facts))
+            except JobFailed as f:
+                raise measure.named_failure(f, m.spec.name) from None
+        self.env["capture"] = ", ".join(dict.fromkeys(m.inv.capture for m in self.measuring))
         self.timings["profile"] = time.monotonic() - t0
         self.mark("profile", start)
         return taken
 
-    def _capture_once(self, be: profile.Backend, log: Path) -> Ran:
-        """One run of the profiled program; the first one that captured nothing in its window
-        (a program that never calls cudaProfilerStart) switches to the backend's fallback window."""
-        p = self._profiled(self.inv, log)
-        if self.inv.fallback is not None and not be.timed(self.inv):
-            with open(log, "a") as f:
-                f.write(f"\n# {be.name} captured nothing in the {self.inv.capture} window (the program never called "
-                        f"cudaProfilerStart): running it again, capturing the {self.inv.fallback.capture}\n")
-            self.inv = self.inv.fallback
-            p = self._profiled(self.inv, log)
-        return p
-
-    def _profiled(self, inv: profile.Invocation, log: Path) -> Ran:
-        """One profiled run; a non-zero exit ends the job as a refused launch (skipped), the
-        program's own check (verify_failed, with `verify: profile`, before its timed part)
-        or a failure."""
-        inv.output.unlink(missing_ok=True)
-        p = run_program(inv.command, log, "profile", self.timeout_s, env=dict(inv.env))
-        if p.returncode != 0:
-            self._refused_launch(p, log, "profile", self.program(), inv)
-            if self.self_checking and not self.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
-                raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(self.program()[0]).name} exit {p.returncode} "
-                                f"before its timed part (its own check, verify: profile): {_tail(p)}", log)
-            self._check(p, log)
-        return p
-
-    def _refused_launch(self, p: Ran, log: Path, stage: str, program: list[str],
+    def refused_launch(self, p: Ran, log: Path, stage: str, program: list[str],
                         inv: profile.Invocation | None = None) -> None:
         """A run the runtime stopped by refusing a launch's size is an illegal configuration:
         skipped, naming the resource, the amount and the limit (sweep.limits). `program` is
@@ -288,33 +260,33 @@ class Job:
             return None
         return self._capture_of(profile.Invocation([], out))
 
-    def _parse_once(self, be: profile.Backend, ran: Ran, log: Path) -> list[Measurement]:
-        inv = self.inv
-        for cmd in inv.post:
-            self._check(run_program(list(cmd), log, "parse", self.timeout_s), log, "parse")
-        try:
-            parsed = be.parse(inv, ran.stdout)
-        except SweepError as e:
-            raise JobFailed(Status.RUNTIME_FAILED, "parse", str(e), log) from None
-        self.parsed = parsed
-        return parsed.measurements
-
-    def parse(self, taken: sampling.Taken) -> tuple[list[Measurement], dict[str, float]]:
-        """Turn the runs into Measurements (a single run's parse is CPU only: it runs outside the GPU lock)."""
+    def parse(self, taken: list[sampling.Taken]) -> tuple[list[Measurement], dict[str, float]]:
+        """Turn each workload's runs into Measurements (a single run's parse is CPU only: it runs
+        outside the GPU lock). The forward time and the device facts are the first workload's."""
         t1, start = time.monotonic(), time.time()
-        ms, self.sampled = self.sampler.finish(taken)
+        ms: list[Measurement] = []
+        parts, per = [], {}
+        for m, t in zip(self.measuring, taken):
+            try:
+                got, sampled = m.finish(t)
+                if not got:
+                    raise JobFailed(Status.RUNTIME_FAILED, "parse",
+                                    "the profile holds no kernel launches in the timed iterations", m.log)
+            except JobFailed as f:
+                raise measure.named_failure(f, m.spec.name) from None
+            ms.extend(got)
+            parts.append((m.spec.name, sampled))
+            per[m.spec.name] = {"capture": m.inv.capture, "runs": sampled.runs, "samples": sampled.samples,
+                                "noise": sampled.noise, "profile_s": round(m.seconds, 3)}
+        self.sampled = measure.combined(parts)
         self.timings["parse"] = time.monotonic() - t1
         self.mark("parse", start)
-        if not ms:
-            raise JobFailed(Status.RUNTIME_FAILED, "parse", "the profile holds no kernel launches in the timed iterations",
-                            self.dir / "profile.log")
-        self.env.update(self.parsed.env)
-        self.env.update(device_facts(self.parsed.device_text))
-        return ms, self.parsed.forward_ms
-
-    def _check(self, p: Ran, log: Path, stage: str = "profile") -> None:
-        if p.returncode != 0:
-            raise JobFailed(Status.RUNTIME_FAILED, stage, f"{Path(p.args[0]).name} exit {p.returncode}: {_tail(p)}", log)
+        first = self.measuring[0].parsed
+        self.env.update(first.env)
+        self.env.update(device_facts(first.device_text))
+        if self.cfg.workloads:
+            self.env["workloads"] = per
+        return ms, first.forward_ms
 
     # -- the whole job -----------------------------------------------------------
     def run(self, stages: str = "all") -> JobResult:
@@ -384,10 +356,6 @@ class Job:
             write_result(self.dir, result)
         (self.dir / "state.json").unlink(missing_ok=True)
         return result
-
-
-def _tail(p: Ran) -> str:
-    return last_line(p.stderr) or last_line(p.stdout)
 
 
 def run_job(job_dir: str | Path, stages: str = "all", *, build_jobs: int | None = None,

@@ -65,8 +65,10 @@ def check_placeholders(space: Space, jobs_root: Path) -> None:
     known = set(JOB_PLACEHOLDERS) | set(plugin.values(jobs_root) if plugin is not None else ())
     t = space.target
     checks = () if isinstance(t.verify, str) else t.verify
+    programs = [(f"programs.{name}.{part}", cmd) for name, p in t.programs.items()
+                for part, cmd in (("profile", p.profile), ("events", p.events), ("check_args", p.check_args))]
     for where, cmd in [*(("verify", c) for c in checks), ("profile", t.profile), ("events", t.events),
-                       ("check_args", t.check_args)]:
+                       ("check_args", t.check_args), *programs]:
         for word in cmd:
             if word == "{args}":
                 continue

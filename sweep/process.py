@@ -169,6 +169,17 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def tail(p: Ran) -> str:
+    """What a failed run said last (stderr, else stdout): the reason a record gives."""
+    return last_line(p.stderr) or last_line(p.stdout)
+
+
+def check_exit(p: Ran, log: Path, stage: str = "profile") -> None:
+    """A non-zero exit ends the job as runtime_failed, with the program's last words."""
+    if p.returncode != 0:
+        raise JobFailed(Status.RUNTIME_FAILED, stage, f"{Path(p.args[0]).name} exit {p.returncode}: {tail(p)}", log)
+
+
 def device_facts(text: str) -> dict[str, Any]:
     """GPU, driver and CUDA versions: from the program's JSON when it prints one, and nvidia-smi."""
     dev = profile.json_tail(text).get("device", {})

@@ -13,7 +13,14 @@ sweep's profile backend, with the outputs in the race's folder (the
 candidates' own files stay as the sweep left them). One run gives a sample to
 every group it is an entrant of: the group's kernels' per-iteration time (all
 their shapes summed, median over the run's iterations). A run the GPU
-throttled is repeated after a pause (sweep.sampling). Each group's
+throttled is repeated after a pause (sweep.sampling).
+
+With workloads, a job's "run" in a round is one run of every workload (each
+through the job's own capture and parse, sweep.measure), and the group's
+sample is the weighted objective the sweep picked by: the sum over workloads
+of weight x the group's per-iteration time there (RacePlan.weights). The race
+therefore certifies the overall pick, as selection made it; the per-workload
+picks keep the sweep's own evidence. Each group's
 stats.Race decides at its looks; a certified group leaves, and the rounds run
 only the jobs the others still need, until every group has its result or the
 shared budget (seconds, or rounds) is spent. The outcome is race.json.
@@ -22,7 +29,6 @@ shared budget (seconds, or rounds) is spent. The outcome is race.json.
 from __future__ import annotations
 
 import dataclasses
-
 import fnmatch
 import hashlib
 import json
@@ -32,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep import atomic, clocks, profile, sampling
+from sweep import atomic, clocks, measure
 from sweep.errors import SweepError
-from sweep.job import Job, JobFailed, Tools, gpu_lock
+from sweep.job import Job, JobFailed, gpu_lock
 from sweep.profile import Measurement
 from sweep.records import JobConfig, JobResult, Status, now, read_json, read_result, write_result
 from sweep.stats import Entrant, Race, RaceResult
@@ -68,7 +74,8 @@ class Lane:
 @dataclass(frozen=True, slots=True)
 class RacePlan:
     """What the race job runs. jobs: tag -> job folder; hashes: tag -> the config hash the
-    entrant was measured with; budget_s: seconds for all groups together; max_rounds."""
+    entrant was measured with; budget_s: seconds for all groups together; max_rounds.
+    weights: workload name -> weight in a sample ({}: a space without workloads, weight 1)."""
 
     lanes: tuple[Lane, ...]
     jobs: dict[str, str]
@@ -76,10 +83,13 @@ class RacePlan:
     budget_s: float
     max_rounds: int
     alpha: float = 0.05
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        # weights only when there are workloads: a plan without them keeps its digest (and its recorded race)
         return {"schema": PLAN_SCHEMA, "lanes": [lane.to_dict() for lane in self.lanes], "jobs": self.jobs,
-                "hashes": self.hashes, "budget_s": self.budget_s, "max_rounds": self.max_rounds, "alpha": self.alpha}
+                "hashes": self.hashes, "budget_s": self.budget_s, "max_rounds": self.max_rounds, "alpha": self.alpha,
+                **({"weights": self.weights} if self.weights else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | str = PLAN) -> "RacePlan":
@@ -87,7 +97,8 @@ class RacePlan:
             raise SweepError(f"{path} is not a {PLAN_SCHEMA} race plan; run the sweep again to plan the race anew")
         try:
             return cls(tuple(Lane.from_dict(x) for x in d["lanes"]), dict(d["jobs"]), dict(d["hashes"]),
-                       float(d["budget_s"]), int(d["max_rounds"]), float(d.get("alpha", 0.05)))
+                       float(d["budget_s"]), int(d["max_rounds"]), float(d.get("alpha", 0.05)),
+                       {str(k): float(v) for k, v in (d.get("weights") or {}).items()})
         except (KeyError, TypeError, ValueError) as e:
             raise SweepError(f"{path}: not a valid race plan ({type(e).__name__}: {e}); run the sweep again") from None
 
@@ -106,9 +117,12 @@ def rotated(ids: Sequence[str], round_index: int) -> list[str]:
     return [ids[(round_index + i) % k] for i in range(k)] if k else []
 
 
-def group_ns(ms: Sequence[Measurement], patterns: Sequence[str]) -> float:
-    """A group's per-iteration time in one run: its kernels' shapes summed (median over iterations, ns)."""
-    return float(sum(m.total_median_ns for m in ms if any(fnmatch.fnmatchcase(m.kernel, p) for p in patterns)))
+def group_ns(ms: Sequence[Measurement], patterns: Sequence[str], weights: Mapping[str, float] | None = None) -> float:
+    """A group's per-iteration time in one run: its kernels' shapes summed (median over iterations, ns);
+    with workloads, each workload's weighted by `weights` (the objective selection picked by)."""
+    w = weights or {}
+    return float(sum(m.total_median_ns * w.get(m.workload, 1.0) for m in ms
+                     if any(fnmatch.fnmatchcase(m.kernel, p) for p in patterns)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +149,7 @@ def race(plan: RacePlan, run: Callable[[str], Sequence[Measurement]],
         for lane in live:
             times = {}
             for e in lane.entrants:
-                times[e.id] = group_ns(ran[e.id], lane.patterns)
+                times[e.id] = group_ns(ran[e.id], lane.patterns, plan.weights)
                 if times[e.id] <= 0:
                     raise SweepError(f"{e.id}'s run launched none of {', '.join(lane.patterns)}: it cannot race for "
                                      f"{', '.join(lane.macros)}")
@@ -151,54 +165,39 @@ def race(plan: RacePlan, run: Callable[[str], Sequence[Measurement]],
 # ---------------------------------------------------------------------------
 
 
-class Rerun(Job):
-    """A candidate's job folder whose profiled program runs again, its outputs in `out` (the race's folder)."""
-
-    def __init__(self, job_dir: Path, out: Path, tools: Tools, timeout_s: float):
-        super().__init__(job_dir, tools=tools, timeout_s=timeout_s)
-        self.out = out
-
-    def values(self) -> dict[str, Any]:
-        return {**super().values(), "events_json": str(self.out / "events.json")}
-
-    def request(self) -> profile.Request:
-        self.out.mkdir(parents=True, exist_ok=True)
-        return dataclasses.replace(super().request(), job_dir=self.out)
-
-    def invocation(self, be: profile.Backend) -> profile.Invocation:
-        if be.tool and not self.tools.path(be.tool):
-            raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
-        self.inv = be.invocation(self.request())
-        return self.inv
-
-
 class GpuRace:
-    """The plan's jobs, each run once per call of `run(tag)` (throttled runs repeated), on this GPU."""
+    """The plan's jobs, each run once per call of `run(tag)` (every workload once; throttled runs
+    repeated), on this GPU: each through its own job's capture and parse (sweep.measure), its
+    outputs under the race's folder (<race>/<tag>/, a workload's in workloads/<name>/ there)."""
 
     def __init__(self, job: Job, plan: RacePlan):
         self.reader = clocks.reader()
         self.facts = clocks.fingerprint(self.reader)
-        self.be = profile.backend(job.cfg.profile["backend"])
         self.throttled_runs, self.runs = 0, 0
-        self.entrants: dict[str, tuple[Rerun, profile.Invocation]] = {}
+        self.entrants: dict[str, list[measure.Measuring]] = {}
         for tag in plan.tags():
             d = Path(plan.jobs[tag])
             done = read_result(d)
             if done is None or done.status != Status.OK or done.config_hash != plan.hashes.get(tag):
                 raise JobFailed(Status.RUNTIME_FAILED, "race", f"entrant {tag} ({d}) has no ok result of the "
                                 "configuration planned: run the sweep again to plan the race anew")
-            rr = Rerun(d, job.dir / tag, job.tools, job.timeout_s)
-            self.entrants[tag] = (rr, rr.invocation(self.be))
+            entrant = Job(d, tools=job.tools, timeout_s=job.timeout_s)
+            be = entrant.backend
+            if be.tool and not entrant.tools.path(be.tool):
+                raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
+            out = job.dir / tag
+            self.entrants[tag] = [measure.Measuring(entrant, m.spec, measure.folder(out, m.spec), m.check)
+                                  for m in entrant.measuring]
+            for m in self.entrants[tag]:
+                m.invocation()
 
     def run(self, tag: str) -> list[Measurement]:
-        rr, inv = self.entrants[tag]
-        log = rr.out / "profile.log"
-        s = sampling.Sampler(sampling.Plan(iterations=inv.iterations or int(rr.cfg.run["iterations"])),
-                             lambda: rr._capture_once(self.be, log), lambda ran: rr._parse_once(self.be, ran, log),
-                             reader=self.reader, facts=self.facts)
-        ms, sampled = s.finish(s.take())
-        self.throttled_runs += sampled.throttled_runs
-        self.runs += 1 + sampled.throttled_runs
+        ms: list[Measurement] = []
+        for m in self.entrants[tag]:
+            got, sampled = m.once(self.reader, self.facts)
+            ms.extend(got)
+            self.throttled_runs += sampled.throttled_runs
+            self.runs += 1 + sampled.throttled_runs
         return ms
 
 

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from sweep import atomic, paths
 from sweep.errors import SweepError
 from sweep.records import JobConfig, JobSettings
-from sweep.space import MACRO_RE, NAME_RE, Config, Space
+from sweep.space import MACRO_RE, NAME_RE, Config, Space, Target, Workload
 
 BASELINE_TAG = "default"     # the target's own launch sizes: a conf.cuh with no macros
 MAKE_SYNTAX = re.compile(r"[$`]")   # make expands $(...) and the shell runs `...`: never from a space file
@@ -115,7 +115,16 @@ def job_config(space: Space, config: Config | None, tag: str, config_hash: str, 
         run=asdict(space.run) | {"args": list(space.run.args)},
         profile=asdict(space.profile) | {"kernels": governed_kernels(space)}, values=dict(values or {}), role=role,
         settings=settings or JobSettings(pythonpath=str(paths.IMPORT_ROOT)),
+        workloads=[workload_entry(t, w) for w in space.workloads],
     )
+
+
+def workload_entry(t: Target, w: Workload) -> dict[str, Any]:
+    """A workload as config.json carries it: its sizes and args, and its program's commands
+    (so the job needs nothing from the space file)."""
+    program = t.program(w.program)
+    return w.to_dict() | {"profile": list(program.profile), "events": list(program.events),
+                          "check_args": list(program.check_args)}
 
 
 def governed_kernels(space: Space) -> list[str]:

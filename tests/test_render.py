@@ -336,3 +336,35 @@ def test_unset_slurm_options_render_no_lines(seed, tmp_path):
     text = render.render_sbatch(r128_job(seed), tmp_path, slurm)
     for option in ("--gres", "--partition", "--account", "--qos", "--constraint", "--mem"):
         assert option not in text
+
+
+def test_config_json_carries_each_workload_with_its_programs_commands(tmp_path):
+    (tmp_path / "Makefile").write_text("all:\n")
+    space_path = tmp_path / "w.yaml"
+    space_path.write_text(textwrap.dedent(f"""\
+        name: w
+        target:
+          name: t
+          dir: {tmp_path}
+          profile: ["{{build}}/bench", "-n", "{{iterations}}", "{{args}}"]
+          programs: {{small: {{profile: ["{{build}}/small", "{{seq_len}}"], events: ["--json", "{{events_json}}"]}}}}
+        parameters: {{A: {{values: [1, 2]}}}}
+        run: {{batch: 2, seq_len: 16, iterations: 5, args: [--fast]}}
+        workloads:
+          - {{name: long, seq_len: 1024, weight: 2}}
+          - {{name: short, program: small, batch: 1}}
+        """))
+    space = target.load(space_path)
+    job = render.job_config(space, make_config(space, {"A": 2}), "A2", HASH, COMMIT)
+    d = render.write_job(render.render_job(space, job, tmp_path / "jobs", tmp_path / "cache"))
+    loaded = render.JobConfig.load(d)
+    assert loaded == job and loaded.workloads == [
+        {"name": "long", "weight": 2.0, "batch": 2, "seq_len": 1024, "iterations": 5, "warmup": 5, "args": ["--fast"],
+         "program": None, "profile": ["{build}/bench", "-n", "{iterations}", "{args}"], "events": [], "check_args": []},
+        {"name": "short", "weight": 1.0, "batch": 1, "seq_len": 16, "iterations": 5, "warmup": 5, "args": [],
+         "program": "small", "profile": ["{build}/small", "{seq_len}"], "events": ["--json", "{events_json}"],
+         "check_args": []}]
+
+
+def test_config_json_of_a_space_without_workloads_has_none(seed, tmp_path):
+    assert render.JobConfig.load(render.write_job(_rendered(seed, tmp_path))).workloads == []

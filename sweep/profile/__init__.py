@@ -53,7 +53,8 @@ class Measurement:
     holds, per timed iteration, the summed time of this shape's launches in it.
     `runs` is empty for one run; for several runs pooled (sweep.sampling.pool) it
     holds each run's iteration count, so iter_total_ns splits back into the runs'
-    samples (`per_run`).
+    samples (`per_run`). `workload` names the run it was measured in (a space's
+    `workloads:`; "" for a space without them, and in files from before them).
     """
 
     kernel: str                 # function name as launched, without template arguments
@@ -68,6 +69,7 @@ class Measurement:
     iter_total_ns: tuple[float, ...] = field(default=())
     kernel_full: str = ""       # demangled name with template arguments, when known
     runs: tuple[int, ...] = ()  # iterations of each pooled run; () for one run
+    workload: str = ""          # the workload it was measured in ("": the space's one run)
 
     @property
     def per_run(self) -> tuple[tuple[float, ...], ...]:
@@ -112,6 +114,7 @@ class Measurement:
             "calls": self.calls, "median_ns": self.median_ns, "min_ns": self.min_ns, "max_ns": self.max_ns,
             "mean_ns": self.mean_ns, "std_ns": self.std_ns, "iter_total_ns": list(self.iter_total_ns),
             "runs": list(self.runs),
+            **({"workload": self.workload} if self.workload else {}),   # absent: result.json as before workloads
         }
 
     @classmethod
@@ -121,7 +124,7 @@ class Measurement:
             median_ns=float(d["median_ns"]), min_ns=float(d["min_ns"]), max_ns=float(d["max_ns"]),
             mean_ns=float(d["mean_ns"]), std_ns=float(d["std_ns"]),
             iter_total_ns=tuple(float(x) for x in d.get("iter_total_ns", ())), kernel_full=d.get("kernel_full", ""),
-            runs=tuple(int(n) for n in d.get("runs", ())),
+            runs=tuple(int(n) for n in d.get("runs", ())), workload=str(d.get("workload", "")),
         )
 
 

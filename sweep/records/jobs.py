@@ -54,6 +54,8 @@ class JobConfig:
     profile: dict[str, Any]             # backend, ncu_iterations
     values: dict[str, str] = field(default_factory=dict)   # extra placeholder values the target's prepare() made
     role: str = "sweep"                 # sweep | baseline | best: why this job exists
+    # The space's workloads, each with its program's commands (render.job_config); []: run's one run
+    workloads: list[dict[str, Any]] = field(default_factory=list)
     settings: JobSettings = field(default_factory=JobSettings)
     schema: str = CONFIG_SCHEMA
 

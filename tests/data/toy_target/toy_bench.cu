@@ -25,11 +25,12 @@ static void stats(FILE* f, const char* name, int bx, int by, std::vector<double>
 }
 
 int main(int argc, char** argv) {
-    int n = 5;
+    int n = 5, size = 128;  // --size: the ALPHA_BLOCK alpha_kernel is fastest at (a "problem size")
     const char* json = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check") && !toy_results_right()) return 1;
     }
     if (BETA_X == 3) abort();  // planted crash
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     const char* gpu = getenv("CUDA_VISIBLE_DEVICES");
     const char* model = getenv("TOY_GPU_MODEL");  // a "GPU model" per partition, for sweeps over several
     std::vector<double> a, b;
-    for (int it = 0; it < n; ++it) { a.push_back(alpha_time_ns(it)); b.push_back(beta_time_ns(it)); }
+    for (int it = 0; it < n; ++it) { a.push_back(alpha_time_ns(it, size > 0 ? size : 128)); b.push_back(beta_time_ns(it)); }
     FILE* f = json ? fopen(json, "w") : stdout;
     fprintf(f, "{\n  \"schema\": \"engine-timing/1\",\n  \"program\": \"toy_bench\",\n");
     if (model) fprintf(f, "  \"device\": {\"name\": \"%s\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", model);
