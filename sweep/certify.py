@@ -27,6 +27,12 @@ which a leader that won every round would be (9 rounds with two entrants, 12 wit
 three or four, at the default 30 rounds and alpha 0.05). On a sweep of a few
 configurations 20% of its GPU time buys a round or two: `run` says how long the
 race would need (`needed_s`), and certify.budget_s gives it that time.
+
+With workloads the race runs on the weighted objective the overall pick was made
+by: a round runs every workload of every needed job once, and an entrant's sample
+is the sum over workloads of weight x the group's time (RacePlan.weights). It
+certifies the overall pick (best/conf.cuh's), and costs a round as many runs per
+job as there are workloads; the per-workload picks keep the sweep's evidence.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from sweep.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
 from sweep.records import Best, Choice, read_result
 from sweep.select import group_rows, patterns
 from sweep.space import Space
+from sweep.space.workloads import weights
 from sweep.stats import Entrant, Race, contenders
 from sweep.stats.compare import signed_rank_count
 
@@ -72,14 +79,15 @@ def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA
     return next((n for n in r.looks if signed_rank_count(n, half) >= 0), max_rounds)
 
 
-def round_s(configs: pd.DataFrame, tags: list[str]) -> float:
-    """Seconds one round should take: each job's profiled run, from the sweep's own profile time per run."""
+def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float:
+    """Seconds one round should take: each job's profiled run of every workload, from the sweep's own
+    profile time per run (a job's runs count every workload's, so a round takes `workloads` of them)."""
     if configs.empty or "profile_s" not in configs:
         return 0.0
     c = configs.drop_duplicates("tag").set_index("tag")
     runs = c["runs"].fillna(1).clip(lower=1) if "runs" in c else 1
     per_run = (c["profile_s"].fillna(0) / runs).to_dict()
-    return float(sum(per_run.get(t, 0.0) for t in tags))
+    return float(sum(per_run.get(t, 0.0) for t in tags)) * max(1, workloads)
 
 
 def budget(space: Space, configs: pd.DataFrame) -> float:
@@ -93,7 +101,7 @@ def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
     """About how long the race must run before it could certify anything (the rounds up to the
     first look that could, times one round of the entrants' own profile runs)."""
     k = max(len(x.entrants) for x in p.lanes)
-    return first_certifiable_round(k, p.max_rounds, p.alpha) * round_s(configs, p.tags())
+    return first_certifiable_round(k, p.max_rounds, p.alpha) * round_s(configs, p.tags(), max(1, len(p.weights)))
 
 
 def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
@@ -138,7 +146,7 @@ def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | 
     for t in tags:
         hashes[t] = str(by_tag.get(t, ""))
     return RacePlan(lanes, {t: str(Path(sweep_dir) / t) for t in tags}, hashes, budget(space, c.configs),
-                    space.certify.max_rounds)
+                    space.certify.max_rounds, weights=weights(space) if space.workloads else {})
 
 
 def needs_baseline(space: Space, best: Best) -> bool:

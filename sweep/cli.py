@@ -135,14 +135,16 @@ def run(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
     if s.best:
-        print("best launch sizes per kernel (per-iteration kernel time):")
+        print("best launch sizes per kernel (" + ("weighted over the workloads: the sum of weight x per-iteration "
+              "kernel time; then each workload's own pick" if s.best.workloads else "per-iteration kernel time") + "):")
         for line in select_mod.summary_lines(s.best):
             print("  " + line)
         for n in s.best.notes:
             print("  note: " + n)
         conf = s.confirmation
         if conf.best_total_ns:
-            print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} us/iter of swept kernels "
+            print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} "
+                  f"{'us weighted' if s.best.workloads else 'us/iter'} of swept kernels "
                   f"(sum of per-kernel bests {conf.sum_of_group_bests_ns / 1e3:.1f} us)"
                   + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else ""))
         print(f"results: {s.results_dir}/ (best/conf.cuh, best.json, measurements.parquet, report.html)")

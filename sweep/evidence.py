@@ -7,6 +7,8 @@ and how the pick fares at each launch shape.
                    candidates on one GPU (sweep.certify, sweep.race)
     ShapeBest      best.json's choice.shapes: per kernel x launch shape, the fastest
                    value there and the overall pick's regret (pick / best - 1)
+    WorkloadPick   best.json's choice.workloads: per workload, its own pick and the
+                   overall pick's regret there (sweep.objective)
 
 They sit in a module of their own, below sweep.records (the contract that holds
 them), so the stages that produce them (sweep.sampling, sweep.race, sweep.select)
@@ -146,7 +148,8 @@ class ShapeBest:
     size) and its grid/block in the pick's job. best: values fastest at this shape;
     best_ns / pick_ns: that value's and the overall pick's time at this shape (per
     iteration, median over jobs). regret: pick_ns / best_ns - 1 (0 where the pick is
-    this shape's best too).
+    this shape's best too). workload: the run the shape was launched in (with workloads:
+    the overall pick's regret at each shape of each workload; "" without them).
     """
 
     kernel: str
@@ -156,10 +159,45 @@ class ShapeBest:
     best_ns: float
     pick_ns: float
     regret: float
+    workload: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ShapeBest":
+        return cls(**_pick(cls, d))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPick:
+    """A group on one workload: the values fastest there, and what the overall pick costs there.
+
+    workload, weight: the run and its weight in the overall objective. values, tag, ns: the
+    workload's own pick (its fastest candidate there alone), the job that measured it fastest,
+    and its per-iteration time there (ns, median over the jobs of those values). runner_up,
+    margin, verdict: that pick's own evidence on the workload (as a Choice's: runner-up / pick
+    - 1 and "faster", "tie" or "unknown"). candidates: value combinations measured there.
+    overall_ns: the overall pick's time on this workload (None where it has none, e.g. a
+    default raced from the baseline job); regret: overall_ns / ns - 1 (0 where the overall
+    pick is this workload's own; None with no overall_ns).
+    """
+
+    workload: str
+    weight: float
+    values: dict[str, int]
+    tag: str
+    ns: float
+    overall_ns: float | None
+    regret: float | None
+    runner_up: dict[str, int] | None = None
+    margin: float | None = None
+    verdict: str = "unknown"
+    candidates: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WorkloadPick":
         return cls(**_pick(cls, d))

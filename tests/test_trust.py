@@ -26,7 +26,6 @@ from sweep.stats import Entrant
 def _root_conftest():
     """tests/conftest.py by its path: a plain `import conftest` can find another folder's conftest first."""
     import importlib.util
-    from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("tests_root_conftest", Path(__file__).parent / "conftest.py")
     module = importlib.util.module_from_spec(spec)
@@ -277,7 +276,7 @@ def test_toy_race_certifies_both_groups_and_best_json_carries_it(one_iteration_s
     assert alpha.certification.host and {e["tag"] for e in alpha.certification.entrants} == {
         "A64_B32x4", "A128_B64x4", "A256_B32x4"}
     best = json.loads((results / "toy" / "best.json").read_text())
-    assert best["schema"] == "sweep-best/2" and best["choices"][0]["certification"]["status"] == "certified"
+    assert best["schema"] == "sweep-best/3" and best["choices"][0]["certification"]["status"] == "certified"
     page = (results / "toy" / "report.html").read_text()
     assert "certified (12 rounds)" in page and "Race median" in page
     outcome = certify.latest_outcome(jobs / "toy")

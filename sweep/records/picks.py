@@ -6,10 +6,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.evidence import Certification, ShapeBest
+from sweep.evidence import Certification, ShapeBest, WorkloadPick
 from sweep.records.base import Damaged, build_record, check_schema, read_json
 
-BEST_SCHEMA = "sweep-best/2"
+BEST_SCHEMA = "sweep-best/3"
+BEST_SCHEMA_V2 = "sweep-best/2"    # read as /3 without workloads (a /2 sweep measured one run)
 CONFIRMATION_SCHEMA = "sweep-confirmation/1"
 RECOLLECT = "rewrite it with `python config_sweep.py collect SWEEP`"
 
@@ -38,6 +39,10 @@ class Choice:
     interval at `confidence` (rank-based, sweep.stats.compare; None where unbounded or
     unknown). noise_ns: the noise the margin was weighed against (ns): the interval's
     half-width, or 2 x the combined std for tables without samples.
+
+    With workloads (sweep.objective), the pick, its candidates' times and the evidence are
+    on the weighted objective (the sum over workloads of weight x the group's time there),
+    and `workloads` holds each workload's own pick and the overall pick's regret there.
     """
 
     macros: tuple[str, ...]
@@ -60,6 +65,7 @@ class Choice:
     certification: Certification | None = None
     shapes: tuple[ShapeBest, ...] = ()
     nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
+    workloads: tuple[WorkloadPick, ...] = ()   # per workload: its own pick, the overall pick's regret there
 
     @property
     def certified(self) -> bool:
@@ -75,7 +81,8 @@ class Choice:
                           candidates=tuple(Candidate(**c) for c in d.get("candidates", ())),
                           certification=Certification.from_dict(cert) if cert else None,
                           shapes=tuple(ShapeBest.from_dict(x) for x in d.get("shapes", ())),
-                          nodes=tuple(d.get("nodes", ())))
+                          nodes=tuple(d.get("nodes", ())),
+                          workloads=tuple(WorkloadPick.from_dict(x) for x in d.get("workloads", ())))
         except (KeyError, TypeError) as e:
             raise Damaged(f"{path}: a choice is not valid ({type(e).__name__}: {e}); {RECOLLECT}") from None
 
@@ -87,6 +94,7 @@ class Best:
     config: dict[str, int]            # the combined pick, every macro
     unmeasured: tuple[str, ...] = ()  # parameters whose kernels never appeared in a profile
     notes: tuple[str, ...] = ()
+    workloads: tuple[dict[str, Any], ...] = ()  # the space's workloads (name, weight, program, sizes); (): run:'s one
     schema: str = BEST_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,12 +102,15 @@ class Best:
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = "best.json") -> "Best":
+        if isinstance(data, dict) and data.get("schema") == BEST_SCHEMA_V2:
+            data = {**data, "schema": BEST_SCHEMA}
         d = check_schema(data, path, BEST_SCHEMA, RECOLLECT)
         choices = d.get("choices")
         if not isinstance(choices, (list, tuple)):
             raise Damaged(f"{path}: 'choices' must be a list; {RECOLLECT}")
         return build_record(cls, d, path, RECOLLECT, choices=tuple(Choice.from_dict(c, path) for c in choices),
-                      unmeasured=tuple(d.get("unmeasured", ())), notes=tuple(d.get("notes", ())))
+                      unmeasured=tuple(d.get("unmeasured", ())), notes=tuple(d.get("notes", ())),
+                      workloads=tuple(dict(w) for w in d.get("workloads", ())))
 
 
 @dataclass(frozen=True, slots=True)
