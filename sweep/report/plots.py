@@ -76,6 +76,11 @@ def _status_color(status: str) -> str:
     return STATUS_COLORS.get(status, RED)
 
 
+def time_label(ch: dict) -> str:
+    """What a group's times are: per iteration, or (with workloads) the weighted objective."""
+    return "Σ weight × time per iteration" if ch.get("workloads") else "time per iteration"
+
+
 def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
     """Time per iteration against the one macro: measured values with error bars, the pick, the default."""
     m = ch["macros"][0]
@@ -107,7 +112,7 @@ def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
     lo, hi = ax.get_ylim()
     ax.set_ylim(lo - (hi - lo) * 0.3, hi)   # room for the pick's label and the × of unmeasured values
     ax.set_xlabel(m)
-    ax.set_ylabel(f"time per iteration ({unit})")
+    ax.set_ylabel(f"{time_label(ch)} ({unit})")
     ax.set_title(", ".join(ch.get("kernels", [])) or m, loc="left")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -165,7 +170,7 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
                                ls="--"))
         handles.append(Rectangle((0, 0), 1, 1, fill=False, ec="black", lw=1.5, ls="--", label="default"))
     rest = f" (best over {', '.join(macros[2:])})" if len(macros) > 2 else ""
-    ax.set_title(f"time per iteration ({unit}){rest}", loc="left")
+    ax.set_title(f"{time_label(ch)} ({unit}){rest}", loc="left")
     below = -0.75 / height    # legends just under the x label, whatever the figure's height
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, below), ncol=2)
     fig.colorbar(im, ax=ax, label=unit, fraction=0.05, pad=0.03)

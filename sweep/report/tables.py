@@ -3,7 +3,8 @@
     header(sw)             where and how the sweep ran (label, value) rows
     counts(sw)             ok, failed by status, skipped, pending, running; counts_line(n) as one line
     missing(sw)            what the report cannot show yet, and why
-    groups(sw)             per parameter group: its plot (SVG), candidates and never-measured values
+    groups(sw)             per parameter group: its plot (SVG), candidates, never-measured values
+                           and, with workloads, each workload's pick and regret (report.per_workload)
     best_rows(sw)          the best table, one row per group: pick, evidence (verdict, noise
                            source, the margin's interval), certification, worst shape regret
     shape_rows(choice)     per kernel x launch shape: its best value and the pick's regret
@@ -27,6 +28,7 @@ from markupsafe import Markup
 from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
                               listed, main_status, value_list)
 from sweep.report.loading import SweepData
+from sweep.report.per_workload import declared, describe, workload_rows, worst_workload
 from sweep.report.plots import plot_1d, plot_2d, plot_style, svg_of
 from sweep.space import Space
 
@@ -77,6 +79,10 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
     ]
     if sw.jobs_dir is not None:
         rows.append(("Jobs", str(sw.jobs_dir)))
+    workloads = declared(sw)
+    if workloads:
+        rows.insert(rows.index(("Executor", m.get("executor") or "unknown")),
+                    ("Workloads", "; ".join(describe(w) for w in workloads)))
     uuids = _uniq(_col(done, "gpu_uuid"))
     if uuids:
         rows.insert(2, ("GPU UUID(s)", ", ".join(uuids)))
@@ -154,6 +160,7 @@ def groups(sw: SweepData) -> list[dict[str, Any]]:
     if not sw.best:
         return []
     out = []
+    workloads = declared(sw)
     for i, ch in enumerate(sw.best.get("choices", [])):
         macros = tuple(ch["macros"])
         cands = ch.get("candidates") or [ch["best"]]
@@ -174,6 +181,7 @@ def groups(sw: SweepData) -> list[dict[str, Any]]:
             "svg": Markup(svg), "chosen": fmt_values(ch["values"]), "note": ch.get("note", ""),
             "not_measured": not_measured,
             "shapes": shape_rows(ch), "race": race_rows(ch), "certification": ch.get("certification"),
+            "workloads": workload_rows(ch, workloads),
             "candidates": [{"label": fmt_values(c["values"]), "ns": fmt_ns(c["ns"]), "std": fmt_ns(c["std_ns"]),
                             "jobs": c.get("jobs", ""), "vs_best": fmt_pct((c["ns"] - best_ns) / best_ns) if best_ns else "—",
                             "chosen": c["values"] == ch["values"], "tag": c.get("tag", "")} for c in cands],
@@ -215,8 +223,8 @@ def certified(ch: dict) -> str:
 def shape_rows(ch: dict) -> list[dict[str, str]]:
     """Per kernel x launch shape of a group: its best value next to the pick, and the pick's regret."""
     return [{"kernel": s["kernel"], "shape": s["shape"], "best": fmt_values(s["best"]), "best_ns": fmt_ns(s["best_ns"]),
-             "pick_ns": fmt_ns(s["pick_ns"]), "regret": fmt_pct(s["regret"]), "is_pick": s["best"] == ch["values"]}
-            for s in ch.get("shapes") or []]
+             "pick_ns": fmt_ns(s["pick_ns"]), "regret": fmt_pct(s["regret"]), "is_pick": s["best"] == ch["values"],
+             "workload": s.get("workload", "")} for s in ch.get("shapes") or []]
 
 
 def race_rows(ch: dict) -> list[dict[str, Any]]:
@@ -244,7 +252,8 @@ def worst_regret(ch: dict) -> str:
     if not shapes:
         return ""
     w = max(shapes, key=lambda s: s["regret"])
-    return f"worst shape: {fmt_pct(w['regret'])} at {w['kernel']} {w['shape']}" if w["regret"] > 0 else \
+    where = f" ({w['workload']})" if w.get("workload") else ""
+    return f"worst shape: {fmt_pct(w['regret'])} at {w['kernel']} {w['shape']}{where}" if w["regret"] > 0 else \
         f"best at all {len(shapes)} shapes"
 
 
@@ -257,7 +266,7 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
         noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
         rows.append({
             "evidence": evidence(ch) if ru is not None else "", "certified": certified(ch),
-            "regret": worst_regret(ch),
+            "regret": "; ".join(x for x in (worst_workload(ch), worst_regret(ch)) if x),
             "kernels": ", ".join(ch.get("kernels", [])) or "—", "chosen": fmt_values(ch["values"]),
             "kernel_list": list(ch.get("kernels", [])) or ["—"], "chosen_list": value_list(ch["values"]),
             "runner_up_list": value_list(ru["values"]) if ru else ["—"], "noise": noise,
@@ -342,15 +351,16 @@ def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
     if m.empty:
         return [], []
     m = m[m["status"] == "ok"]
-    per = m.groupby(["tag", "kernel"])["total_median_ns"].sum().unstack("kernel")
+    m = m.assign(workload=m["workload"].fillna("").astype(str) if "workload" in m else "")
+    per = m.groupby(["tag", "workload", "kernel"])["total_median_ns"].sum().unstack("kernel")  # a row per job x workload
     kernels = [str(k) for k in per.columns]
     macros = [c for c in macro_columns(sw.configs)]
     info = sw.configs.set_index("tag")
     rows = []
-    for tag, r in per.iterrows():
+    for (tag, workload), r in per.iterrows():
         total = float(r.sum())
         vals = {m: clean_value(info.at[tag, m]) if tag in info.index and m in info else None for m in macros}
-        rows.append({"tag": str(tag), "role": str(info.at[tag, "role"]) if tag in info.index else "",
+        rows.append({"tag": str(tag), "workload": str(workload), "role": str(info.at[tag, "role"]) if tag in info.index else "",
                      "label": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
                      "kernels": [fmt_ns(clean_value(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total,
                      "sampling": _sampling(info, tag)})

@@ -17,6 +17,7 @@ import jinja2
 
 from sweep import atomic, paths
 from sweep.report.loading import SweepData, load
+from sweep.report.per_workload import declared, describe
 from sweep.report.tables import (best_rows, confirmation_rows, counts, counts_line, failure_rows, groups, header,
                                  measured_rows, missing, sweep_rows)
 from sweep.space import Space
@@ -41,7 +42,7 @@ def write_report(results_dir: Path, *, space: Space | None = None, jobs_dir: Pat
         "provisional": sw.provisional, "groups": groups(sw), "best_rows": best_rows(sw),
         "best_notes": list((sw.best or {}).get("notes", [])), "unmeasured": list((sw.best or {}).get("unmeasured", [])),
         "confirmation": confirmation_rows(sw), "failed": failed, "skipped": skipped, "conf_text": sw.conf_text,
-        "measured_kernels": kernels, "measured": measured,
+        "measured_kernels": kernels, "measured": measured, "workloads": [describe(w) for w in declared(sw)],
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     html_text = jinja_env().get_template("report.html.j2").render(**ctx)
@@ -79,6 +80,16 @@ def markdown(sw: SweepData, ctx: dict[str, Any]) -> str:
                             for r in ctx["best_rows"]])
     else:
         lines.append("No picks yet.")
+    if ctx["workloads"]:
+        lines += ["", "Workloads: " + md_cell("; ".join(ctx["workloads"])) + ". Times above are Σ weight × per-iteration "
+                  "time over them; per group, each workload's own pick and the overall pick's regret there:"]
+        for g in ctx["groups"]:
+            if g["workloads"]:
+                lines += ["", f"**{md_cell(g['title'])}** (overall: {md_cell(g['chosen'])})", ""]
+                lines += md_table(["workload", "weight", "its own pick", "its time", "evidence there",
+                                   "overall pick's time", "regret"],
+                                  [[w["workload"], w["weight"], w["pick"], w["ns"], w["evidence"], w["overall_ns"],
+                                    w["regret"]] for w in g["workloads"]])
     lines += [""] + [f"- note: {md_cell(n)}" for n in ctx["best_notes"]]
     lines += ["", "## End-to-end confirmation", ""]
     lines += md_table(["", "per iteration", ""], ctx["confirmation"]) if ctx["confirmation"] else \
@@ -112,6 +123,7 @@ def summary_json(results_dir: Path) -> dict[str, Any]:
             "verdict": ch.get("verdict"), "noise_source": ch.get("noise_source"),
             "margin_ci": [ch.get("margin_ci_low"), ch.get("margin_ci_high")], "confidence": ch.get("confidence"),
             "certification": ch.get("certification"), "shapes": ch.get("shapes", []), "nodes": ch.get("nodes", []),
+            "workloads": ch.get("workloads", []),
         })
     s = sweep_rows(sw.configs)
     pending = sorted(s[s["status"].isin(["pending", "running"])]["tag"].astype(str)) if not s.empty else []
@@ -120,6 +132,7 @@ def summary_json(results_dir: Path) -> dict[str, Any]:
         "report_html": str(sw.results_dir / "report.html"), "report_md": str(sw.results_dir / "report.md"),
         "header": {k: v for k, v in header(sw)}, "counts": counts(sw), "missing": missing(sw),
         "provisional": sw.provisional, "config": (sw.best or {}).get("config"), "choices": choices,
+        "workloads": declared(sw),
         "unmeasured": list((sw.best or {}).get("unmeasured", [])), "notes": list((sw.best or {}).get("notes", [])),
         "confirmation": sw.confirmation, "failures": failed, "skipped": skipped, "pending": pending,
     }

@@ -108,3 +108,19 @@ def test_compare_page_opens_without_errors_and_draws_its_chart(browser_context: 
     layout = _layout(page)
     assert layout["svgs"] == 1 and layout["width"] <= WIDTH
     _screenshot(page, tmp_path, "compare_toy.png")
+
+
+def test_a_report_over_workloads_shows_each_groups_per_workload_table(browser_context: Any, tmp_path: Path) -> None:
+    from test_report_workloads import workloads_results   # tests/: results built from recorded H100 samples
+
+    html = report.write_report(workloads_results(tmp_path / "sweep"))
+    page, errors, requests = _open(browser_context, html)
+    assert errors == [] and requests == []
+    table = page.locator("table.workloads")
+    assert table.count() == 1 and table.is_visible()
+    cells = table.locator("tbody tr td:first-child").all_inner_texts()
+    assert cells == ["gelu", "ln", "decode"]
+    assert table.locator("tbody tr").nth(2).inner_text().count("its kernels do not run here") == 1
+    assert page.locator("#workloads-note").is_visible()
+    assert _layout(page)["width"] <= WIDTH
+    _screenshot(page, tmp_path, "report_workloads.png")

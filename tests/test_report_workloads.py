@@ -1,0 +1,90 @@
+"""The report of a sweep over workloads (sweep/report/per_workload.py): per group, each workload's
+own pick next to the overall pick and the overall pick's regret there, in the HTML, the markdown
+and the JSON summary; a sweep without workloads shows none of it.
+
+The results folder is built from recorded H100 samples (tests/test_objective.py's: gelu_kernel and
+layernorm_kernel as one kernel at two shapes), plus a workload that never launches the group."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweep import collect, report, select
+from sweep.records import Manifest, now
+from test_objective import BLOCKS, GELU, LN, measured, med, rows, space_with
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def workloads_results(root: Path, **weights: float) -> Path:
+    """results/s/ of a sweep of P over workloads gelu, ln and decode (which launches only other_kernel),
+    as collect and select write it."""
+    root.mkdir(parents=True, exist_ok=True)
+    space = space_with(root, **(weights or {"gelu": 1, "ln": 1, "decode": 5}))
+    decode = rows([(f"P{b // 32}", b // 32, GELU[b]) for b in BLOCKS], kernel="other_kernel", workload="decode")
+    m = pd.concat([measured(), decode], ignore_index=True).assign(gpu="NVIDIA H100 80GB HBM3", backend="nsys")
+    configs = pd.DataFrame([{"tag": f"P{b // 32}", "role": "sweep", "status": "ok", "stage": "", "reason": "", "log": "",
+                             "P": b // 32, "config_hash": f"h{b}", "gpu": "NVIDIA H100 80GB HBM3", "backend": "nsys"}
+                            for b in BLOCKS])
+    manifest = Manifest("s", str(space.path), "grid", "nsys", "local", 3, "3", "c", "d", now(), tags=tuple(configs["tag"]))
+    d = root / "results" / "s"
+    collect.write_tables(collect.Collected(configs, m, manifest), d)
+    (d / "manifest.json").write_text(json.dumps(manifest.to_dict()))
+    select.write_best(select.select(space, m), d, "#define P 2\n")
+    return d
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    return workloads_results(tmp_path / "sweep")
+
+
+def test_each_group_shows_every_workloads_own_pick_and_the_overall_picks_regret(results):
+    page = report.write_report(results).read_text()
+    table = page[page.index('<table class="workloads">'):]
+    table = table[:table.index("</table>")]
+    rows_ = table.split("<tr")[2:]
+    assert [r.split('<td class="mono">')[1].split("<")[0] for r in rows_] == ["gelu", "ln", "decode"]
+    gelu, ln, decode = rows_
+    assert "P=32" in gelu and f"{100 * (med(GELU[64]) / med(GELU[1024]) - 1):+.1f}%" in gelu
+    assert "P=1" in ln and f"{100 * (med(LN[64]) / med(LN[32]) - 1):+.1f}%" in ln
+    assert "its kernels do not run here" in decode
+    assert "Per workload" in page and 'id="workloads-note"' in page
+    assert "decode: weight 5, batch 4 x seq_len 64" in page           # the header names every workload
+    assert "worst workload: +" in page and "on gelu" in page
+    assert "Σ weight × time per iteration" in page                    # the plot's axis says what it shows
+
+
+def test_a_workload_whose_own_pick_is_the_overall_one_is_highlighted(tmp_path):
+    page = report.write_report(workloads_results(tmp_path / "w", gelu=20, ln=1)).read_text()
+    table = page[page.index('<table class="workloads">'):]
+    chosen = [r for r in table[:table.index("</table>")].split("<tr")[2:] if r.startswith(' class="chosen"')]
+    assert len(chosen) == 1 and ">gelu<" in chosen[0] and "+0.0%" in chosen[0]
+
+
+def test_the_markdown_and_json_summaries_carry_the_per_workload_picks(results):
+    report.write_report(results)
+    md = (results / "report.md").read_text()
+    assert "| workload | weight | its own pick |" in md and "| gelu | 1 | P=32 |" in md
+    s = report.summary_json(results)
+    assert [w["name"] for w in s["workloads"]] == ["gelu", "ln", "decode"]
+    assert {w["workload"]: w["values"] for w in s["choices"][0]["workloads"]} == {"gelu": {"P": 32}, "ln": {"P": 1}}
+
+
+def test_the_measured_table_has_a_row_per_job_and_workload(results):
+    kernels, measured_rows = report.measured_rows(report.load(results))
+    assert {(r["tag"], r["workload"]) for r in measured_rows} == {(f"P{b // 32}", w) for b in BLOCKS
+                                                                  for w in ("gelu", "ln", "decode")}
+    assert set(kernels) == {"k", "other_kernel"}
+
+
+def test_a_sweep_without_workloads_shows_no_workload_table(tmp_path):
+    d = tmp_path / "toy"
+    shutil.copytree(DATA / "toy_results" / "toy", d)
+    page = report.write_report(d).read_text()
+    assert 'class="workloads"' not in page and "Per workload" not in page and "workloads-note" not in page
