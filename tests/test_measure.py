@@ -98,3 +98,23 @@ def test_a_jobs_sampling_sums_its_workloads_runs_and_keeps_the_fewest_samples_an
     assert (s.runs, s.samples, s.source, s.noise, s.noisiest) == (6, 5, "runs", 0.02, "small: k 2x1x1 32x1x1")
     assert s.adaptive and s.stopped["reason"] == "converged" and s.throttled_runs == 1 and s.elapsed_s == 3.5
     assert measure.combined([("", a)]) is a
+
+
+@pytest.mark.slow
+def test_a_cupti_job_writes_each_workloads_capture_in_its_folder_and_parses_it_there(job_for):
+    """The program is a stand-in (tests/data/fakes/cupti_program.py) writing a real H100 capture where the
+    injection library would: another capture per workload, as another problem size would give."""
+    import sys
+
+    from tests.conftest import DATA
+
+    program = [sys.executable, str(DATA / "fakes" / "cupti_program.py"), "{args}"]
+    d = job_for(backend="cupti", target={"verify": [], "profile": program},
+                workloads=[{"name": "a", "args": ["gemm_nvtx.txt"]}, {"name": "b", "args": ["gemm_tiles_b_nvtx.txt"]}])
+    r = Job(d).run()
+    assert r.status == "ok", r.reason
+    grids = {w: {m.grid for m in r.measurements if m.workload == w} for w in ("a", "b")}
+    assert grids == {"a": {(4, 4, 1), (8, 8, 1), (16, 16, 1)}, "b": {(4, 2, 1), (8, 4, 1), (16, 8, 1)}}
+    assert {len(m.iter_total_ns) for m in r.measurements if m.workload == "b"} == {10}
+    assert all((d / measure.WORKLOADS / w / "profile_cupti.txt").is_file() for w in ("a", "b"))
+    assert r.env["capture"] == "whole run" and set(r.env["workloads"]) == {"a", "b"}
