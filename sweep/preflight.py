@@ -1,5 +1,5 @@
 """What a run needs, checked before anything is rendered: tools, architectures, the
-target's placeholders, what the executor needs, and settings that cannot go together.
+target's placeholders and programs, what the executor needs, and settings that cannot go together.
 Each refusal is one SweepError naming the file or option and the fix."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sweep import build, executors, profile, strategies
 from sweep.errors import SweepError
 from sweep.process import Tools
 from sweep.records import JobSettings
-from sweep.space import Space
+from sweep.space import Space, workloads
 
 
 def preflight(space: Space, opts: Any) -> None:
@@ -44,6 +44,7 @@ def preflight(space: Space, opts: Any) -> None:
             raise SweepError("a dry run here needs an architecture to compile for (no GPU to detect): pass --arch sm_90")
     if opts.executor in ("local", "debug") or opts.dry_run:
         build.check_archs([opts.arch] if opts.arch else list(space.build.arch))
+    workloads.check_programs(space.path, space.workloads, space.target)   # a plugin's are checked only here
     check_placeholders(space, opts.jobs_root)
     cls.preflight(space, opts.dry_run)
     if opts.dry_run or opts.executor == "slurm":

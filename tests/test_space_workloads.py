@@ -1,6 +1,7 @@
 """workloads: and target.programs in space files: good files become the runs they say, every bad
-one stops with one SweepError naming the file, the workload and the key; spaces/inference.yaml
-and spaces/decode.yaml load once the engine has its `generate` program."""
+one stops with one SweepError naming the file, the workload and the key (a plugin target's program
+names before a run, in preflight); spaces/inference.yaml and spaces/decode.yaml load, and pass
+preflight once the engine has its `generate` program."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import target
+from sweep import pipeline, preflight, target
 from sweep.errors import SweepError
 from sweep.space import DEFAULT_WORKLOAD, Program, Workload, config_hash, make_config
-from sweep.space.workloads import measured, weights
+from sweep.space.workloads import check_programs, measured, weights
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY_TARGET = Path(__file__).parent / "data" / "toy_target"
@@ -124,14 +125,15 @@ def test_a_bad_workload_or_program_is_one_error_naming_the_file_and_the_key(tmp_
         assert fragment in message, message
 
 
-def test_an_engine_workload_naming_a_program_the_engine_lacks_says_the_plugin_declares_them(tmp_path, monkeypatch):
-    monkeypatch.setattr("gpt2_engine.target", _engine_with(()), raising=True)
+def test_an_engine_workload_naming_a_program_the_engine_lacks_loads_but_is_refused_before_a_run(tmp_path):
     path = tmp_path / "e.yaml"
     path.write_text("target: engine\nparameters:\n  GELU_BLOCK_SIZE: {values: [128]}\n"
                     "workloads: [{name: decode, program: generat}]\n")
-    with pytest.raises(SweepError, match=r"workloads\[0\] \(decode\)\.program: 'generat' is not a program of the "
-                                         r"target gpt2-engine .*the gpt2-engine plugin declares its programs"):
-        target.load(path)
+    space = target.load(path)                  # the snapshot of a sweep must load whatever the plugin offers now
+    with pytest.raises(SweepError, match=r"e.yaml: workloads\[0\] \(decode\)\.program: 'generat' is not a program "
+                                         r"of the target gpt2-engine .*the gpt2-engine plugin declares its programs"):
+        preflight.preflight(space, pipeline.Options(executor="slurm", jobs_root=tmp_path / "jobs"))
+    assert not (tmp_path / "jobs").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -185,12 +187,20 @@ def _check_decode(space) -> None:
 
 
 @pytest.mark.parametrize("name, check", [("inference", _check_inference), ("decode", _check_decode)])
-def test_the_workload_spaces_are_valid_given_an_engine_with_a_generate_program(monkeypatch, name, check):
+def test_the_workload_spaces_load_and_pass_the_program_check_given_an_engine_with_generate(monkeypatch, name, check):
     monkeypatch.setattr("gpt2_engine.target", _engine_with(("generate",)))
+    space = target.load(ROOT / "spaces" / f"{name}.yaml")
+    check(space)
+    check_programs(space.path, space.workloads, space.target)
+
+
+@pytest.mark.parametrize("name, check", [("inference", _check_inference), ("decode", _check_decode)])
+def test_the_workload_spaces_load_whatever_programs_the_engine_has(name, check):
     check(target.load(ROOT / "spaces" / f"{name}.yaml"))
 
 
 @pytest.mark.skipif(not _engine_has_generate(), reason="the engine plugin has no `generate` program yet")
-@pytest.mark.parametrize("name, check", [("inference", _check_inference), ("decode", _check_decode)])
-def test_the_workload_spaces_load_with_the_engines_own_generate_program(name, check):
-    check(target.load(ROOT / "spaces" / f"{name}.yaml"))
+@pytest.mark.parametrize("name", ["inference", "decode"])
+def test_the_workload_spaces_name_the_engines_own_generate_program(name):
+    space = target.load(ROOT / "spaces" / f"{name}.yaml")
+    check_programs(space.path, space.workloads, space.target)

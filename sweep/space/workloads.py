@@ -12,6 +12,13 @@ by token. A space may therefore list named runs, each with how often it happens:
 Each configuration is built once and measured on every workload (sweep.measure); the
 picks are made per workload and overall, by the weighted objective (sweep.objective).
 
+A workload's `program` must be one of the target's programs: a custom target's, declared
+in the same file, are checked when the file loads; a plugin target's (the engine's come
+from gpt2_engine) when a sweep is about to run (sweep.preflight), before anything is
+rendered: a plugin may gain or rename programs independently of the file, and the
+snapshot of a sweep that ran must still load (collect, report) whatever the plugin
+offers now.
+
 Fields a workload leaves out come from `run:` (batch, seq_len, iterations, warmup). Its
 `args` ({args} in the command) default to run.args when it runs the target's default
 program, and to none when it names another one (`program:`, one of target.programs):
@@ -28,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from sweep.errors import SweepError
 from sweep.space.model import Run, Target
@@ -83,8 +90,8 @@ def weights(space: "Space") -> dict[str, float]:
 
 def parse(top: Section, path: Path, target: Target, run: Run) -> tuple[Workload, ...]:
     """The file's `workloads:` (() when it has none), each checked: one SweepError naming the
-    file, the workload and the key. Program names are checked against the target's programs
-    here, before anything is rendered."""
+    file, the workload and the key. A custom target's program names are checked here; a
+    plugin target's by check_programs before a run (see the module docstring)."""
     raw = top.data.get("workloads")
     if raw is None:
         return ()
@@ -98,19 +105,34 @@ def parse(top: Section, path: Path, target: Target, run: Run) -> tuple[Workload,
                          "runs every workload); keep the runs that matter most")
     out: list[Workload] = []
     seen: dict[str, int] = {}
-    fix = "declare it under target.programs" if custom_target(top) else f"the {target.name} plugin declares its programs"
     for i, item in enumerate(raw):
-        w = _workload(item, f"{where}[{i}]", target, run, fix)
+        w = _workload(item, f"{where}[{i}]", run)
         if w.name in seen:
             raise SweepError(f"{where}[{i}] ({w.name}).name: {w.name!r} is also the name of workloads[{seen[w.name]}]; name each "
                              "run once (names label its rows and picks)")
         seen[w.name] = i
         out.append(w)
+    if custom_target(top):
+        check_programs(path, out, target)
     return tuple(out)
 
 
-def _workload(item: Any, where: str, target: Target, run: Run, fix: str) -> Workload:
-    """One entry of `workloads:`; `fix`: how to add a program the target lacks."""
+def check_programs(path: Path, workloads: Sequence[Workload], target: Target) -> None:
+    """One SweepError, naming the file, the workload and the target's programs, for the first
+    workload whose program the target does not have."""
+    plugin = target.plugin is not None or target.model is not None
+    for i, w in enumerate(workloads):
+        if w.program is None or w.program in target.programs:
+            continue
+        known = ", ".join(map(plain, sorted(target.programs))) or "none besides its default program"
+        fix = f"the {target.name} plugin declares its programs" if plugin else "declare it under target.programs"
+        raise SweepError(f"{path}: workloads[{i}] ({w.name}).program: {show(w.program)} is not a program of the "
+                         f"target {target.name} (its programs: {known}); name one of them ({fix}), or leave program "
+                         "out for the default program")
+
+
+def _workload(item: Any, where: str, run: Run) -> Workload:
+    """One entry of `workloads:` (its program name checked by check_programs)."""
     name = item.get("name") if isinstance(item, dict) else None
     if isinstance(name, str) and name.isprintable() and len(name) <= MAX_NAME:
         where = f"{where} ({name})"
@@ -126,11 +148,6 @@ def _workload(item: Any, where: str, target: Target, run: Run, fix: str) -> Work
         raise SweepError(f"{s.at('weight')}: {show(weight)} must be a number > 0 (how often this run happens relative "
                          "to the others; default 1)")
     program = s.str("program", None)
-    if program is not None and program not in target.programs:
-        known = ", ".join(map(plain, sorted(target.programs))) or "none besides its default program"
-        raise SweepError(f"{s.at('program')}: {show(program)} is not a program of the target {target.name} (its "
-                         f"programs: {known}); name one of them ({fix}), or leave program out for the default "
-                         "program")
     size = {k: s.int(k, getattr(run, k), *RUN_BOUNDS[k]) for k in RUN_BOUNDS}
     args = s.strings("args", tuple(run.args) if program is None else ())
     return Workload(name, float(weight), size["batch"], size["seq_len"], size["iterations"], size["warmup"], args,
