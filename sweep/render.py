@@ -26,6 +26,7 @@ from sweep import atomic, paths
 from sweep.errors import SweepError
 from sweep.records import JobConfig, JobSettings
 from sweep.space import MACRO_RE, NAME_RE, Config, Space, Target, Workload
+from sweep.space.workloads import check_programs
 
 BASELINE_TAG = "default"     # the target's own launch sizes: a conf.cuh with no macros
 MAKE_SYNTAX = re.compile(r"[$`]")   # make expands $(...) and the shell runs `...`: never from a space file
@@ -104,6 +105,7 @@ def job_config(space: Space, config: Config | None, tag: str, config_hash: str, 
     """The JobConfig of `config` (None: the baseline with the target's own defaults).
     `values`: placeholder values the target's prepare() made (the engine's weights)."""
     t = space.target
+    check_programs(space.path, space.workloads, t)    # preflight did for a run; rendering never guesses
     return JobConfig(
         sweep=space.name, tag=tag, macros=config.as_dict() if config else {},
         config_hash=config_hash, space_path=str(space.path), commit=commit,
