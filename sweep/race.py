@@ -158,6 +158,12 @@ class Rerun(Job):
         super().__init__(job_dir, tools=tools, timeout_s=timeout_s)
         self.out = out
 
+    @property
+    def self_checking(self) -> bool:
+        """Never: every entrant passed its own job's check, and a race round re-checking it (the
+        engine's every path against transformers) would spend the GPU on what is not raced."""
+        return False
+
     def values(self) -> dict[str, Any]:
         return {**super().values(), "events_json": str(self.out / "events.json")}
 
