@@ -186,6 +186,17 @@ class Sweep:
         self._prepared()
         self.executor().run(jobs, self.stages, on_result, progress)
 
+    def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
+        """Run those of `jobs` with no result of their configuration yet (after the sweep: the
+        baseline, the combined best, a race's entrants), saying `say` and their tags first."""
+        jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, self.opts.retry_failed)[0]]
+        if jobs:
+            print(f"{say}: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+            progress = Progress(label)
+            progress.add(len(jobs))
+            self.dispatch(jobs, progress, progress.finished)
+            progress.close()
+
     def stream(self, ask: executors.Ask, progress, on_result) -> None:
         """Run what `ask` hands over as the executor takes it (see Executor.stream)."""
         def ready(n: int) -> list[executors.PendingJob]:
@@ -199,13 +210,7 @@ class Sweep:
 
 def _confirm(space: Space, sw: Sweep, jobs: list[executors.PendingJob]) -> None:
     """Run the end-to-end jobs (baseline, best) that have no result of their configuration yet."""
-    jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
-    if jobs:
-        print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
-        progress = Progress(space.name + ":confirm")
-        progress.add(len(jobs))
-        sw.dispatch(jobs, progress, progress.finished)
-        progress.close()
+    sw.run_pending(jobs, space.name + ":confirm", "confirming end to end")
 
 
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
