@@ -19,14 +19,18 @@ defaults, else the baseline job (the target's own launch sizes), which then
 runs before the race. Budget: certify.budget_s seconds; or (0, the default)
 certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
 jobs), shared by all groups. A race whose budget ends before 3 rounds has no
-evidence: select keeps the sweep's own pick and evidence, and says so.
+evidence: select keeps the sweep's own pick and evidence, and says so; a budget
+that cannot buy 3 rounds (at the sweep's own seconds per run) races nothing at all
+and says what budget would certify.
 
-What a race costs: a round runs every entrant's program once, start-up included
-(about 2 s for the engine), and no pick can be certified before the first look at
-which a leader that won every round would be (9 rounds with two entrants, 12 with
-three or four, at the default 30 rounds and alpha 0.05). On a sweep of a few
-configurations 20% of its GPU time buys a round or two: `run` says how long the
-race would need (`needed_s`), and certify.budget_s gives it that time.
+What a race costs: a round runs every needed program once, start-up included
+(about 1-2 s for the engine): top + 1 programs when the groups race together on
+combined configurations (`combined`), else one per entrant of every group. No pick
+can be certified before the first look at which a leader that won every round would
+be (9 rounds with two entrants, 12 with three or four, at the default 30 rounds and
+alpha 0.05). On a sweep of a few configurations 20% of its GPU time buys a round or
+two: `run` says how long the race would need (`needed_s`), and certify.budget_s
+gives it that time.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
 
 ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
+MIN_EVIDENCE_ROUNDS = 3   # fewer rounds say nothing (evidence.Certification.verdict "unknown"): not worth the GPU
 MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
 ALPHA = 0.05
 
@@ -89,6 +94,16 @@ def budget(space: Space, configs: pd.DataFrame) -> float:
     c = space.certify
     seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
     return round(max(seconds, MIN_BUDGET_S), 1)
+
+
+def affordable_rounds(p: RacePlan, configs: pd.DataFrame, jobs_per_round: int) -> float:
+    """Rounds the budget buys, at the sweep's median seconds per profiled run (inf when unknown)."""
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
+    if ok.empty or "profile_s" not in ok:
+        return math.inf
+    runs = ok["runs"].fillna(1).clip(lower=1) if "runs" in ok else 1
+    per_run = float((ok["profile_s"].fillna(0) / runs).median())
+    return p.budget_s / (per_run * jobs_per_round) if per_run > 0 else math.inf
 
 
 def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
@@ -292,6 +307,13 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, 
     if p is None:
         return {}
     ranks = combined(space, best, p) if space.certify.combine else None
+    rounds = affordable_rounds(p, c.configs, len(ranks) if ranks else len(p.tags()))
+    if rounds < MIN_EVIDENCE_ROUNDS and not recorded(space, sw.sweep_dir, best, c):
+        need = needed_s(p, c.configs)
+        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s), and a race says nothing "
+              f"before {MIN_EVIDENCE_ROUNDS} (certifying takes about {need:.0f} s here): the sweep's picks stand "
+              f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
+        return {}
     if ranks:
         run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir))
         c = collect_mod.collect(sw.sweep_dir)
