@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
-from sweep import atomic, collect as collect_mod, executors, render
+from sweep import atomic, by_gpu, collect as collect_mod, executors, render
 from sweep.collect import Collected
 from sweep.evidence import Certification
 from sweep.progress import Progress
@@ -233,15 +233,17 @@ def _unshared(p: RacePlan, ranks: list[tuple[str, dict[str, int]]]) -> RacePlan:
     return p
 
 
-def run_entrants(space: Space, sw: "Sweep", ranks: list[tuple[str, dict[str, int]]], found: Mapping[str, Any]) -> None:
+def run_entrants(space: Space, sw: "Sweep", ranks: list[tuple[str, dict[str, int]]], found: Mapping[str, Any],
+                 partition: str = "") -> None:
     """Build, verify and measure the combined configurations no job has measured yet (role
     "entrant": selection never counts them) through the sweep's executor."""
     configs = {}   # two ranks no group races at both may combine to one configuration: one job
     for rank, values in ranks:
         if rank not in found:
             cfg = make_config(space, values)
-            configs[f"{ENTRANT_ROLE}_{tag(space, cfg)}"] = cfg
-    jobs = [sw.render(cfg, name, role=ENTRANT_ROLE) for name, cfg in configs.items()]
+            name = f"{ENTRANT_ROLE}_{tag(space, cfg)}"
+            configs[by_gpu.partition_tag(name, partition) if partition else name] = cfg
+    jobs = [sw.render(cfg, name, role=ENTRANT_ROLE, partition=partition) for name, cfg in configs.items()]
     sw.run_pending(jobs, space.name + ":certify", f"certifying: {len(jobs)} configuration(s) that race every group "
                    "at once (each group's same rank in one program run)")
 
@@ -300,9 +302,11 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
     return certifications(p, out)
 
 
-def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
-    """Race the groups' top candidates on one GPU (one job through the sweep's executor); {} when
-    there is nothing to race or the race failed (said on stderr: the sweep's picks stand)."""
+def run(space: Space, sw: "Sweep", best: Best, c: Collected, partition: str = "") \
+        -> dict[tuple[str, ...], Certification]:
+    """Race the groups' top candidates on one GPU (one job through the sweep's executor, on
+    `partition` when the sweep spans GPU models); {} when there is nothing to race or the race
+    failed (said on stderr: the sweep's picks stand)."""
     p = plan(space, best, c, sw.sweep_dir)
     if p is None:
         return {}
@@ -315,7 +319,7 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, 
               f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
         return {}
     if ranks:
-        run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir))
+        run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
         c = collect_mod.collect(sw.sweep_dir)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
     d = race_dir(sw.sweep_dir, p)
@@ -325,7 +329,7 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, 
                            settings=sw.settings())
     atomic.write_json(d / PLAN, p.to_dict())
     atomic.write_json(d / "config.json", jc.to_dict())
-    job = executors.PendingJob(jc.tag, d, digest)
+    job = executors.PendingJob(jc.tag, d, digest, partition)
     out = read_outcome(d)
     if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
         (d / OUTCOME).unlink(missing_ok=True)
