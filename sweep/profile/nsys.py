@@ -51,9 +51,6 @@ there is no run-to-run spread (total_std_ns is 0).
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
