@@ -25,13 +25,16 @@ def generate(engine_build: Path, odd_model, *args: str) -> subprocess.CompletedP
 
 def decoding_calls(steps: int, layers: int, prefill: bool = False) -> dict[str, int]:
     """Launches per iteration of each kernel a decoding step launches (gpt2.cu's
-    gpt2_decode_step), for `steps` steps; with the prefill, the kernels it shares with them."""
+    gpt2_decode_step), for `steps` steps; with the prefill, plus its launches of the
+    same kernels: at fusion `full` one LayerNorm (the rest are fused with the
+    residual), and with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
+    layers are matvec launches too."""
     calls = {"encoder_kernel": steps, "layernorm_kernel": steps * (2 * layers + 1),
              "matvec_kernel": steps * (4 * layers + 1), "kv_cache_write_kernel": steps * layers,
              "attention_decode_kernel": steps * layers, "argmax_kernel": steps, "decode_advance_kernel": steps}
-    if prefill:  # its own encoder, KV-cache writes (one per layer), argmax and advance
-        for k, extra in (("encoder_kernel", 1), ("kv_cache_write_kernel", layers), ("argmax_kernel", 1),
-                         ("decode_advance_kernel", 1)):
+    if prefill:
+        for k, extra in (("encoder_kernel", 1), ("layernorm_kernel", 1), ("matvec_kernel", 4 * layers + 1),
+                         ("kv_cache_write_kernel", layers), ("argmax_kernel", 1), ("decode_advance_kernel", 1)):
             calls[k] += extra
     return calls
 
