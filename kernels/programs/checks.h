@@ -7,7 +7,8 @@
 //   start_decoding, prefill
 //                   greedy decoding's first steps (the prompt into device memory;
 //                   the prompt through the forward pass, filling the KV cache, and
-//                   the first token): gpt2_generate times them, greedy_tokens runs them
+//                   the first token): gpt2_generate runs them before (--prefill:
+//                   inside) each timed iteration, greedy_tokens runs them
 //   greedy_tokens   n_new tokens of greedy decoding, one direct decoding step per
 //                   token (the kernels a CUDA graph of the step would replay):
 //                   gpt2_forward --ref compares them with transformers' greedy tokens
