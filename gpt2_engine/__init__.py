@@ -10,19 +10,34 @@ and the reference outputs the engine's programs read ({weights}, {reference}).
 Verification is one run (`verify: profile`): the timing program, gpt2_forward,
 gets `--ref {reference}` and first checks the logits on every matmul x fusion x
 attention path against transformers' (what gpt2_verify checks) and the greedy
-tokens of the KV-cache decoding path (what gpt2_generate --check checks), then
-times. A wrong configuration exits 1 before any timing: verify_failed.
+tokens of the KV-cache decoding path, then times. A wrong configuration exits 1
+before any timing: verify_failed.
 
-gpt2_generate --check is no longer a separate check of the sweep. It guarded
-the decoding kernels (matvec, attention against the cache, KV-cache writes,
+Programs (Target.program(name); a workload names one, `program: generate`):
+
+    (default)  gpt2_forward: -b {batch} x -t {seq_len} forward passes on seeded tokens.
+    generate   gpt2_generate: greedy decoding with the KV cache, batch 1. An
+               iteration is {seq_len} decoding steps after the prefill (the
+               prefill runs before each iteration, outside it; `--prefill` in
+               run.args puts it inside), each step one CUDA graph replay; the
+               prompt is --prompt-len (8) seeded tokens, with or without the
+               check. `-b {batch}` is passed so that a batch other than 1 is
+               refused by the program, naming the rule. `--ref {reference}`
+               checks transformers' greedy tokens on the graph path (and on
+               direct steps, which --kernel-timing times) before any timing. The
+               events backend's `--kernel-timing` times the steps as direct
+               launches, since a replayed graph has no host-side launches to put
+               events around (kernels/programs/gpt2_generate.cu says more).
+
+The decoding kernels (matvec, attention against the cache, KV-cache writes,
 argmax: MATVEC_*, ATTENTION_DECODE_BLOCK_SIZE, KVCACHE_BLOCK_SIZE,
-ARGMAX_BLOCK_SIZE), which no forward pass at the reference's shape launches, so
-it could not simply go; but as a second process it cost a CUDA context and a
-weight load (about 1 s of the 3.2-3.6 s verify measured on the H100) to decode
-64 tokens, which takes milliseconds. gpt2_forward --ref decodes the same tokens
-with the same prefill (kernels/programs/checks.h) and direct decoding steps,
-the kernels the CUDA graph of a step replays. gpt2_generate --check stays as a
-program (and a GPU test) for the graph path and the tokens/s it reports.
+ARGMAX_BLOCK_SIZE) run in no forward pass at the reference's shape, so
+gpt2_forward --ref decodes the reference's tokens too (kernels/programs/checks.h:
+the same prefill, direct decoding steps, the kernels the step's graph replays):
+a sweep of the default program still never picks a wrong decoding kernel, and
+a separate decoding check would cost a second process, CUDA context and weight
+load (about 1 s of the 3.2-3.6 s verify measured on the H100) for milliseconds
+of decoding.
 """
 
 from __future__ import annotations
@@ -32,10 +47,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sweep.errors import SweepError
-from sweep.space import VERIFY_IN_PROFILE, Target
+from sweep.space import VERIFY_IN_PROFILE, Program, Target
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "kernels"
 MODEL_KEYS = ("preset", "seed", "model_dir")
+EVENTS = ("--kernel-timing", "--json", "{events_json}")
+CHECK = ("--ref", "{reference}")
+GENERATE = Program(
+    profile=("{build}/gpt2_generate", "--weights", "{weights}", "-b", "{batch}", "--new", "{seq_len}",
+             "-n", "{iterations}", "-w", "{warmup}", "{args}"),
+    events=EVENTS,
+    check_args=CHECK,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +110,9 @@ def target(model: Mapping[str, Any] | None = None) -> Target:
         verify=VERIFY_IN_PROFILE,
         profile=("{build}/gpt2_forward", "--weights", "{weights}", "-b", "{batch}", "-t", "{seq_len}",
                  "-n", "{iterations}", "-w", "{warmup}", "{args}"),
-        events=("--kernel-timing", "--json", "{events_json}"),
-        check_args=("--ref", "{reference}"),
+        events=EVENTS,
+        check_args=CHECK,
         model=model,
         plugin=ModelExport(model),
+        programs={"generate": GENERATE},
     )

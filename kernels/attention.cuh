@@ -20,7 +20,14 @@
 //      are issued last-first, so the longest (bottom) rows start first.
 //   3. attention_decode_kernel: one query row per (b, h) against the KV cache
 //      (kvcache.cuh), reading the position from device memory so a captured
-//      CUDA graph can replay every decoding step.
+//      CUDA graph can replay every decoding step. A block per (h, b), the grid
+//      NH x B: a decoding step has no more rows than that. In the block, a warp
+//      per key for the scores (the lanes split the head's HS dimensions, one
+//      warp-sum each), the softmax over the block, then a warp per key again for
+//      the weighted values, summed across warps in shared memory. Shared memory:
+//      maxT scores + (BLOCK/32) x HS partial sums. ATTENTION_DECODE_BLOCK_SIZE
+//      trades more warps over the keys (a long context) against more partial
+//      sums to add (a short one).
 #pragma once
 #include "common.cuh"
 
@@ -58,8 +65,8 @@ static_assert(ATTENTION_REF_BLOCK_SIZE >= 1 && ATTENTION_REF_BLOCK_SIZE <= 1024,
 #ifndef ATTENTION_DECODE_BLOCK_SIZE
 #define ATTENTION_DECODE_BLOCK_SIZE 256
 #endif
-static_assert(ATTENTION_DECODE_BLOCK_SIZE % 32 == 0 && ATTENTION_DECODE_BLOCK_SIZE <= 1024,
-              "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32 (a warp per key) up to 1024");
+static_assert(ATTENTION_DECODE_BLOCK_SIZE % 32 == 0 && ATTENTION_DECODE_BLOCK_SIZE >= 32 && ATTENTION_DECODE_BLOCK_SIZE <= 1024,
+              "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32 (a warp per key) from 32 to 1024");
 
 // ---- version 1: reference -------------------------------------------------
 template <int BLOCK>

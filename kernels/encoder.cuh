@@ -8,7 +8,10 @@
 // The block shape decides coalescing (x) against reuse of a token's row across
 // threads (y, z), which is why it is worth sweeping rather than fixing.
 // `start` comes from device memory when decoding (so a captured CUDA graph can
-// replay the step at a growing position), else it is 0.
+// replay the step at a growing position), else it is 0. A decoding step embeds
+// one token a sequence (T = 1), with the same macros: only x (and z, over the
+// batch) has work then, so its best shape is found by sweeping the decoding
+// program (gpt2_generate), not the forward pass.
 #pragma once
 #include "common.cuh"
 

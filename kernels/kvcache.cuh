@@ -3,10 +3,19 @@
 //   kv_cache_write_kernel  copies the k and v of qkv (B, T, 3C) into this layer's
 //                          caches (B, NH, maxT, HS) at positions start..start+T-1,
 //                          head-major so a decoding query reads each head's keys
-//                          contiguously.
+//                          contiguously. One thread per (b, t, channel), so
+//                          neighbouring threads read and write neighbouring floats;
+//                          KVCACHE_BLOCK_SIZE threads a block (a decoding step
+//                          writes only C floats per layer: a few blocks at most).
 //   argmax_kernel          picks each batch row's next token (the first maximum,
-//                          as torch.argmax) and appends it to the sequence.
-//   decode_advance_kernel  moves the device-side position on by one.
+//                          as torch.argmax) and appends it to the sequence. One
+//                          block per row, ARGMAX_BLOCK_SIZE threads striding over
+//                          the V logits, then warp shuffles and one pass over the
+//                          warps' bests: a row is the only work of the launch, so
+//                          its threads are all the parallelism there is (a multiple
+//                          of 32, since the reduction uses whole warps).
+//   decode_advance_kernel  moves the device-side position on by one: one thread
+//                          for one int, so no launch size to tune (no macro).
 //
 // Positions live in device memory so one decoding step, captured once as a CUDA
 // graph, replays for every new token with no host work between steps.
@@ -22,8 +31,8 @@ static_assert(KVCACHE_BLOCK_SIZE >= 1 && KVCACHE_BLOCK_SIZE <= 1024,
 #ifndef ARGMAX_BLOCK_SIZE
 #define ARGMAX_BLOCK_SIZE 1024
 #endif
-static_assert(ARGMAX_BLOCK_SIZE % 32 == 0 && ARGMAX_BLOCK_SIZE <= 1024,
-              "ARGMAX_BLOCK_SIZE must be a multiple of 32 up to 1024");
+static_assert(ARGMAX_BLOCK_SIZE % 32 == 0 && ARGMAX_BLOCK_SIZE >= 32 && ARGMAX_BLOCK_SIZE <= 1024,
+              "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024 (whole warps reduce)");
 
 // ---- kernels --------------------------------------------------------------
 // start: device pointer to the first position (nullptr means 0).

@@ -89,6 +89,12 @@ static_assert(MATMUL_TM * MATMUL_TN <= 128, "MATMUL_TM * MATMUL_TN accumulators 
 static_assert(MATMUL_SPLITK_BLOCK_SIZE >= 1 && MATMUL_SPLITK_BLOCK_SIZE <= 1024,
               "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024 threads per block");
 
+// matvec: MATVEC_BLOCK_SIZE/32 output columns per block (a warp each), so the
+// block size sets how many blocks a layer's N columns make (2304 columns of the
+// QKV layer: 288 blocks at 256 threads) against the blocks an SM can hold;
+// MATVEC_MAX_ROWS is the rows one launch takes (a register accumulator per row
+// and lane; a forward pass with more rows takes the warp-tiled kernel, a
+// decoding batch may not have more), not a launch size.
 #ifndef MATVEC_BLOCK_SIZE
 #define MATVEC_BLOCK_SIZE 256
 #endif

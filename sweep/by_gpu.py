@@ -12,19 +12,20 @@ of its own:
     results/<sweep>/best_by_gpu.json           model -> its results folder and picks
 
 so `compare <sweep>.<model-a> <sweep>.<model-b>` sets the models side by side. The
-picks are made by sweep.select on each model's measurements alone, unchanged.
+picks are made by sweep.select on each model's measurements alone, unchanged, and
+sweep.finish certifies and confirms them on that model's own partition (its race,
+baseline and combined best are jobs of that partition: `default__h100`, `best__h100`).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from sweep import atomic, collect as collect_mod, render, select as select_mod, target
+from sweep import atomic, collect as collect_mod, render
 from sweep.records import Best
 from sweep.space import Space, make_config
 
@@ -69,36 +70,40 @@ def split(c: collect_mod.Collected) -> dict[str, collect_mod.Collected]:
     return out
 
 
-def finish(space: Space, c: collect_mod.Collected, sweep_dir: Path, results_dir: Path, commit: str,
-           report: bool) -> dict[str, Best]:
-    """Per GPU model: its results folder, picks and conf.cuh (see the module's docstring)."""
-    picks: dict[str, Best] = {}
+def partitions_of(space: Space, c: collect_mod.Collected) -> dict[str, str]:
+    """GPU model -> the partition (of slurm.partitions) its jobs ran in: where its race,
+    baseline and combined best run."""
+    suffix = {partition_tag("", p)[len(SEPARATOR):]: p for p in space.slurm.partitions}
+    row_model = model_of_rows(c.configs)
+    out = {}
+    for model in models(c.configs):
+        parts = c.configs.loc[row_model == model, "tag"].astype(str).map(
+            lambda t: t.rsplit(SEPARATOR, 1)[1] if SEPARATOR in t else "")
+        named = [suffix[x] for x in parts if x in suffix]
+        out[model] = max(set(named), key=named.count) if named else ""
+    return out
+
+
+def empty(c: collect_mod.Collected) -> collect_mod.Collected:
+    """No jobs yet: the shape of c's tables with no rows."""
+    return collect_mod.Collected(c.configs.iloc[0:0], c.measurements.iloc[0:0], c.manifest)
+
+
+def results_dir(sweep_results: Path, space: Space, model: str) -> Path:
+    """results/<sweep>.<model>/ beside results/<sweep>/."""
+    return Path(sweep_results).parent / f"{space.name}.{slug(model)}"
+
+
+def write_index(space: Space, sweep_results: Path, picks: dict[str, Best | None], commit: str) -> None:
+    """results/<sweep>/best/<model>/conf.cuh for each model with a pick, and best_by_gpu.json."""
     index: dict[str, Any] = {}
-    snapshot = sweep_dir / (c.manifest.space_snapshot or target.SNAPSHOT)
-    for model, sub in split(c).items():
-        name = f"{space.name}.{slug(model)}"
-        out = results_dir.parent / name
-        collect_mod.write_tables(sub, out)
-        atomic.write_json(out / "manifest.json", sub.manifest.to_dict())
-        if snapshot.is_file():
-            atomic.write_bytes(out / target.SNAPSHOT, snapshot.read_bytes())
+    for model, best in picks.items():
+        name = results_dir(sweep_results, space, model).name
         index[model] = {"results": name, "conf": None}
-        if sub.measurements.empty:
+        if best is None:
             continue
-        best = select_mod.select(space, sub.measurements)
         jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}),
                                "best", "-", commit)
-        conf = render.render_conf(jc)
-        select_mod.write_best(best, out, conf)
-        atomic.write_text(results_dir / "best" / slug(model) / "conf.cuh", conf)
-        picks[model] = best
+        atomic.write_text(Path(sweep_results) / "best" / slug(model) / "conf.cuh", render.render_conf(jc))
         index[model] = {"results": name, "conf": f"best/{slug(model)}/conf.cuh", "best": best.to_dict()}
-        if report:
-            try:
-                from sweep import report as report_mod
-
-                report_mod.write_report(out, space=space)
-            except Exception as e:  # the report is a view: the results above are already written
-                print(f"warning: {out / 'report.html'} not written ({type(e).__name__}: {e})", file=sys.stderr)
-    atomic.write_json(results_dir / "best_by_gpu.json", index)
-    return picks
+    atomic.write_json(Path(sweep_results) / "best_by_gpu.json", index)

@@ -19,14 +19,18 @@ defaults, else the baseline job (the target's own launch sizes), which then
 runs before the race. Budget: certify.budget_s seconds; or (0, the default)
 certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
 jobs), shared by all groups. A race whose budget ends before 3 rounds has no
-evidence: select keeps the sweep's own pick and evidence, and says so.
+evidence: select keeps the sweep's own pick and evidence, and says so; a budget
+that cannot buy 3 rounds (at the sweep's own seconds per run) races nothing at all
+and says what budget would certify.
 
-What a race costs: a round runs every entrant's program once, start-up included
-(about 2 s for the engine), and no pick can be certified before the first look at
-which a leader that won every round would be (9 rounds with two entrants, 12 with
-three or four, at the default 30 rounds and alpha 0.05). On a sweep of a few
-configurations 20% of its GPU time buys a round or two: `run` says how long the
-race would need (`needed_s`), and certify.budget_s gives it that time.
+What a race costs: a round runs every needed program once, start-up included
+(about 1-2 s for the engine): top + 1 programs when the groups race together on
+combined configurations (`combined`), else one per entrant of every group. No pick
+can be certified before the first look at which a leader that won every round would
+be (9 rounds with two entrants, 12 with three or four, at the default 30 rounds and
+alpha 0.05). On a sweep of a few configurations 20% of its GPU time buys a round or
+two: `run` says how long the race would need (`needed_s`), and certify.budget_s
+gives it that time.
 
 With workloads the race runs on the weighted objective the overall pick was made
 by: a round runs every workload of every needed job once, and an entrant's sample
@@ -37,6 +41,7 @@ job as there are workloads; the per-workload picks keep the sweep's evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -44,14 +49,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
-from sweep import atomic, executors, render
+from sweep import atomic, by_gpu, collect as collect_mod, executors, render
 from sweep.collect import Collected
 from sweep.evidence import Certification
 from sweep.progress import Progress
 from sweep.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
 from sweep.records import Best, Choice, read_result
 from sweep.select import group_rows, patterns
-from sweep.space import Space
+from sweep.space import Space, check, make_config, tag
 from sweep.space.workloads import weights
 from sweep.stats import Entrant, Race, contenders
 from sweep.stats.compare import signed_rank_count
@@ -59,7 +64,9 @@ from sweep.stats.compare import signed_rank_count
 if TYPE_CHECKING:
     from sweep.pipeline import Sweep
 
+ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
+MIN_EVIDENCE_ROUNDS = 3   # fewer rounds say nothing (evidence.Certification.verdict "unknown"): not worth the GPU
 MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
 ALPHA = 0.05
 
@@ -95,6 +102,18 @@ def budget(space: Space, configs: pd.DataFrame) -> float:
     c = space.certify
     seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
     return round(max(seconds, MIN_BUDGET_S), 1)
+
+
+def affordable_rounds(p: RacePlan, configs: pd.DataFrame, jobs_per_round: int) -> float:
+    """Rounds the budget buys, at the sweep's median seconds per profiled run (inf when unknown);
+    a job's round runs each of its workloads once."""
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
+    if ok.empty or "profile_s" not in ok:
+        return math.inf
+    runs = ok["runs"].fillna(1).clip(lower=1) if "runs" in ok else 1
+    per_run = float((ok["profile_s"].fillna(0) / runs).median())
+    runs_per_round = jobs_per_round * max(1, len(p.weights))
+    return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
 
 
 def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
@@ -149,6 +168,96 @@ def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | 
                     space.certify.max_rounds, weights=weights(space) if space.workloads else {})
 
 
+def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str, int]]] | None:
+    """The configurations that race every group at once, as (rank, values): rank r sets each
+    group's r-th fastest entrant ("1", "2", ...), rank "default" each group's default; the
+    macros a rank leaves unset keep the picks (best.config). One run of such a configuration
+    gives a sample to every group, so a round runs top + 1 programs instead of one per
+    entrant of every group. It rests on what factorized selection already assumes: a group's
+    kernels take the same time whatever launch sizes the other groups' kernels use. None when
+    fewer than two groups race (nothing to share) or a combination breaks a constraint (each
+    group then races its own jobs)."""
+    if len(p.lanes) < 2:
+        return None
+    picks = {q.macro: best.config[q.macro] for q in space.swept}
+    ranks: dict[str, dict[str, int]] = {}
+    for x in p.lanes:
+        ranked = [e for e in x.entrants if not e.is_default]
+        for i, e in enumerate(ranked):
+            ranks.setdefault(str(i + 1), dict(picks)).update(x.values[e.id])
+        for e in (e for e in x.entrants if e.is_default):
+            ranks.setdefault("default", dict(picks)).update(x.values[e.id])
+    out = []
+    for rank, values in ranks.items():
+        if check(space, make_config(space, values)) is not None:
+            return None
+        out.append((rank, values))
+    return out
+
+
+def combined_plan(p: RacePlan, jobs: Mapping[str, tuple[str, str, str]]) -> RacePlan:
+    """p with each entrant replaced by the combined job of its rank (jobs: rank -> tag, folder, config hash)."""
+    lanes = []
+    for x in p.lanes:
+        ranked = [e for e in x.entrants if not e.is_default]
+        rank_of = {e.id: str(ranked.index(e) + 1) if not e.is_default else "default" for e in x.entrants}
+        entrants = tuple(dataclasses.replace(e, id=jobs[rank_of[e.id]][0]) for e in x.entrants)
+        lanes.append(Lane(x.macros, x.patterns, entrants, {jobs[rank_of[e.id]][0]: x.values[e.id] for e in x.entrants}))
+    tags = {t: (d, h) for t, d, h in jobs.values()}
+    return dataclasses.replace(p, lanes=tuple(lanes), jobs={t: d for t, (d, _) in tags.items()},
+                               hashes={t: h for t, (_, h) in tags.items()})
+
+
+def find_entrants(space: Space, ranks: list[tuple[str, dict[str, int]]], c: Collected, sweep_dir: Path) \
+        -> dict[str, tuple[str, str, str]]:
+    """rank -> (tag, folder, config hash) of the ok job measuring each combined configuration:
+    one of role "entrant" (run for the race) or one the sweep measured itself."""
+    cf = c.configs
+    if cf.empty or "config_hash" not in cf:
+        return {}
+    ok = cf[(cf["status"] == "ok") & cf["role"].isin([ENTRANT_ROLE, "sweep"])]
+    found = {}
+    for rank, values in ranks:
+        full = make_config(space, values).as_dict()
+        hit = ok
+        for macro, v in full.items():
+            hit = hit[hit[macro] == v] if macro in hit else hit.iloc[0:0]
+        if not hit.empty:
+            row = hit.sort_values("role").iloc[0]    # "entrant" before "sweep": either measured it
+            found[rank] = (str(row["tag"]), str(Path(sweep_dir) / str(row["tag"])), str(row["config_hash"]))
+    return found
+
+
+def shared(space: Space, best: Best, c: Collected, sweep_dir: Path, p: RacePlan | None) -> RacePlan | None:
+    """The race of p on combined configurations, when every one of them was measured ok; else None."""
+    ranks = combined(space, best, p) if p is not None and space.certify.combine else None
+    if not ranks:
+        return None
+    found = find_entrants(space, ranks, c, sweep_dir)
+    return combined_plan(p, found) if len(found) == len(ranks) else None
+
+
+def _unshared(p: RacePlan, ranks: list[tuple[str, dict[str, int]]]) -> RacePlan:
+    print(f"  note: some of the {len(ranks)} combined configurations failed (see `status`): each group races its "
+          "own jobs instead", file=sys.stderr)
+    return p
+
+
+def run_entrants(space: Space, sw: "Sweep", ranks: list[tuple[str, dict[str, int]]], found: Mapping[str, Any],
+                 partition: str = "") -> None:
+    """Build, verify and measure the combined configurations no job has measured yet (role
+    "entrant": selection never counts them) through the sweep's executor."""
+    configs = {}   # two ranks no group races at both may combine to one configuration: one job
+    for rank, values in ranks:
+        if rank not in found:
+            cfg = make_config(space, values)
+            name = f"{ENTRANT_ROLE}_{tag(space, cfg)}"
+            configs[by_gpu.partition_tag(name, partition) if partition else name] = cfg
+    jobs = [sw.render(cfg, name, role=ENTRANT_ROLE, partition=partition) for name, cfg in configs.items()]
+    sw.run_pending(jobs, space.name + ":certify", f"certifying: {len(jobs)} configuration(s) that race every group "
+                   "at once (each group's same rank in one program run)")
+
+
 def needs_baseline(space: Space, best: Best) -> bool:
     """Some group's default values are not among its measured candidates (the baseline job stands in)."""
     for ch in best.choices:
@@ -196,18 +305,33 @@ def latest_outcome(sweep_dir: Path) -> dict[str, Any] | None:
 def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
     """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
+    p = shared(space, best, c, sweep_dir, p) or p
     out = read_outcome(race_dir(sweep_dir, p)) if p is not None else None
     if out is None or out.get("plan_digest") != p.digest():
         return {}
     return certifications(p, out)
 
 
-def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
-    """Race the groups' top candidates on one GPU (one job through the sweep's executor); {} when
-    there is nothing to race or the race failed (said on stderr: the sweep's picks stand)."""
+def run(space: Space, sw: "Sweep", best: Best, c: Collected, partition: str = "") \
+        -> dict[tuple[str, ...], Certification]:
+    """Race the groups' top candidates on one GPU (one job through the sweep's executor, on
+    `partition` when the sweep spans GPU models); {} when there is nothing to race or the race
+    failed (said on stderr: the sweep's picks stand)."""
     p = plan(space, best, c, sw.sweep_dir)
     if p is None:
         return {}
+    ranks = combined(space, best, p) if space.certify.combine else None
+    rounds = affordable_rounds(p, c.configs, len(ranks) if ranks else len(p.tags()))
+    if rounds < MIN_EVIDENCE_ROUNDS and not recorded(space, sw.sweep_dir, best, c):
+        need = needed_s(p, c.configs)
+        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s), and a race says nothing "
+              f"before {MIN_EVIDENCE_ROUNDS} (certifying takes about {need:.0f} s here): the sweep's picks stand "
+              f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
+        return {}
+    if ranks:
+        run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
+        c = collect_mod.collect(sw.sweep_dir)
+        p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
     d = race_dir(sw.sweep_dir, p)
     d.mkdir(parents=True, exist_ok=True)
     digest = p.digest()
@@ -215,7 +339,7 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected) -> dict[tuple[str, 
                            settings=sw.settings())
     atomic.write_json(d / PLAN, p.to_dict())
     atomic.write_json(d / "config.json", jc.to_dict())
-    job = executors.PendingJob(jc.tag, d, digest)
+    job = executors.PendingJob(jc.tag, d, digest, partition)
     out = read_outcome(d)
     if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
         (d / OUTCOME).unlink(missing_ok=True)

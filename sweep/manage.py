@@ -14,7 +14,8 @@ from typing import Any
 
 from sweep import collect as collect_mod, lock, paths, target
 from sweep.errors import SweepError
-from sweep.pipeline import Options, Sweep, finish
+from sweep.finish import finish
+from sweep.pipeline import Options, Sweep
 from sweep.records import FAILED, MANIFEST, Best, Manifest, read_json
 from sweep.space import NAME_RE, Space
 

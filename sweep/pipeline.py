@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import (atomic, by_gpu, collect as collect_mod, executors, paths, profile, render, select as select_mod,
+from sweep import (atomic, by_gpu, executors, finish as finish_mod, paths, profile, render, select as select_mod,
                    strategies, target)
 from sweep.errors import SweepError
 from sweep.lock import DriverLock
 from sweep.preflight import preflight
 from sweep.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
-from sweep.space import NAME_RE, Config, Space, config_hash, make_config, tag as tag_of, tags_for
+from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
@@ -186,6 +186,17 @@ class Sweep:
         self._prepared()
         self.executor().run(jobs, self.stages, on_result, progress)
 
+    def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
+        """Run those of `jobs` with no result of their configuration yet (after the sweep: the
+        baseline, the combined best, a race's entrants), saying `say` and their tags first."""
+        jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, self.opts.retry_failed)[0]]
+        if jobs:
+            print(f"{say}: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+            progress = Progress(label)
+            progress.add(len(jobs))
+            self.dispatch(jobs, progress, progress.finished)
+            progress.close()
+
     def stream(self, ask: executors.Ask, progress, on_result) -> None:
         """Run what `ask` hands over as the executor takes it (see Executor.stream)."""
         def ready(n: int) -> list[executors.PendingJob]:
@@ -195,17 +206,6 @@ class Sweep:
             return jobs
 
         self.executor().stream(ready, self.stages, on_result, progress)
-
-
-def _confirm(space: Space, sw: Sweep, jobs: list[executors.PendingJob]) -> None:
-    """Run the end-to-end jobs (baseline, best) that have no result of their configuration yet."""
-    jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, sw.opts.retry_failed)[0]]
-    if jobs:
-        print(f"confirming end to end: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
-        progress = Progress(space.name + ":confirm")
-        progress.add(len(jobs))
-        sw.dispatch(jobs, progress, progress.finished)
-        progress.close()
 
 
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
@@ -307,7 +307,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()
     best, conf = (None, Confirmation()) if opts.dry_run else \
-        finish(space, sw, results_dir, confirm=opts.confirm, certify_picks=opts.certify)
+        finish_mod.finish(space, sw, results_dir, confirm=opts.confirm, certify_picks=opts.certify)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
@@ -316,81 +316,3 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
-
-
-def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
-           certify_picks: bool | None = None) -> tuple[select_mod.Best | None, Confirmation]:
-    """Collect, select, certify each pick in a race (sweep.certify), confirm the combined best
-    against the defaults, write results and the report. certify_picks (default: confirm) runs
-    the race; without it a race already run for the same candidates still counts, so
-    collecting again (confirm=False) runs nothing on a GPU."""
-    from sweep import certify
-
-    certify_picks = confirm if certify_picks is None else certify_picks
-    c = collect_mod.collect(sw.sweep_dir)
-    best, conf = None, Confirmation()
-    models = by_gpu.models(c.configs)
-    if len(space.slurm.partitions) > 1 and len(models) > 1:   # several GPU models: picks per model, not across them
-        write_collected(c, sw.sweep_dir, results_dir)
-        picks = by_gpu.finish(space, c, sw.sweep_dir, results_dir, sw.commit, sw.opts.report)
-        names = [f"{space.name}.{by_gpu.slug(m)}" for m in models]
-        print(f"{len(names)} GPU models ({', '.join(picks)}): results and picks per model in {', '.join(names)}; "
-              f"side by side: python config_sweep.py compare {names[0]} {names[1]}", file=sys.stderr)
-        return None, conf
-    if c.measurements.empty:
-        print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
-    else:
-        best = select_mod.select(space, c.measurements)
-        baseline = sw.render(None, render.BASELINE_TAG, role="baseline") if confirm or certify_picks else None
-        certified = {}
-        if space.certify.enabled and certify_picks and best.choices:
-            if certify.needs_baseline(space, best):   # the default entrant of some group's race
-                _confirm(space, sw, [baseline])
-                c = collect_mod.collect(sw.sweep_dir)
-            certified = certify.run(space, sw, best, c)
-        elif space.certify.enabled:
-            certified = certify.recorded(space, sw.sweep_dir, best, c)
-        best = select_mod.select(space, c.measurements, certified)
-        if confirm and best.choices:
-            best_cfg = make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
-            _confirm(space, sw, [baseline, sw.render(best_cfg, "best", role="best")])
-            c = collect_mod.collect(sw.sweep_dir)
-            best = select_mod.select(space, c.measurements, certified)
-        conf = select_mod.confirmation(space, c.measurements, c.configs, best)
-        same = collect_mod.identical_builds(c.configs, [p.macro for p in space.parameters])
-        if same:
-            n = sum(len(s) for s in same)
-            best = dataclasses.replace(best, notes=best.notes + (
-                f"conf.cuh had no effect: {n} configurations with different macros built byte-identical objects "
-                f"({'; '.join(', '.join(s[:4]) + (' ...' if len(s) > 4 else '') for s in same[:3])}). Likely a "
-                "conf.cuh earlier on the include path (e.g. beside the target's sources) shadows the generated one: "
-                "put -I$(CONF_DIR) first in the Makefile's flags, or check the macros are read where the kernels "
-                "are compiled",))
-        if len(models) > 1:
-            best = dataclasses.replace(best, notes=best.notes + (
-                f"measured on {len(models)} GPU models ({', '.join(models)}): these picks mix them; list one partition "
-                "per model in slurm.partitions for picks per model, or keep to one model (--constraint)",))
-    write_collected(c, sw.sweep_dir, results_dir)
-    if best is not None:
-        jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}), "best",
-                               "-", sw.commit)
-        select_mod.write_best(best, results_dir, render.render_conf(jc))
-        atomic.write_json(results_dir / "confirmation.json", conf.to_dict())
-    if sw.opts.report:
-        try:
-            from sweep import report
-
-            report.write_report(results_dir, space=space)
-        except Exception as e:  # the report is a view: the results above are already written
-            print(f"warning: report.html not written ({type(e).__name__}: {e}); the tables and best/conf.cuh are; "
-                  f"retry with `python config_sweep.py report {space.name}`", file=sys.stderr)
-    return best, conf
-
-
-def write_collected(c: collect_mod.Collected, sweep_dir: Path, results_dir: Path) -> None:
-    """The tables, the manifest and the space as run, under results_dir."""
-    collect_mod.write_tables(c, results_dir)
-    atomic.write_json(results_dir / "manifest.json", c.manifest.to_dict())
-    snapshot = sweep_dir / (c.manifest.space_snapshot or target.SNAPSHOT)
-    if snapshot.is_file():  # so the report reads the space as run from results/ alone
-        atomic.write_bytes(results_dir / target.SNAPSHOT, snapshot.read_bytes())

@@ -40,7 +40,7 @@ from typing import Any
 
 from sweep import atomic, clocks, measure
 from sweep.errors import SweepError
-from sweep.job import Job, JobFailed, gpu_lock
+from sweep.job import Job, JobFailed, Tools, gpu_lock
 from sweep.profile import Measurement
 from sweep.records import JobConfig, JobResult, Status, now, read_json, read_result, write_result
 from sweep.stats import Entrant, Race, RaceResult
@@ -165,6 +165,15 @@ def race(plan: RacePlan, run: Callable[[str], Sequence[Measurement]],
 # ---------------------------------------------------------------------------
 
 
+def rerun(job_dir: Path, out: Path, tools: Tools, timeout_s: float) -> list[measure.Measuring]:
+    """A candidate's job whose profiled program(s) run again, one Measuring per workload, the outputs
+    under `out` (the race's folder). None re-checks (check=False): every entrant passed its own job's
+    check, and a race round re-checking it (the engine's every path against transformers) would spend
+    the GPU on what is not raced."""
+    entrant = Job(job_dir, tools=tools, timeout_s=timeout_s)
+    return [measure.Measuring(entrant, m.spec, measure.folder(out, m.spec), check=False) for m in entrant.measuring]
+
+
 class GpuRace:
     """The plan's jobs, each run once per call of `run(tag)` (every workload once; throttled runs
     repeated), on this GPU: each through its own job's capture and parse (sweep.measure), its
@@ -181,13 +190,10 @@ class GpuRace:
             if done is None or done.status != Status.OK or done.config_hash != plan.hashes.get(tag):
                 raise JobFailed(Status.RUNTIME_FAILED, "race", f"entrant {tag} ({d}) has no ok result of the "
                                 "configuration planned: run the sweep again to plan the race anew")
-            entrant = Job(d, tools=job.tools, timeout_s=job.timeout_s)
-            be = entrant.backend
-            if be.tool and not entrant.tools.path(be.tool):
+            self.entrants[tag] = rerun(d, job.dir / tag, job.tools, job.timeout_s)
+            be = self.entrants[tag][0].job.backend
+            if be.tool and not job.tools.path(be.tool):
                 raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
-            out = job.dir / tag
-            self.entrants[tag] = [measure.Measuring(entrant, m.spec, measure.folder(out, m.spec), m.check)
-                                  for m in entrant.measuring]
             for m in self.entrants[tag]:
                 m.invocation()
 

@@ -179,14 +179,24 @@ def summary_lines(best: Best) -> list[str]:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
             ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({EVIDENCE_WORDS.get(c.verdict, c.verdict)})"
         sp = f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
-        cert = ""
-        if c.certification is not None:
-            cert = (f"  certified ({c.certification.rounds} rounds)" if c.certified
-                    else f"  race tie ({len(c.certification.tied)} tied, {c.certification.rule})")
         lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
-                     f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{cert}")
+                     f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")
         lines.extend("  " + workload_line(w) for w in c.workloads)
     return lines
+
+
+def race_words(c: Choice) -> str:
+    """What the certification race says of a pick, for the summary line: the pick shown is
+    always the one that applies (in best/conf.cuh), so a race too short to say anything
+    names the sweep's pick as standing rather than the tie rule it did not apply."""
+    cert = c.certification
+    if cert is None:
+        return ""
+    if cert.verdict == "unknown":
+        return f"  race: no evidence after {cert.rounds} round(s), the sweep's pick stands"
+    if c.certified:
+        return f"  certified ({cert.rounds} rounds)"
+    return f"  race tie ({len(cert.tied)} tied, picked by rule: {cert.rule})"
 
 
 def workload_line(w: WorkloadPick) -> str:

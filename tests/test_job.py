@@ -187,6 +187,20 @@ def test_check_args_join_the_timing_command_only_while_run_verify_is_on(job_for)
     assert "--check" not in Job(d).program()
 
 
+def test_a_race_rerun_of_a_self_checking_job_times_it_without_checking_it_again(job_for, tmp_path):
+    from sweep.process import Tools
+    from sweep.race import rerun
+
+    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
+    d = job_for(target=target_)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target"]["check_args"] = ["--check"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert Job(d).program()[-1] == "--check"
+    (again,) = rerun(d, tmp_path / "race" / d.name, Tools(), 60)     # one workload: the space's one run
+    assert "--check" not in again.program() and again.program()[0] == Job(d).program()[0]
+
+
 def test_the_gpu_is_held_for_verify_and_profile_only(job_for):
     r = Job(job_for()).run()
     gpu, verify, profile = (r.intervals[k] for k in ("gpu", "verify", "profile"))

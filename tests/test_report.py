@@ -575,3 +575,11 @@ def test_cli_compare_prints_path_markdown_or_json(tmp_path: Path, capsys: pytest
     assert rc == 0 and ratios[("BETA_X", "BETA_Y")] == pytest.approx(2.0)
     rc, _, err = _cli(capsys, "compare", "half", "nope", "--results-dir", str(tmp_path))
     assert rc == 1 and str(tmp_path / "nope") in err
+
+
+def test_a_race_of_too_few_rounds_reads_as_no_evidence_not_as_a_tie_settled_by_rule() -> None:
+    from sweep.report.tables import certified
+
+    raced = {"status": "tie", "rounds": 1, "tied": [{"G": 128}, {"G": 512}], "rule": "default in tied set"}
+    assert certified({"certification": raced}) == "no evidence (1 round(s)): the sweep's pick stands"
+    assert certified({"certification": raced | {"rounds": 12}}) == "tie (2 tied after 12 rounds; default in tied set)"

@@ -83,3 +83,24 @@ def test_parameters_whose_kernels_never_ran_keep_their_default_and_are_named(one
     m["kernel"] = "other_kernel"
     best = select.select(one_param_space, m)
     assert best.unmeasured == ("P",) and "no launch of k" in best.notes[0]
+
+
+def _raced_choice(rounds: int, status: str = "tie"):
+    from sweep.evidence import Certification
+    from sweep.records import Candidate, Choice
+
+    sweep_pick = Candidate({"GELU_BLOCK_SIZE": 512}, "G512", 10.0, 0.1, 1, samples=5)
+    cert = Certification(status, {"GELU_BLOCK_SIZE": 128}, "default in tied set",
+                         tied=({"GELU_BLOCK_SIZE": 128}, {"GELU_BLOCK_SIZE": 512}), rounds=rounds, stopped="budget")
+    return Choice(("GELU_BLOCK_SIZE",), ("gelu_kernel",), {"GELU_BLOCK_SIZE": 512}, sweep_pick, None, None, None,
+                  False, certification=cert)
+
+
+def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_rule_it_did_not_apply():
+    from sweep.records import Best
+    from sweep.select import summary_lines
+
+    line, = summary_lines(Best("s", (_raced_choice(rounds=1),), {"GELU_BLOCK_SIZE": 512}))
+    assert "GELU_BLOCK_SIZE=512" in line and "the sweep's pick stands" in line and "by rule" not in line
+    line, = summary_lines(Best("s", (_raced_choice(rounds=12),), {"GELU_BLOCK_SIZE": 512}))
+    assert "race tie (2 tied, picked by rule: default in tied set)" in line

@@ -229,6 +229,48 @@ def test_rounds_run_each_job_once_rotated_and_only_for_groups_still_racing():
     assert len(calls) == 4 * 9 + 3 * 3 and "j4" not in calls[36:]            # j4 raced only for G
 
 
+def _two_group_race(tmp_path, **space_overrides):
+    from sweep import target
+    from sweep.records import Best
+
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(toy_space_dict(**space_overrides), sort_keys=False))
+    space = target.load(path)
+    alpha = race.Lane(("ALPHA_BLOCK",), ("alpha_kernel",),
+                      (Entrant("j1", 128), Entrant("j2", 64), Entrant("j3", 1024), Entrant("j4", 256, True)),
+                      {"j1": {"ALPHA_BLOCK": 128}, "j2": {"ALPHA_BLOCK": 64}, "j3": {"ALPHA_BLOCK": 1024},
+                       "j4": {"ALPHA_BLOCK": 256}})
+    beta = race.Lane(("BETA_X", "BETA_Y"), ("beta_kernel",),
+                     (Entrant("j5", 256), Entrant("j6", 32, True)),
+                     {"j5": {"BETA_X": 64, "BETA_Y": 4}, "j6": {"BETA_X": 32, "BETA_Y": 1}})
+    p = race.RacePlan((alpha, beta), {f"j{i}": f"/jobs/j{i}" for i in range(1, 7)}, {}, 30.0, 30)
+    return space, Best("toy", (), {"ALPHA_BLOCK": 128, "BETA_X": 64, "BETA_Y": 4}), p
+
+
+def test_combined_configurations_race_every_group_at_once_one_program_per_rank(tmp_path):
+    space, best, p = _two_group_race(tmp_path)
+    ranks = dict(certify.combined(space, best, p))
+    assert ranks == {"1": {"ALPHA_BLOCK": 128, "BETA_X": 64, "BETA_Y": 4},
+                     "2": {"ALPHA_BLOCK": 64, "BETA_X": 64, "BETA_Y": 4},      # beta has no 2nd: its pick
+                     "3": {"ALPHA_BLOCK": 1024, "BETA_X": 64, "BETA_Y": 4},
+                     "default": {"ALPHA_BLOCK": 256, "BETA_X": 32, "BETA_Y": 1}}
+    jobs = {r: (f"c{r}", f"/jobs/c{r}", f"h{r}") for r in ranks}
+    shared = certify.combined_plan(p, jobs)
+    assert len(p.tags()) == 6 and shared.tags() == ["c1", "c2", "c3", "cdefault"]
+    a, b = shared.lanes
+    assert [e.id for e in a.entrants] == ["c1", "c2", "c3", "cdefault"] and a.values["c3"] == {"ALPHA_BLOCK": 1024}
+    assert [(e.id, e.threads, e.is_default) for e in b.entrants] == [("c1", 256, False), ("cdefault", 32, True)]
+    assert b.values == {"c1": {"BETA_X": 64, "BETA_Y": 4}, "cdefault": {"BETA_X": 32, "BETA_Y": 1}}
+    assert shared.hashes == {"c1": "h1", "c2": "h2", "c3": "h3", "cdefault": "hdefault"}
+
+
+def test_a_combination_that_breaks_a_constraint_leaves_each_group_to_race_its_own_jobs(tmp_path):
+    space, best, p = _two_group_race(tmp_path, constraints=["ALPHA_BLOCK * BETA_X <= 32768"])
+    assert certify.combined(space, best, p) is None                      # 1024 x 64 breaks it
+    one = race.RacePlan(p.lanes[:1], p.jobs, {}, 30.0, 30)
+    assert certify.combined(space, best, one) is None                    # one group: nothing to share
+
+
 # ---------------------------------------------------------------------------
 # end to end on the toy target (CPU programs)
 # ---------------------------------------------------------------------------
@@ -273,8 +315,13 @@ def test_toy_race_certifies_both_groups_and_best_json_carries_it(one_iteration_s
     alpha, beta = by[("ALPHA_BLOCK",)], by[("BETA_X", "BETA_Y")]
     assert alpha.values == {"ALPHA_BLOCK": 128} and beta.values == {"BETA_X": 64, "BETA_Y": 4}
     assert alpha.certified and beta.certified and alpha.noise_source == "race"
+    # rank 1 (A128, B64x4) and the defaults (A256, B32x4) are rows the sweep measured; rank 2 combines
+    # alpha's second (64) with beta's pick (64x4), a configuration no row has: a job of its own
     assert alpha.certification.host and {e["tag"] for e in alpha.certification.entrants} == {
-        "A64_B32x4", "A128_B64x4", "A256_B32x4"}
+        "A128_B64x4", "entrant_A64_B64x4", "A256_B32x4"}
+    configs = pd.read_parquet(results / "toy" / "configs.parquet")
+    assert configs.set_index("tag").loc["entrant_A64_B64x4", "role"] == "entrant"
+    assert all(x.tag != "entrant_A64_B64x4" for c in summary.best.choices for x in c.candidates)
     best = json.loads((results / "toy" / "best.json").read_text())
     assert best["schema"] == "sweep-best/3" and best["choices"][0]["certification"]["status"] == "certified"
     page = (results / "toy" / "report.html").read_text()
@@ -303,3 +350,23 @@ def test_a_job_drops_a_throttled_run_measures_again_and_records_the_clocks(one_i
     assert r.status == "ok" and r.sampling.throttled_runs == 1 and r.sampling.runs == 5
     assert r.sampling.throttled_samples == 1 and r.sampling.clocks[0]["sm_mhz"] == 1980.0
     assert r.env["gpu_uuid"] == "GPU-1" and r.env["start_sm_mhz"] == 1980.0 and r.env["default_sm_mhz"] == 1980.0
+
+
+def test_a_budget_that_cannot_buy_three_rounds_races_nothing_and_says_what_would(tmp_path, monkeypatch, capsys):
+    if __import__("shutil").which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    monkeypatch.setattr(certify, "MIN_BUDGET_S", 0.0)
+    d = toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
+                                                  "rows": [[64, 32], [128, 64], [256, 32]]},
+                       certify={"budget_share": 0.001})
+    d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=tmp_path / "jobs",
+                                                  results_root=tmp_path / "results", poll_s=0.05))
+    err = capsys.readouterr().err
+    assert "certify: not racing" in err and "set certify.budget_s:" in err
+    assert not (tmp_path / "jobs" / "toy" / certify.RACES).exists()
+    assert not list((tmp_path / "jobs" / "toy").glob("entrant_*"))       # no entrant built for a race not run
+    assert summary.best.choices and all(c.certification is None for c in summary.best.choices)

@@ -7,7 +7,8 @@
 //   start_decoding, prefill
 //                   greedy decoding's first steps (the prompt into device memory;
 //                   the prompt through the forward pass, filling the KV cache, and
-//                   the first token): gpt2_generate times them, greedy_tokens runs them
+//                   the first token): gpt2_generate runs them before (--prefill:
+//                   inside) each timed iteration, greedy_tokens runs them
 //   greedy_tokens   n_new tokens of greedy decoding, one direct decoding step per
 //                   token (the kernels a CUDA graph of the step would replay):
 //                   gpt2_forward --ref compares them with transformers' greedy tokens
@@ -17,6 +18,7 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "../common.cuh"
@@ -42,6 +44,41 @@ inline std::vector<EngineOptions> all_paths() {
     return out;
 }
 
+// One path's logits against the reference, compared where they are: each thread
+// counts the logits off by more than atol (NaN counts) and keeps its worst |d|
+// packed above its index, and its worst relative error, as float bits (non-negative
+// floats order as their bits; NaN is taken as +inf), then a warp combines them and
+// one atomic per warp merges them. Comparing on the GPU spares each of the 18 paths
+// a copy of B*T*V logits to the host and a host loop over them (about a second of
+// every sweep job's verify, which ran before the timed part while the GPU waited).
+struct LogitDiff {
+    unsigned long long bad, worst;  // worst: |d| bits << 32 | index
+    unsigned int rel_bits;
+};
+
+static __global__ void logit_diff_kernel(const float* got, const float* want, unsigned int n, float atol,
+                                         LogitDiff* out) {
+    unsigned long long bad = 0, worst = 0;
+    unsigned int rel = 0;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float d = fabsf(got[i] - want[i]);
+        if (!(d <= atol)) ++bad;
+        const unsigned int bits = isnan(d) ? 0x7f800000u : __float_as_uint(d);
+        worst = max(worst, ((unsigned long long)bits << 32) | i);
+        rel = max(rel, isnan(d) ? 0x7f800000u : __float_as_uint(d / fmaxf(fabsf(want[i]), 1e-6f)));
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        bad += __shfl_down_sync(0xffffffffu, bad, o);
+        worst = max(worst, __shfl_down_sync(0xffffffffu, worst, o));
+        rel = max(rel, __shfl_down_sync(0xffffffffu, rel, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&out->bad, bad);
+        atomicMax(&out->worst, worst);
+        atomicMax(&out->rel_bits, rel);
+    }
+}
+
 // Runs each path on ref.tokens and compares the logits; `out` gets one LogitCheck per
 // path. Allocates the activations for ref.B x ref.T. Returns 0, or -1 on a CUDA error.
 inline int check_logits(GPT2& model, const GPT2Reference& ref, const std::vector<EngineOptions>& paths, double atol,
@@ -51,28 +88,49 @@ inline int check_logits(GPT2& model, const GPT2Reference& ref, const std::vector
                 model.config.vocab_size);
         return -1;
     }
+    const size_t n = ref.logits.size();
+    if (n >= (1ull << 32)) {
+        fprintf(stderr, "the reference has %zu logits; the check indexes at most 2^32\n", n);
+        return -1;
+    }
     if (gpt2_alloc_acts(model, ref.B, ref.T, true)) return -1;
     if (cudaCheck(cudaMemcpy(model.acts.tokens, ref.tokens.data(), ref.tokens.size() * sizeof(int), cudaMemcpyHostToDevice)))
         return -1;
-    const size_t n = ref.logits.size();
-    std::vector<float> logits(n);
+    float* want = nullptr;
+    LogitDiff* diff = nullptr;
+    if (cudaCheck(cudaMalloc(&want, n * sizeof(float))) || cudaCheck(cudaMalloc(&diff, sizeof(LogitDiff))) ||
+        cudaCheck(cudaMemcpy(want, ref.logits.data(), n * sizeof(float), cudaMemcpyHostToDevice))) {
+        cudaFree(want);
+        return -1;
+    }
+    int err = 0;
     for (const EngineOptions& opt : paths) {
         // Poison the logits so an output the engine never writes cannot pass.
-        if (cudaCheck(cudaMemset(model.acts.logits, 0xff, n * sizeof(float)))) return -1;
-        if (gpt2_forward(model, model.acts.tokens, ref.B, ref.T, opt, 0) || cudaCheck(cudaDeviceSynchronize())) return -1;
-        if (cudaCheck(cudaMemcpy(logits.data(), model.acts.logits, n * sizeof(float), cudaMemcpyDeviceToHost))) return -1;
+        LogitDiff d{};
+        err = cudaCheck(cudaMemset(model.acts.logits, 0xff, n * sizeof(float))) ||
+              gpt2_forward(model, model.acts.tokens, ref.B, ref.T, opt, 0) ||
+              cudaCheck(cudaMemset(diff, 0, sizeof(LogitDiff)));
+        if (!err) {
+            logit_diff_kernel<<<4 * 132, 256>>>(model.acts.logits, want, (unsigned int)n, (float)atol, diff);
+            err = cudaCheck(cudaGetLastError()) || cudaCheck(cudaMemcpy(&d, diff, sizeof(d), cudaMemcpyDeviceToHost));
+        }
+        if (err) break;
         LogitCheck c;
         c.path = opt;
-        for (size_t i = 0; i < n; ++i) {
-            const double d = std::fabs((double)logits[i] - ref.logits[i]);
-            if (!(d <= atol)) ++c.bad;  // NaN counts as bad
-            if (!(d <= c.max_abs_err)) { c.max_abs_err = std::isnan(d) ? INFINITY : d; c.worst_index = i; }
-            c.max_rel_err = std::fmax(c.max_rel_err, d / std::fmax(std::fabs((double)ref.logits[i]), 1e-6));
-        }
+        c.bad = (size_t)d.bad;
+        c.worst_index = (size_t)(d.worst & 0xffffffffull);
+        const unsigned int abs_bits = (unsigned int)(d.worst >> 32);
+        float abs_err, rel_err;
+        memcpy(&abs_err, &abs_bits, sizeof(float));
+        memcpy(&rel_err, &d.rel_bits, sizeof(float));
+        c.max_abs_err = abs_err;
+        c.max_rel_err = rel_err;
         c.pass = c.bad == 0;
         out.push_back(c);
     }
-    return 0;
+    cudaFree(want);
+    cudaFree(diff);
+    return err ? -1 : 0;
 }
 
 // The prompt into the decoding state (the tokens, the sequence, the last position), synchronised.

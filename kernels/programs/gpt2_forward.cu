@@ -22,10 +22,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "../common.cuh"
@@ -33,6 +30,7 @@
 #include "args.h"
 #include "checks.h"
 #include "stats.h"
+#include "timing.h"
 
 static const char* kUsage =
     "usage: gpt2_forward --weights FILE [-b BATCH] [-t SEQ_LEN] [-n ITERATIONS] [-w WARMUP]\n"
@@ -40,31 +38,6 @@ static const char* kUsage =
     "                    [--kernel-timing] [--seed N] [--json FILE] [--ref FILE [--atol 1e-3]]";
 
 namespace {
-
-// Busy-waits on the GPU for `ns` nanoseconds of its global timer.
-__global__ void hold_gpu_kernel(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
-}
-
-using ShapeKey = std::tuple<std::string, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>;
-
-struct KernelSamples {
-    std::vector<double> launches_ns;
-    std::vector<double> iter_total_ns;
-};
-
-// ns to 0.1 ns, ms to 1 ns: a small model's forward pass takes well under a millisecond.
-std::string stats_json(const Stats& s, const char* unit) {
-    const int digits = strcmp(unit, "ms") == 0 ? 6 : 1;
-    char buf[320];
-    snprintf(buf, sizeof(buf), "\"median_%s\": %.*f, \"min_%s\": %.*f, \"max_%s\": %.*f, \"mean_%s\": %.*f, \"std_%s\": %.*f",
-             unit, digits, s.median, unit, digits, s.min, unit, digits, s.max, unit, digits, s.mean, unit, digits, s.std);
-    return buf;
-}
 
 // The logits on every path and the greedy tokens against the reference file.
 // 0 when both match; 1 after a FAIL line on stderr when not; 2 when the file is unusable.
@@ -157,7 +130,7 @@ int main(int argc, char** argv) {
     }
     cudaProfilerStop();
 
-    std::map<ShapeKey, KernelSamples> kernels;
+    KernelTimes kernels;
     if (args.has("--kernel-timing")) {
         LaunchRecorder& rec = LaunchRecorder::get();
         // Hold the GPU longer than the host takes to queue a pass (measured on the
@@ -169,16 +142,7 @@ int main(int argc, char** argv) {
             rec.enabled = true;
             const int err = forward();
             rec.enabled = false;
-            if (err || cudaCheck(cudaStreamSynchronize(stream))) return 1;
-            std::map<ShapeKey, double> totals;
-            for (const LaunchRecord& r : rec.records) {
-                float ms = 0;
-                if (cudaCheck(cudaEventElapsedTime(&ms, r.start, r.stop))) return 1;
-                const ShapeKey key{r.kernel, r.grid.x, r.grid.y, r.grid.z, r.block.x, r.block.y, r.block.z};
-                kernels[key].launches_ns.push_back(ms * 1e6);
-                totals[key] += ms * 1e6;
-            }
-            for (auto& [key, total] : totals) kernels[key].iter_total_ns.push_back(total);
+            if (err || cudaCheck(cudaStreamSynchronize(stream)) || kernels.add_iteration(rec.records)) return 1;
         }
     }
 
@@ -194,18 +158,8 @@ int main(int argc, char** argv) {
     fprintf(out, "  \"run\": {\"batch\": %d, \"seq_len\": %d, \"iterations\": %d, \"warmup\": %d, \"matmul\": \"%s\", \"fusion\": \"%s\", \"attention\": \"%s\"},\n",
             B, T, iters, warmup, matmul_name(opt.matmul), fusion_name(opt.fusion), attention_name(opt.attention));
     fprintf(out, "  \"forward_ms\": {%s},\n", stats_json(summarize(forward_ms), "ms").c_str());
-    fprintf(out, "  \"kernels\": [");
-    bool first = true;
-    for (const auto& [key, s] : kernels) {
-        const auto& [name, gx, gy, gz, bx, by, bz] = key;
-        fprintf(out, "%s\n    {\"kernel\": \"%s\", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"calls\": %zu, %s, \"iter_total_ns\": [",
-                first ? "" : ",", name.c_str(), gx, gy, gz, bx, by, bz, s.launches_ns.size() / iters,
-                stats_json(summarize(s.launches_ns), "ns").c_str());
-        for (size_t i = 0; i < s.iter_total_ns.size(); ++i) fprintf(out, "%s%.1f", i ? ", " : "", s.iter_total_ns[i]);
-        fprintf(out, "]}");
-        first = false;
-    }
-    fprintf(out, "\n  ]\n}\n");
+    kernels.write_json(out, iters);
+    fprintf(out, "\n}\n");
     if (out != stdout) fclose(out);
     gpt2_free(model);
     return 0;

@@ -18,7 +18,8 @@ Names are stored once, in StringIds(id, value); other tables hold ids.
         not the spelling Nsight Compute uses ("<128, ..., 1>"), so full names
         do not match across the two tools; the short names do.
     CUPTI_ACTIVITY_KIND_RUNTIME  one row per traced CUDA runtime call (CPU
-        ns): the launch call of a kernel has the kernel's correlationId. Driver
+        ns): the launch call of a kernel has the kernel's correlationId (for a
+        kernel of a replayed CUDA graph, the cudaGraphLaunch call's). Driver
         API launches (cuLaunchKernel) land in CUPTI_ACTIVITY_KIND_DRIVER when
         that is traced; both are looked up.
     NVTX_EVENTS  one row per NVTX range: eventType 59 (NvtxPushPopRange, from
@@ -50,9 +51,6 @@ there is no run-to-run spread (total_std_ns is 0).
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,13 +78,19 @@ def profile_command(program: list[str], report_base: Path, nsys: str = "nsys", *
     """nsys profile over the program's cudaProfilerStart/Stop window (or, `whole_run`,
     from start to exit), tracing CUDA and NVTX.
 
+    `--cuda-graph-trace=node`: the kernels of a replayed CUDA graph (gpt2_generate's
+    decoding steps) are traced one by one, each with the correlationId of the
+    cudaGraphLaunch call that replayed it; nsys's default traces a graph as one
+    whole and records none of its kernels.
+
     nsys appends ".nsys-rep" to `report_base` (see `report_path`). With the
     window, a program that never calls cudaProfilerStart gets no report ("No
     reports were generated") and nsys still exits 0: the backend then runs it
     again over the whole run (see sweep.profile, "Capture windows").
     """
     window = [] if whole_run else ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    return [nsys, "profile", *window, "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", str(report_base), *program]
+    return [nsys, "profile", *window, "-t", "cuda,nvtx", "--cuda-graph-trace=node", "--force-overwrite", "true",
+            "-o", str(report_base), *program]
 
 
 def report_path(report_base: Path) -> Path:

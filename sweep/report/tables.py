@@ -211,12 +211,15 @@ def evidence(ch: dict) -> str:
 
 
 def certified(ch: dict) -> str:
-    """The race's word on a pick: 'certified (12 rounds)', 'tie (3 tied; default in tied set)' or 'not raced'."""
+    """The race's word on a pick: 'certified (12 rounds)', 'tie (3 tied; default in tied set)', 'no evidence
+    (1 round(s)): the sweep's pick stands' or 'not raced'."""
     c = ch.get("certification")
     if not c:
         return "not raced"
     if c["status"] == "certified":
         return f"certified ({c['rounds']} rounds)"
+    if c["rounds"] < 3:   # Certification.verdict "unknown": the rule was not applied, the sweep's pick stands
+        return f"no evidence ({c['rounds']} round(s)): the sweep's pick stands"
     return f"tie ({len(c.get('tied', []))} tied after {c['rounds']} rounds; {c['rule']})"
 
 

@@ -136,7 +136,9 @@ class Certify:
 
     top: the fastest candidates raced (plus the default). budget_s: seconds the race
     may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
-    of its jobs). max_rounds: rounds at most.
+    of its jobs). max_rounds: rounds at most. combine: race the groups together, one
+    configuration per rank holding every group's entrant of that rank (top + 1 programs a
+    round instead of one per entrant); false races each entrant's own job.
     """
 
     enabled: bool = True
@@ -144,6 +146,7 @@ class Certify:
     budget_s: float = 0.0
     budget_share: float = 0.2
     max_rounds: int = 30
+    combine: bool = True           # race every group at once on combined configurations (sweep.certify.combined)
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,3 +98,57 @@ def test_every_family_header_is_compiled_as_its_own_unit():
     makefile = (KERNELS / "Makefile").read_text()
     listed = set(re.search(r"^FAMILIES := (.*)$", makefile, re.M).group(1).split())
     assert listed == units
+
+
+# ---------------------------------------------------------------------------
+# gpt2_generate, the decoding path's profile target, and its launch sizes
+# ---------------------------------------------------------------------------
+
+DECODE_CONF = ("#define MATVEC_BLOCK_SIZE 64\n#define MATVEC_MAX_ROWS 1\n#define ATTENTION_DECODE_BLOCK_SIZE 1024\n"
+               "#define KVCACHE_BLOCK_SIZE 96\n#define ARGMAX_BLOCK_SIZE 32\n#define LAYERNORM_BLOCK_SIZE 1024\n"
+               "#define ENCODER_BLOCK_X 64\n#define ENCODER_BLOCK_Y 1\n#define ENCODER_BLOCK_Z 1\n")
+# The kernel instantiations those macros make (host-side stub symbols, Itanium-mangled).
+DECODE_INSTANCES = ("matvec_kernelILi64ELi1E", "attention_decode_kernelILi1024E", "kv_cache_write_kernelILi96E",
+                    "argmax_kernelILi32E", "layernorm_kernelILi1024E")
+
+
+@pytest.fixture(scope="module")
+def decode_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """gpt2_generate built for sm_90 with every decoding launch size off its default."""
+    tmp = tmp_path_factory.mktemp("decode")
+    p = make(tmp, DECODE_CONF, "sm_90", (str(tmp / "build" / "gpt2_generate"),))
+    return p, tmp / "build" / "gpt2_generate"
+
+
+def test_gpt2_generate_builds_with_non_default_decode_launch_sizes(decode_build):
+    p, exe = decode_build
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    assert exe.is_file()
+    if shutil.which("nm"):
+        symbols = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+        assert [s for s in DECODE_INSTANCES if s not in symbols] == []
+        assert "argmax_kernelILi1024E" not in symbols   # the default is gone, not built beside
+
+
+def test_gpt2_generate_refuses_a_batch_other_than_1_before_touching_the_gpu(decode_build):
+    p, exe = decode_build
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    r = subprocess.run([str(exe), "--weights", "/nonexistent/gpt2.bin", "-b", "4"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "-b 4: gpt2_generate decodes one sequence, so its batch must be 1" in r.stderr
+
+
+DECODE_ILLEGAL = [
+    ("MATVEC_BLOCK_SIZE 48", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_BLOCK_SIZE 0", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_MAX_ROWS 17", "matmul", "MATVEC_MAX_ROWS must be 1..16"),
+    ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("KVCACHE_BLOCK_SIZE 2048", "kvcache", "KVCACHE_BLOCK_SIZE must be between 1 and 1024"),
+    ("ARGMAX_BLOCK_SIZE 0", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
+    ("ARGMAX_BLOCK_SIZE 1056", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
+]
+
+
+@pytest.mark.parametrize("define, family, message", DECODE_ILLEGAL, ids=[i[0].replace(" ", "=") for i in DECODE_ILLEGAL])
+def test_an_illegal_decode_launch_size_fails_to_compile_with_its_static_assert(tmp_path, define, family, message):
+    test_illegal_conf_cuh_fails_to_compile_with_the_static_assert_message(tmp_path, define, family, message)

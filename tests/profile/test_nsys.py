@@ -66,7 +66,8 @@ def measured():
 def test_profile_command_captures_the_profiler_api_window_with_cuda_and_nvtx():
     cmd = nsys.profile_command(["./prog", "-n", "3"], Path("out/rep"))
     assert cmd == ["nsys", "profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-                   "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", "out/rep", "./prog", "-n", "3"]
+                   "-t", "cuda,nvtx", "--cuda-graph-trace=node", "--force-overwrite", "true", "-o", "out/rep",
+                   "./prog", "-n", "3"]
     assert nsys.report_path(Path("out/rep")) == Path("out/rep.nsys-rep")
 
 
@@ -389,7 +390,8 @@ def test_a_program_without_iteration_ranges_counts_as_one_iteration():
 
 def test_whole_run_profile_command_has_no_capture_range():
     cmd = nsys.profile_command(["./prog"], Path("out/rep"), whole_run=True)
-    assert cmd == ["nsys", "profile", "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", "out/rep", "./prog"]
+    assert cmd == ["nsys", "profile", "-t", "cuda,nvtx", "--cuda-graph-trace=node", "--force-overwrite", "true",
+                   "-o", "out/rep", "./prog"]
 
 
 def test_the_backend_tries_the_profiler_api_window_then_falls_back_to_the_whole_run(tmp_path):
