@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from test_sweep_slurm import cli, toy_space
+from test_sweep_slurm import cli, result, toy_space
 
 
 def test_a_sweep_over_two_gpu_partitions_picks_per_model_and_compares_them(tmp_path):
@@ -39,3 +39,26 @@ def test_a_sweep_over_two_gpu_partitions_picks_per_model_and_compares_them(tmp_p
     compare = cli("compare", "models.toy-debug", "models.toy-short", "--results-dir", str(results), "--format", "markdown")
     assert compare.returncode == 0, compare.stderr
     assert "models.toy-debug" in compare.stdout and "models.toy-short" in compare.stdout
+
+
+def test_each_gpu_models_picks_are_raced_and_confirmed_on_its_own_partition(tmp_path):
+    jobs, results = tmp_path / "jobs", tmp_path / "r"
+    space = toy_space(tmp_path, "racemodels", alphas=(64, 128), slurm={
+        "partition": "debug", "partitions": ["debug", "short"], "cpus_per_job": 1, "time_min": 5,
+        "array_parallelism": 2, "setup": ["export TOY_GPU_MODEL=toy-$SLURM_JOB_PARTITION"]})
+    p = cli("run", str(space), "--executor", "slurm", "--jobs-dir", str(jobs), "--results-dir", str(results))
+    assert p.returncode == 0, p.stdout + p.stderr
+    records = json.loads((jobs / "racemodels" / "_dispatch" / "slurm.json").read_text())
+    where = {t: r["partition"] for r in records for t in r["tags"]}
+    races = {t: part for t, part in where.items() if t.startswith("race_")}
+    assert sorted(races.values()) == ["debug", "short"]                      # one race per model, on its partition
+    for part in ("debug", "short"):
+        model = f"toy-{part}"
+        for tag in (f"default__{part}", f"best__{part}"):                   # baseline and combined best, there too
+            assert where[tag] == part and result(jobs, "racemodels", tag)["env"]["gpu"] == model
+        folder = results / f"racemodels.{model}"
+        best = json.loads((folder / "best.json").read_text())
+        (alpha,) = [c for c in best["choices"] if c["macros"] == ["ALPHA_BLOCK"]]
+        assert alpha["certification"]["status"] in ("certified", "tie") and alpha["certification"]["rounds"] >= 3
+        conf = json.loads((folder / "confirmation.json").read_text())
+        assert conf["best_total_ns"] > 0 and conf["default_total_ns"] > 0
