@@ -305,11 +305,19 @@ EOF
 # ---------------------------------------------------------------- checks
 munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
 ctld_ok() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
+# A daemon that exited stays a zombie until init reaps it, and kill -0 still
+# succeeds on it: where init reaps only every few seconds (as on the project's
+# machines), each stop waited ~2 s on a process long gone.
+running() { # pid
+    local st
+    st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null)" || return 1
+    [[ -n "$st" && "${st%% *}" != Z ]]
+}
 pid_alive() { # pidfile
     local pid
     [[ -s "$1" ]] || return 1
     pid="$(cat "$1" 2>/dev/null)" || return 1
-    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+    [[ "$pid" =~ ^[0-9]+$ ]] && running "$pid"
 }
 slurmd_ok() { pid_alive "$STATE_DIR/slurmd.pid"; }
 db_sql() { mariadb --no-defaults --socket="$DB_SOCKET" -uroot -N -B "$@"; }
@@ -386,6 +394,7 @@ start_munged() {
 }
 
 start_mariadb() {
+    local pid=""
     if db_ok; then
         return 0
     fi
@@ -413,9 +422,13 @@ start_mariadb() {
             --log-error="$STATE_DIR/log/mariadb.log" --innodb-flush-log-at-trx-commit=2 \
             --innodb-lock-wait-timeout=900) \
             </dev/null >"$STATE_DIR/log/mariadb.out" 2>&1 &
+        pid=$! # mariadbd's own: the subshell is no group leader, so setsid and env exec in place
     fi
     local i
     for i in $(seq 1 $((START_TIMEOUT * 5))); do
+        if [[ -n "$pid" ]] && ! running "$pid"; then
+            fail_start "mariadbd exited at start (port $DB_PORT taken by another server? see $STATE_DIR/log/mariadb.log)"
+        fi
         if db_ok; then
             # slurmdbd's login: made once per data folder, checked every start.
             db_sql -e "CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
@@ -447,7 +460,7 @@ start_slurmdbd() {
     fail_start "slurmdbd does not answer 'sacctmgr show cluster' after ${START_TIMEOUT}s"
 }
 
-acct() { # sacctmgr with immediate commit; its output goes to the log unless it fails
+acct() { # sacctmgr with immediate commit; its output is shown only when it fails
     local out
     out="$(sacctmgr -i "$@" 2>&1)" || fail_start "sacctmgr $* failed: $out"
 }
@@ -456,7 +469,7 @@ acct() { # sacctmgr with immediate commit; its output goes to the log unless it 
 # (each sacctmgr change costs ~0.5 s, so a new database gets four), the QOS
 # limit set to $MAX_SUBMIT every time (a restart may change it).
 setup_accounting() {
-    local users=(root) u
+    local users=(root) u new=0
     [[ -n "${SUDO_USER:-}" && "${SUDO_USER}" != root ]] && id "$SUDO_USER" >/dev/null 2>&1 && users+=("$SUDO_USER")
     case "$(sacctmgr -n -P show qos "$QOS" format=name,maxsubmitpu)" in
     "$QOS|$MAX_SUBMIT") ;;
@@ -465,11 +478,17 @@ setup_accounting() {
     esac
     # Set on the cluster's own association, the QOS is every association's
     # (root's in account root too) by inheritance; sacctmgr shows it on each.
-    sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" ||
+    if ! sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER"; then
         acct add cluster "$CLUSTER" QOS="$QOS" DefaultQOS="$QOS"
+        new=1
+    fi
     sacctmgr -n -P show account "$ACCOUNT" format=account | grep -qx "$ACCOUNT" ||
         acct add account "$ACCOUNT" Cluster="$CLUSTER" Description="sweep tests" Organization=sweep
     for u in "${users[@]}"; do
+        if [[ $new == 1 ]]; then # a new database: nothing to check
+            acct add user "$u" Account="$ACCOUNT" DefaultAccount="$ACCOUNT"
+            continue
+        fi
         [[ -n "$(sacctmgr -n -P show assoc where user="$u" account="$ACCOUNT" format=user)" ]] ||
             acct add user "$u" Account="$ACCOUNT" DefaultAccount="$ACCOUNT"
         [[ "$(sacctmgr -n -P show user "$u" format=defaultaccount)" == "$ACCOUNT" ]] ||
@@ -482,10 +501,6 @@ setup_accounting() {
 
 start_slurmctld() {
     if ctld_ok; then
-        local storage
-        storage="$(scontrol show config 2>/dev/null | sed -n 's/^AccountingStorageType *= *//p')"
-        [[ "$storage" == accounting_storage/slurmdbd ]] ||
-            fail_start "slurmctld is up with AccountingStorageType=$storage (started from an older cluster.sh?): run 'bash $0 restart'"
         return 0
     fi
     if pid_alive "$STATE_DIR/slurmctld.pid"; then
@@ -556,6 +571,8 @@ cmd_start() {
         say "wrote $CONF_DIR/slurm.conf$([[ $GPUS != 0 ]] && echo " and gres.conf")"
     elif [[ ! -s "$CONF_DIR/slurm.conf" ]]; then
         fail_start "daemons are partly running but $CONF_DIR/slurm.conf is missing; run 'bash $0 stop' first"
+    elif ! grep -qx 'AccountingStorageType=accounting_storage/slurmdbd' "$CONF_DIR/slurm.conf"; then
+        fail_start "Slurm runs with a slurm.conf without accounting (written by an older cluster.sh?): run 'bash $0 restart'"
     fi
     start_mariadb
     start_slurmdbd
@@ -567,13 +584,13 @@ cmd_start() {
 }
 
 # ---------------------------------------------------------------- stop
-stop_pidfile() { # name pidfile
+stop_pidfile() { # name pidfile [KILL]
     local pid i
     pid_alive "$2" || return 0
     pid="$(cat "$2")"
-    kill -TERM "$pid" 2>/dev/null || true
+    kill "-${3:-TERM}" "$pid" 2>/dev/null || true
     for i in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
+        running "$pid" || return 0
         sleep 0.1
     done
     say "$1 (pid $pid) ignored SIGTERM for 10s; sending SIGKILL"
@@ -598,11 +615,14 @@ cmd_stop() {
     fi
     stop_pidfile slurmd "$STATE_DIR/slurmd.pid"
     stop_pidfile slurmctld "$STATE_DIR/slurmctld.pid"
-    stop_pidfile slurmdbd "$STATE_DIR/slurmdbd.pid"
-    stop_pidfile mariadbd "$STATE_DIR/mariadb.pid"
+    # `fresh` deletes the database next: nothing of it needs a clean shutdown
+    # (which takes slurmdbd and mariadbd ~2 s each).
+    stop_pidfile slurmdbd "$STATE_DIR/slurmdbd.pid" "${1:-TERM}"
+    stop_pidfile mariadbd "$STATE_DIR/mariadb.pid" "${1:-TERM}"
     stop_pidfile munged "$STATE_DIR/munge/munged.pid"
     local left
-    left="$(pgrep -a -x 'slurmstepd|slurmd|slurmctld|slurmdbd|mariadbd' 2>/dev/null || true)"
+    # (zombies not yet reaped are gone for this purpose; they hold no port or file)
+    left="$(pgrep -a -x -r R,S,D,T,t 'slurmstepd|slurmd|slurmctld|slurmdbd|mariadbd' 2>/dev/null || true)"
     if [[ -n "$left" ]]; then
         say "warning: Slurm processes still running (not started from $STATE_DIR?):"
         printf '%s\n' "$left"
@@ -612,7 +632,7 @@ cmd_stop() {
 
 cmd_fresh() {
     need_root fresh
-    cmd_stop
+    cmd_stop KILL
     # Jobs an earlier run left queued would be recovered from the saved state
     # and hold the node, so tests time out waiting for theirs.
     # The accounting database goes too: job ids start at 1 again, and sacct

@@ -1,7 +1,7 @@
 """The single-node test cluster is real and behaves as the project relies on.
 
 Every test talks to the real daemons through the real client commands
-(sbatch, squeue, scancel, scontrol, sacct, srun) and to submitit. The job
+(sbatch, squeue, scancel, scontrol, sacct, sacctmgr, srun) and to submitit. The job
 scripts write marker files into the test's tmp_path; the jobs run as root on
 this machine, so the test reads them directly.
 
