@@ -16,11 +16,12 @@ The limits are read once per driver run:
 
 The submit limit is the smallest of those known. Where sacctmgr cannot say (not
 installed, no slurmdbd configured, slurmdbd or its database down), the limits say why
-in one clause of `describe()` and keep to MaxJobCount and max_submit. `next_array` then says how many
-configurations the next array takes: no more than MaxArraySize, no more than the
-submit limit leaves room for (counting the user's tasks already queued), and only
-while the sweep's earlier arrays leave some of its array_parallelism free, so that
-at most array_parallelism of its tasks run at once across all its arrays.
+in one clause of `describe()` and keep to MaxJobCount and max_submit. `next_array`
+then says how many configurations the next array takes: no more than MaxArraySize,
+no more than the submit limit leaves room for (counting the user's tasks already
+queued), and only while the sweep's earlier arrays leave some of its
+array_parallelism free, so that at most array_parallelism of its tasks run at once
+across all its arrays.
 """
 
 from __future__ import annotations
