@@ -4,6 +4,8 @@ What the real cluster does with them is pinned in tests/slurm/."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sweep.errors import SweepError
@@ -48,7 +50,8 @@ def test_an_extra_option_that_is_not_an_sbatch_option_is_refused():
 # The cluster's limits and how a plan is split to fit them (sweep.executors.slurm_limits)
 # ---------------------------------------------------------------------------
 
-from sweep.executors.slurm_limits import (LIMIT_REFUSALS, Limits, next_array, parse_config, parse_parsable,  # noqa: E402
+from sweep.executors.slurm_limits import (ASSOC_FIELDS, LIMIT_REFUSALS, QOS_FIELDS, Limits, failure,  # noqa: E402
+                                          next_array, parse_config, parse_parsable, sacctmgr_commands,
                                           submit_limits, throttles)
 from sweep.executors.slurm_queue import Queued, parse_squeue  # noqa: E402
 
@@ -86,22 +89,41 @@ def test_squeue_lines_give_each_task_its_state_and_pending_reason():
                                     "23_0": Queued("RUNNING", "None")}
 
 
-# sacctmgr -n -P show assoc where user=ana format=User,Account,MaxSubmit,DefaultQOS / show qos format=Name,MaxSubmitPU
-# (constructed in sacctmgr's parsable format: the test cluster has no accounting database to capture from)
-ASSOC = "ana|lab|500|normal\nana|other||\n"
-QOS = "normal|200\nhigh|\nlong|20\n"
+# sacctmgr's answers on the test cluster (Slurm 22.05.8 with slurmdbd and MariaDB 10.11), captured by
+# tests/data/sacctmgr/capture.sh: see its README for what each file is
+SACCTMGR = Path(__file__).parent / "data" / "sacctmgr"
 
 
-@pytest.mark.parametrize("account, qos, expected", [
-    (None, None, [(500, "MaxSubmitJobs 500 of association ana/lab (sacctmgr)"),
-                  (200, "MaxSubmitJobsPerUser 200 of QOS normal (sacctmgr)")]),
-    ("other", None, [(200, "MaxSubmitJobsPerUser 200 of QOS normal (sacctmgr)")]),   # no own limit, default QOS
-    ("other", "long", [(20, "MaxSubmitJobsPerUser 20 of QOS long (sacctmgr)")]),
-    ("other", "high", []),                                                             # a QOS without a limit
+def test_the_captures_answer_the_exact_commands_the_driver_runs():
+    assert [" ".join(c) for c in sacctmgr_commands("root", "sweep")] == (SACCTMGR / "commands.txt").read_text().splitlines()
+    assert "cluster=" not in " ".join(sacctmgr_commands("root", None)[0])  # no ClusterName: every cluster's
+
+
+@pytest.mark.parametrize("assoc, qos, account, qos_name, expected", [
+    # as cluster.sh sets it up: root in accounts sweep and root, both with the default QOS capped
+    ("assoc.txt", "qos.txt", None, None, [(15, "MaxSubmitJobsPerUser 15 of QOS capped (sacctmgr)")]),
+    # with MaxSubmitJobs=12 on root/sweep and the QOS long (20) and high (no limit)
+    ("assoc_limit.txt", "qos_more.txt", None, None, [(12, "MaxSubmitJobs 12 of association root/sweep (sacctmgr)"),
+                                                     (15, "MaxSubmitJobsPerUser 15 of QOS capped (sacctmgr)")]),
+    ("assoc_limit.txt", "qos_more.txt", "root", None, [(15, "MaxSubmitJobsPerUser 15 of QOS capped (sacctmgr)")]),
+    ("assoc_limit.txt", "qos_more.txt", "sweep", "long", [(12, "MaxSubmitJobs 12 of association root/sweep (sacctmgr)"),
+                                                          (20, "MaxSubmitJobsPerUser 20 of QOS long (sacctmgr)")]),
+    ("assoc_limit.txt", "qos_more.txt", "root", "high", []),           # no own limit, a QOS without one
 ])
-def test_association_and_qos_submit_limits_apply_to_the_account_and_qos_asked_for(account, qos, expected):
-    assocs = parse_parsable(ASSOC, ("User", "Account", "MaxSubmit", "DefaultQOS"))
-    assert submit_limits(assocs, parse_parsable(QOS, ("Name", "MaxSubmitPU")), account, qos) == expected
+def test_association_and_qos_submit_limits_apply_to_the_account_and_qos_asked_for(assoc, qos, account, qos_name,
+                                                                                 expected):
+    assocs = parse_parsable((SACCTMGR / assoc).read_text(), ASSOC_FIELDS)
+    assert submit_limits(assocs, parse_parsable((SACCTMGR / qos).read_text(), QOS_FIELDS), account, qos_name) == expected
+
+
+@pytest.mark.parametrize("capture, reason", [
+    ("slurmdbd_down.err", "failed to open persistent connection to host:localhost:6819: Connection refused"),
+    ("mariadb_down.err", ("Something happened with the receiving/processing of the persistent connection init "
+                          "message to localhost:6819: Unable to connect to database")),
+    ("no_slurmdbd.err", "You are not running a supported accounting_storage plugin"),
+])
+def test_why_sacctmgr_said_nothing_is_its_first_error_in_one_line(capture, reason):
+    assert failure((SACCTMGR / capture).read_text()) == reason
 
 
 @pytest.mark.parametrize("message, waits", [

@@ -7,18 +7,21 @@ The limits are read once per driver run:
     MaxJobCount    `scontrol show config`: the job records the controller keeps, every
                    array task counted (finished ones too, for MinJobAge); a ceiling on
                    what one user can have queued
-    MaxSubmitJobs  of the user's association, and MaxSubmitJobsPerUser of the QOS the jobs
-                   run under (`sacctmgr`), where an accounting database answers; every
-                   array task counts
+    MaxSubmitJobs  of the user's associations on this cluster, and MaxSubmitJobsPerUser of
+                   the QOS the jobs run under (`sacctmgr`), where an accounting database
+                   answers; every array task counts
     max_submit     the space's slurm.max_submit (--max-submit): the limit to keep where
                    sacctmgr cannot say (many clusters give users no accounting database),
                    or to leave room for other work
 
-The submit limit is the smallest of those known. `next_array` then says how many
-configurations the next array takes: no more than MaxArraySize, no more than the
-submit limit leaves room for (counting the user's tasks already queued), and only
-while the sweep's earlier arrays leave some of its array_parallelism free, so that
-at most array_parallelism of its tasks run at once across all its arrays.
+The submit limit is the smallest of those known. Where sacctmgr cannot say (not
+installed, no slurmdbd configured, slurmdbd or its database down), the limits say why
+in one clause of `describe()` and keep to MaxJobCount and max_submit. `next_array`
+then says how many configurations the next array takes: no more than MaxArraySize,
+no more than the submit limit leaves room for (counting the user's tasks already
+queued), and only while the sweep's earlier arrays leave some of its
+array_parallelism free, so that at most array_parallelism of its tasks run at once
+across all its arrays.
 """
 
 from __future__ import annotations
@@ -98,12 +101,35 @@ def submit_limits(assocs: list[dict[str, str]], qos: list[dict[str, str]], accou
 def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return subprocess.CompletedProcess(cmd, 1, "", str(e))
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]} not found on PATH")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"{cmd[0]} did not answer in {timeout:.0f} s")
+    except OSError as e:
+        return subprocess.CompletedProcess(cmd, 126, "", f"{cmd[0]}: {e.strerror}")
+
+
+def failure(stderr: str) -> str:
+    """Why a Slurm client said nothing, in one line: its first message, without the
+    'sacctmgr: error: ' prefix and the name of the C function that failed."""
+    for line in stderr.splitlines():
+        line = re.sub(r"^\w+:\s+(error:\s+)?", "", line.strip())
+        line = re.sub(r"^[a-z]+(_[a-z]+)+: ", "", line)
+        if line:
+            return line
+    return "no message"
 
 
 ASSOC_FIELDS = ("User", "Account", "MaxSubmit", "DefaultQOS")
 QOS_FIELDS = ("Name", "MaxSubmitPU")
+
+
+def sacctmgr_commands(user: str, cluster: str | None) -> tuple[list[str], list[str]]:
+    """The two sacctmgr calls: the user's associations (on `cluster`, where one slurmdbd serves
+    several), and every QOS."""
+    where = [f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
+    return (["sacctmgr", "-n", "-P", "show", "assoc", "where", *where, f"format={','.join(ASSOC_FIELDS)}"],
+            ["sacctmgr", "-n", "-P", "show", "qos", f"format={','.join(QOS_FIELDS)}"])
 
 
 def read_limits(s: Slurm, user: str) -> Limits:
@@ -116,11 +142,20 @@ def read_limits(s: Slurm, user: str) -> Limits:
     max_jobs = _int(config.get("MaxJobCount"))
     if max_jobs:
         limits.append((max_jobs, f"MaxJobCount {max_jobs} (scontrol show config)"))
-    a = _run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", f"format={','.join(ASSOC_FIELDS)}"])
-    if a.returncode == 0:
-        q = _run(["sacctmgr", "-n", "-P", "show", "qos", f"format={','.join(QOS_FIELDS)}"])
-        limits += submit_limits(parse_parsable(a.stdout, ASSOC_FIELDS),
-                                parse_parsable(q.stdout, QOS_FIELDS) if q.returncode == 0 else [], s.account, s.qos)
+    assoc_cmd, qos_cmd = sacctmgr_commands(user, config.get("ClusterName"))
+    a = _run(assoc_cmd)
+    if a.returncode != 0:
+        sources.append(f"no QOS or association submit limit read (sacctmgr: {failure(a.stderr)}), "
+                       f"so only MaxJobCount and slurm.max_submit limit submissions")
+    else:
+        assocs = parse_parsable(a.stdout, ASSOC_FIELDS)
+        if not assocs:
+            sources.append(f"sacctmgr lists no association of user {user}")
+        q = _run(qos_cmd)
+        if q.returncode != 0:
+            sources.append(f"no QOS submit limit read (sacctmgr: {failure(q.stderr)})")
+        limits += submit_limits(assocs, parse_parsable(q.stdout, QOS_FIELDS) if q.returncode == 0 else [],
+                                s.account, s.qos)
     if s.max_submit:
         limits.append((s.max_submit, f"slurm.max_submit {s.max_submit}"))
     if not limits:

@@ -1,7 +1,7 @@
 """Fixtures for tests that need the project's single-node Slurm cluster.
 
-The cluster is real (munged, slurmctld, slurmd from Debian's packages) and is
-managed by ``tests/slurm/cluster.sh``. ``slurm_cluster`` makes sure it is up,
+The cluster is real (munged, slurmctld, slurmd, slurmdbd and its MariaDB from
+Debian's packages) and is managed by ``tests/slurm/cluster.sh``. ``slurm_cluster`` makes sure it is up,
 starting it when the binaries are installed but the daemons are not running.
 Without Slurm the tests skip, unless ``SWEEP_REQUIRE_SLURM=1`` (CI sets it),
 in which case they fail with the reason.

@@ -1,7 +1,7 @@
 """The single-node test cluster is real and behaves as the project relies on.
 
 Every test talks to the real daemons through the real client commands
-(sbatch, squeue, scancel, scontrol, sacct, srun) and to submitit. The job
+(sbatch, squeue, scancel, scontrol, sacct, sacctmgr, srun) and to submitit. The job
 scripts write marker files into the test's tmp_path; the jobs run as root on
 this machine, so the test reads them directly.
 
@@ -131,7 +131,8 @@ def test_cluster_has_one_node_with_real_cpus_fake_gpus_and_expected_config(slurm
         (k.strip(), v.strip())
         for k, _, v in (line.partition("=") for line in run(["scontrol", "show", "config"]).stdout.splitlines())
     )
-    assert config["AccountingStorageType"] == "accounting_storage/none"
+    assert config["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert config["AccountingStorageEnforce"] == "associations,limits,qos"
     assert config["JobAcctGatherType"] == "jobacct_gather/none"
     assert config["ProctrackType"] == "proctrack/linuxproc"
     assert config["TaskPlugin"] == "task/none"
@@ -323,8 +324,47 @@ def test_scontrol_requeue_reruns_job_with_incremented_restart_count(submit, tmp_
     assert info["JobState"] == "RUNNING"
 
 
-# ------------------------------------------------------------------ sacct
-def test_sacct_fails_without_accounting_storage(submit):
+# ------------------------------------------------------------------ accounting
+def test_the_qos_refuses_a_submission_past_its_max_submit_jobs_per_user(submit):
+    limit = int(run(["sacctmgr", "-n", "-P", "show", "qos", "capped", "format=MaxSubmitPU"]).stdout)
+    assert run(["sacctmgr", "-n", "-P", "show", "user", "root", "format=DefaultAccount"]).stdout.strip() == "sweep"
+    # held: queued, never started; every array task counts toward the limit
+    first = submit(job_script("true\n"), "--hold", f"--array=0-{min(limit, 11) - 1}")
+    rest = limit - min(limit, 11)
+    if rest:
+        submit(job_script("true\n"), "--hold", f"--array=0-{rest - 1}")
+    assert len(array_states(first)) == min(limit, 11)
+    refused = run(["sbatch", "--hold", "--wrap", "true", "--output=/dev/null"], check=False)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        "sbatch: error: QOSMaxSubmitJobPerUserLimit",
+        ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
+         "size and/or time limits)")]
+
+
+def test_sacct_reads_a_finished_job_from_the_accounting_database(submit, slurm_cluster):
+    job_id = submit(job_script("true\n"))
+    wait_until(lambda: state(job_id) == "COMPLETED", 30, "job COMPLETED")
+    # The exact command submitit's SlurmInfoWatcher runs; slurmctld sends the record to slurmdbd on its own time.
+    cmd = ["sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", job_id]
+    out = wait_until(lambda: (p := run(cmd)).stdout.count("COMPLETED") == 2 and p.stdout, 30, "sacct to know the job")
+    assert out.splitlines() == ["JobID|State|NodeList", f"{job_id}|COMPLETED|{slurm_cluster.node}",
+                                f"{job_id}.batch|COMPLETED|{slurm_cluster.node}"]  # the job, then its batch step
+
+
+@pytest.fixture
+def no_accounting(tmp_path, monkeypatch):
+    """The clients read a copy of slurm.conf with AccountingStorageType=accounting_storage/none, as on the
+    many clusters whose users have no accounting database: sacct and sacctmgr fail as they do there, while
+    sbatch, squeue and scontrol talk to the same slurmctld."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    text = re.sub(r"(?m)^AccountingStorageType=.*$", "AccountingStorageType=accounting_storage/none", conf.read_text())
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "slurm.conf").write_text(re.sub(r"(?m)^AccountingStorageEnforce=.*\n", "", text))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "conf" / "slurm.conf"))
+
+
+def test_sacct_fails_without_accounting_storage(submit, no_accounting):
     job_id = submit(job_script("true\n"))
     wait_until(lambda: state(job_id) == "COMPLETED", 30, "job COMPLETED")
     # The exact command submitit's SlurmInfoWatcher runs.
@@ -375,7 +415,7 @@ def test_submitit_map_array_returns_results(slurm_partition, tmp_path, importabl
 
 
 def test_submitit_watcher_without_sacct_reports_unknown_and_never_done(
-    slurm_partition, tmp_path, importable_tests, caplog
+    slurm_partition, tmp_path, importable_tests, caplog, no_accounting
 ):
     submitit = pytest.importorskip("submitit")
     executor = submitit.AutoExecutor(folder=tmp_path, cluster="slurm")
