@@ -12,8 +12,10 @@ measures its one run (`run:`) in the job's folder itself, as before workloads.
 
 Verification happens once per configuration, on the first workload: the check
 commands (target.verify) run with its placeholders, and with `verify: profile`
-only its run carries the program's check arguments, so only its failure before
-the timed part is verify_failed (later workloads fail as runtime_failed). A
+only its first run carries the program's check arguments (the runs repeated for
+the noise of a short program time the same work unchecked), so only its failure
+before the timed part is verify_failed (later runs and workloads fail as
+runtime_failed). A
 configuration that computes wrong results is wrong at every shape; checking on
 every workload would cost each one a check (the engine: a reference pass over
 every path) and find nothing more.
@@ -96,6 +98,8 @@ class Measuring:
         self.sampler: sampling.Sampler | None = None
         self.parsed: profile.Parsed | None = None
         self.interval: list[float] = []     # [start, end] of its profiled runs, epoch seconds
+        self.runs = 0                       # profiled runs so far
+        self.fell_back = False              # the backend's fallback window replaced its own
 
     @property
     def seconds(self) -> float:
@@ -161,14 +165,20 @@ class Measuring:
     def capture_once(self) -> Ran:
         """One run of the profiled program; the first one that captured nothing in its window
         (a program that never calls cudaProfilerStart) switches to the backend's fallback window."""
-        be, inv = self.job.backend, self.inv
+        be = self.job.backend
+        if self.check and self.runs:   # the first run checked the results: the others time the same work unchecked
+            self.check = False
+            fresh = be.invocation(self.request())
+            self.inv = fresh.fallback if self.fell_back and fresh.fallback is not None else fresh
+        inv = self.inv
         p = self._profiled(inv)
         if inv.fallback is not None and not be.timed(inv):
             with open(self.log, "a") as f:
                 f.write(f"\n# {be.name} captured nothing in the {inv.capture} window (the program never called "
                         f"cudaProfilerStart): running it again, capturing the {inv.fallback.capture}\n")
-            self.inv = inv.fallback
+            self.inv, self.fell_back = inv.fallback, True
             p = self._profiled(self.inv)
+        self.runs += 1
         return p
 
     def _profiled(self, inv: profile.Invocation) -> Ran:

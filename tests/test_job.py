@@ -175,6 +175,18 @@ def test_a_self_checking_program_that_crashes_is_still_runtime_failed(job_for):
     assert (r.status, r.stage) == ("runtime_failed", "profile") and "SIGABRT" in r.reason
 
 
+def test_a_self_checking_program_run_again_for_its_noise_checks_only_in_its_first_run(job_for):
+    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
+    d = job_for(target=target_, run={"iterations": 1, "stopping": {"when": "never"}})
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target"]["check_args"] = ["--check"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = Job(d).run()
+    commands = [line for line in (d / "profile.log").read_text().splitlines() if line.startswith("$ ")]
+    assert r.status == "ok" and r.sampling.runs == len(commands) == 5
+    assert "--check" in commands[0] and not any("--check" in c for c in commands[1:])
+
+
 def test_check_args_join_the_timing_command_only_while_run_verify_is_on(job_for):
     target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
     d = job_for(target=target_)
