@@ -283,7 +283,10 @@ class Job:
         self.mark("parse", start)
         first = self.measuring[0].parsed
         self.env.update(first.env)
-        self.env.update(device_facts(first.device_text))
+        facts = device_facts(first.device_text)
+        if self.env.get("gpu_uuid"):   # NVML's reading of the GPU before a program's own word for it
+            facts.pop("gpu_uuid", None)
+        self.env.update(facts)
         if self.cfg.workloads:
             self.env["workloads"] = per
         return ms, first.forward_ms

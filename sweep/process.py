@@ -186,6 +186,8 @@ def device_facts(text: str) -> dict[str, Any]:
     out = {}
     if isinstance(dev, dict) and dev:
         out = {"gpu": dev.get("name", ""), "cuda_driver_api": dev.get("cuda_driver"), "cuda_runtime": dev.get("cuda_runtime")}
+        if dev.get("uuid"):   # which GPU of its model, where the program says (else the clocks' reading stands)
+            out["gpu_uuid"] = str(dev["uuid"])
     smi = shutil.which("nvidia-smi")
     if smi:
         r = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True)

@@ -29,10 +29,15 @@ def test_local_executor_runs_one_job_per_visible_gpu_at_a_time(write_space, dirs
     gpus, spans = [], []
     for d in sorted((jobs / "toy").glob("A*")):
         r = json.loads((d / "result.json").read_text())
-        gpus.append(r["env"]["gpu"])
+        assert r["env"]["gpu"] == "toy"                              # one GPU model ...
+        gpus.append(r["env"]["gpu_uuid"])                            # ... two GPUs of it
         spans.append(r["intervals"]["profile"])                     # [start, end], epoch seconds
-    assert sorted(set(gpus)) == ["toy (CUDA_VISIBLE_DEVICES=0)", "toy (CUDA_VISIBLE_DEVICES=1)"]
-    assert gpus.count("toy (CUDA_VISIBLE_DEVICES=0)") == 2 and min(b - a for a, b in spans) >= 1.5
+    assert sorted(set(gpus)) == ["toy-GPU-0", "toy-GPU-1"]
+    assert gpus.count("toy-GPU-0") == 2 and min(b - a for a, b in spans) >= 1.5
+    # two GPUs of one model are compared together (not as two models, one of them left out)
+    (alpha,) = [c for c in s.best.choices if c.macros == ("ALPHA_BLOCK",)]
+    assert {x.values["ALPHA_BLOCK"] for x in alpha.candidates} == {64, 128, 256, 512}
+    assert not any("GPU models" in n for n in s.best.notes) and alpha.values == {"ALPHA_BLOCK": 128}
 
     def overlap(x, y):
         return x[0] < y[1] and y[0] < x[1]

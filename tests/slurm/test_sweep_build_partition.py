@@ -61,7 +61,7 @@ def test_a_failed_build_cancels_only_its_own_measure_task_and_only_measuring_get
     assert scheduler_state(measures[0]["job_ids"][i]) == "CANCELLED"
     for tag in ("A64_B32", "A128_B32"):
         r = result(jobs, "bp", tag)
-        assert r["status"] == "ok" and r["env"]["gpu"].startswith("toy (CUDA_VISIBLE_DEVICES="), r
+        assert r["status"] == "ok" and r["env"]["gpu"] == "toy" and r["env"]["gpu_uuid"].startswith("toy-GPU-"), r
         assert scheduler_state(measures[0]["job_ids"][measures[0]["tags"].index(tag)]) == "COMPLETED"
 
 

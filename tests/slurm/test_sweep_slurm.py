@@ -102,7 +102,7 @@ def test_sweep_through_slurm_measures_picks_and_confirms(tmp_path):
     p = cli("run", str(toy_space(tmp_path, "ok", alphas=(64, 96, 128))), "--executor", "slurm", "--jobs-dir", str(jobs),
             "--results-dir", str(tmp_path / "r"))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "ok: ok 2, verify_failed 1" in p.stdout and "ALPHA_BLOCK=128" in p.stdout
+    assert "ok: ok 2, verify_failed 1" in p.stdout and "ALPHA_BLOCK=128" in p.stdout, p.stdout + p.stderr
     assert result(jobs, "ok", "A96_B32")["status"] == "verify_failed"
     assert (tmp_path / "r" / "ok" / "best" / "conf.cuh").is_file()
 

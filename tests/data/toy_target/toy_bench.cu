@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
     for (int it = 0; it < n; ++it) { a.push_back(alpha_time_ns(it, size > 0 ? size : 128)); b.push_back(beta_time_ns(it)); }
     FILE* f = json ? fopen(json, "w") : stdout;
     fprintf(f, "{\n  \"schema\": \"engine-timing/1\",\n  \"program\": \"toy_bench\",\n");
-    if (model) fprintf(f, "  \"device\": {\"name\": \"%s\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", model);
-    else fprintf(f, "  \"device\": {\"name\": \"toy (CUDA_VISIBLE_DEVICES=%s)\", \"compute_capability\": \"0.0\", \"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", gpu ? gpu : "");
+    // One model ("toy", or TOY_GPU_MODEL) whichever GPU the job was given, as two GPUs of one
+    // model are; which one it was is its uuid, as nvidia-smi tells GPUs apart.
+    fprintf(f, "  \"device\": {\"name\": \"%s\", \"uuid\": \"toy-GPU-%s\", \"compute_capability\": \"0.0\", "
+               "\"multiprocessors\": 0, \"cuda_driver\": 0, \"cuda_runtime\": 0},\n", model ? model : "toy", gpu ? gpu : "");
     fprintf(f, "  \"forward_ms\": {\"median_ms\": %.4f, \"min_ms\": 0, \"max_ms\": 0, \"mean_ms\": 0, \"std_ms\": 0},\n  \"kernels\": [\n",
             (a[0] + b[0]) / 1e6);
     stats(f, "alpha_kernel", ALPHA_BLOCK, 1, a, false);
