@@ -73,24 +73,29 @@ def has_gpu() -> bool:
     return os.system("nvidia-smi -L > /dev/null 2>&1") == 0
 
 
-@pytest.fixture(scope="session")
-def toy_sweep(tmp_path_factory):
-    """One full toy grid sweep (debug executor): (space path, jobs root, results root, RunSummary)."""
+def run_toy_sweep(root: Path, space: dict, **options):
+    """Run `space` (a toy space dict) as root/toy.yaml through the debug executor, as if on
+    GPU 0: (space path, jobs root, results root, RunSummary). Skips without nvcc."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
     from sweep import pipeline
 
-    root = tmp_path_factory.mktemp("toy_sweep")
-    space = root / "toy.yaml"
-    space.write_text(yaml.safe_dump(toy_space_dict(), sort_keys=False))
+    path = root / "toy.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
     old = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     try:
-        summary = pipeline.run(space, pipeline.Options(executor="debug", jobs_root=root / "jobs",
-                                                       results_root=root / "results", report=False, poll_s=0.05))
+        summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=root / "jobs",
+                                                      results_root=root / "results", poll_s=0.05, **options))
     finally:
         if old is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = old
-    return space, root / "jobs", root / "results", summary
+    return path, root / "jobs", root / "results", summary
+
+
+@pytest.fixture(scope="session")
+def toy_sweep(tmp_path_factory):
+    """One full toy grid sweep (debug executor): (space path, jobs root, results root, RunSummary)."""
+    return run_toy_sweep(tmp_path_factory.mktemp("toy_sweep"), toy_space_dict(), report=False)

@@ -175,12 +175,17 @@ def test_a_self_checking_program_that_crashes_is_still_runtime_failed(job_for):
     assert (r.status, r.stage) == ("runtime_failed", "profile") and "SIGABRT" in r.reason
 
 
-def test_a_self_checking_program_run_again_for_its_noise_checks_only_in_its_first_run(job_for):
-    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
-    d = job_for(target=target_, run={"iterations": 1, "stopping": {"when": "never"}})
+def _checking_job(job_for, **space) -> Path:
+    """A toy job whose timing program checks itself when given its check argument (--check)."""
+    d = job_for(target={**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}, **space)
     cfg = json.loads((d / "config.json").read_text())
     cfg["target"]["check_args"] = ["--check"]
     (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_a_self_checking_program_run_again_for_its_noise_checks_only_in_its_first_run(job_for):
+    d = _checking_job(job_for, run={"iterations": 1, "stopping": {"when": "never"}})
     r = Job(d).run()
     commands = [line for line in (d / "profile.log").read_text().splitlines() if line.startswith("$ ")]
     assert r.status == "ok" and r.sampling.runs == len(commands) == 5
@@ -188,12 +193,9 @@ def test_a_self_checking_program_run_again_for_its_noise_checks_only_in_its_firs
 
 
 def test_check_args_join_the_timing_command_only_while_run_verify_is_on(job_for):
-    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
-    d = job_for(target=target_)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["target"]["check_args"] = ["--check"]
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = _checking_job(job_for)
     assert Job(d).program()[-1] == "--check"
+    cfg = json.loads((d / "config.json").read_text())
     cfg["run"]["verify"] = False
     (d / "config.json").write_text(json.dumps(cfg))
     assert "--check" not in Job(d).program()
@@ -203,11 +205,7 @@ def test_a_race_rerun_of_a_self_checking_job_times_it_without_checking_it_again(
     from sweep.process import Tools
     from sweep.race import rerun
 
-    target_ = {**SELF_CHECKING, "profile": ["{build}/toy_bench", "-n", "{iterations}"]}
-    d = job_for(target=target_)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["target"]["check_args"] = ["--check"]
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = _checking_job(job_for)
     assert Job(d).program()[-1] == "--check"
     (again,) = rerun(d, tmp_path / "race" / d.name, Tools(), 60)     # one workload: the space's one run
     assert "--check" not in again.program() and again.program()[0] == Job(d).program()[0]

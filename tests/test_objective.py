@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +19,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import certify, collect, pipeline, race, select, target
+from sweep import certify, collect, race, select, target
 from sweep.objective import weighted_times
 from sweep.profile import Measurement
 from sweep.records import Best, load_record
 from sweep.stats import Entrant
-from test_trust import recorded, rows, toy_space_dict
+from test_trust import recorded, rows, run_toy_sweep, toy_space_dict
 
 DATA = Path(__file__).parent / "data"
 GELU, LN = recorded("gelu_kernel"), recorded("layernorm_kernel")
@@ -200,24 +199,13 @@ SMALL = {"small": {"profile": ["{build}/toy_bench", "-n", "{iterations}", "--siz
 def workloads_sweep(tmp_path_factory):
     """The toy with two workloads (big: the default program, alpha best at 128; small, weight 3: alpha
     best at 64), three rows, confirmed and raced: (space path, jobs, results, RunSummary)."""
-    if __import__("shutil").which("nvcc") is None:
-        pytest.skip("nvcc not installed")
     root = tmp_path_factory.mktemp("workloads")
     d = toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X", "BETA_Y"],
                                                   "rows": [[64, 64, 4], [128, 64, 4], [256, 64, 4]]},
                        certify={"budget_s": 30},
                        workloads=[{"name": "big"}, {"name": "small", "weight": 3, "program": "small", "iterations": 5}])
     d["target"]["programs"] = SMALL
-    path = root / "toy.yaml"
-    path.write_text(yaml.safe_dump(d, sort_keys=False))
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-    try:
-        summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=root / "jobs",
-                                                      results_root=root / "results", poll_s=0.05))
-    finally:
-        os.environ.pop("CUDA_VISIBLE_DEVICES") if old is None else os.environ.__setitem__("CUDA_VISIBLE_DEVICES", old)
-    return path, root / "jobs", root / "results", summary
+    return run_toy_sweep(root, d)
 
 
 def test_a_toy_sweep_over_two_workloads_picks_each_ones_own_and_the_weighted_overall(workloads_sweep):

@@ -399,7 +399,7 @@ def test_tags_for_adds_a_hash_suffix_exactly_to_colliding_tags(tmp_path, monkeyp
     s = load_text(tmp_path, "parameters:\n  A: {values: [1, 2, 3]}\n")
     c1, c2, c3 = (make_config(s, {"A": v}) for v in (1, 2, 3))
     # a coarser tag that maps 1 and 2 to the same name
-    monkeypatch.setattr(space_mod.model, "tag", lambda sp, c: "A12" if c["A"] < 3 else "A3")
+    monkeypatch.setattr(space_mod.configs, "tag", lambda sp, c: "A12" if c["A"] < 3 else "A3")
     tags = space_mod.tags_for(s, [c1, c2, c3, c1])
     assert tags[c3] == "A3"
     assert tags[c1] == f"A12_{values_digest(c1)[:6]}"

@@ -8,7 +8,6 @@ the engine's memory-bound kernels at six block sizes on an H100 (five each).
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 
@@ -34,7 +33,8 @@ def _root_conftest():
 
 
 _ROOT_CONFTEST = _root_conftest()
-H100, toy_space_dict = _ROOT_CONFTEST.H100, _ROOT_CONFTEST.toy_space_dict
+H100, toy_space_dict, run_toy_sweep = (_ROOT_CONFTEST.H100, _ROOT_CONFTEST.toy_space_dict,
+                                       _ROOT_CONFTEST.run_toy_sweep)
 
 CAPTURE = H100 / "nsys_kernel_bench_blocks.sqlite"
 
@@ -279,23 +279,11 @@ def test_a_combination_that_breaks_a_constraint_leaves_each_group_to_race_its_ow
 @pytest.fixture(scope="module")
 def one_iteration_sweep(tmp_path_factory):
     """The toy at one timed iteration per run, three rows, raced: (space path, jobs, results, RunSummary)."""
-    if __import__("shutil").which("nvcc") is None:
-        pytest.skip("nvcc not installed")
-    root = tmp_path_factory.mktemp("trust")
     d = toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
                                                   "rows": [[64, 32], [128, 64], [256, 32]]},
                        run={"iterations": 1}, certify={"budget_s": 30})
     d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
-    path = root / "toy.yaml"
-    path.write_text(yaml.safe_dump(d, sort_keys=False))
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-    try:
-        summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=root / "jobs",
-                                                      results_root=root / "results", poll_s=0.05))
-    finally:
-        os.environ.pop("CUDA_VISIBLE_DEVICES") if old is None else os.environ.__setitem__("CUDA_VISIBLE_DEVICES", old)
-    return path, root / "jobs", root / "results", summary
+    return run_toy_sweep(tmp_path_factory.mktemp("trust"), d)
 
 
 def test_a_one_iteration_program_is_run_five_times_and_its_runs_kept(one_iteration_sweep):

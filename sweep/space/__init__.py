@@ -23,9 +23,10 @@ from typing import Any
 
 from sweep.space.loader import MACRO_RE, MAX_CONSTRAINTS, MAX_PARAMETERS, MAX_VALUES, NAME_RE, TAG_RE, launch_size, \
     load_space, parse_space
+from sweep.space.configs import check, config_hash, default_config, first_broken, group_constraints, groups, \
+    make_config, tag, tags_for, values_digest
 from sweep.space.model import BACKENDS, MAX_VALUE, VERIFY_IN_PROFILE, Build, Certify, Config, Constraint, Parameter, \
-    Profile, Program, Run, Slurm, Space, Stopping, Strategy, Target, check, config_hash, default_config, first_broken, \
-    group_constraints, groups, iterations_per_run, make_config, tag, tags_for, values_digest
+    Profile, Program, Run, Slurm, Space, Stopping, Strategy, Target, iterations_per_run
 from sweep.space.workloads import DEFAULT as DEFAULT_WORKLOAD, Workload
 
 __all__ = [

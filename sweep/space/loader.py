@@ -10,7 +10,7 @@ and slurm settings say how each is compiled, measured and submitted.
 Everything is validated before anything is rendered: a bad file stops with one
 SweepError, on one line, naming the file, the key, the bad value, what is
 allowed and the fix. A *combination* that breaks a constraint is not an error:
-strategies skip it and record why (see model.check).
+strategies skip it and record why (see configs.check).
 
 Input is bounded (see reader for the file itself): at most MAX_PARAMETERS
 parameters, MAX_VALUES values each (a range is sized before it is expanded),

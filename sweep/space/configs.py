@@ -1,0 +1,157 @@
+"""Functions over a space's points: completion, legality, tags, hashes, parameter groups.
+
+`make_config` completes a point with its derived macros, `check` says why a point
+is illegal (None when it is legal), `tag`/`tags_for` name job folders,
+`config_hash` identifies what a job measures, and `groups` splits the swept
+parameters into the groups that must vary together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from typing import Any, Iterable, Mapping
+
+from sweep.space import expr
+from sweep.space.model import Config, Constraint, Parameter, Space, iterations_per_run
+
+
+
+def make_config(space: Space, chosen: Mapping[str, int]) -> Config:
+    """A Config from values for the swept parameters; derived ones are filled in."""
+    values = dict(chosen)
+    for p in space.parameters:
+        if p.derived:
+            values[p.macro] = values[p.equals]
+    missing = [p.macro for p in space.parameters if p.macro not in values]
+    if missing:
+        raise ValueError(f"no value for {', '.join(missing)}")
+    return Config(tuple((p.macro, int(values[p.macro])) for p in space.parameters))
+
+
+def check(space: Space, config: Config) -> str | None:
+    """None when `config` is legal, else why it is skipped (the first rule it breaks)."""
+    return first_broken(space.constraints, config.as_dict())
+
+
+def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
+    """Why the first of `constraints` that `values` break fails; None when all hold."""
+    for c in constraints:
+        try:
+            ok = c.holds(values)
+        except (ArithmeticError, ValueError, TypeError):  # e.g. x // 0, a negative shift, a complex power
+            ok = False
+        if not ok:
+            return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
+    return None
+
+
+def tag(space: Space, config: Config) -> str:
+    """Readable, stable job name, e.g. R128_G128_E5x5x5_L256_P256_F16.
+
+    Parameters sharing a tag letter are joined with 'x' (a 3-D block); derived
+    parameters take part like the others.
+    """
+    by_tag: dict[str, list[str]] = {}
+    for p in space.parameters:
+        by_tag.setdefault(p.tag, []).append(str(config[p.macro]))
+    return "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+
+
+def tags_for(space: Space, configs: list[Config]) -> dict[Config, str]:
+    """Tags for many configs; where two would collide, both get a short hash suffix."""
+    plain = {c: tag(space, c) for c in configs}
+    counts: dict[str, int] = {}
+    for t in plain.values():
+        counts[t] = counts.get(t, 0) + 1
+    return {c: t if counts[t] == 1 else f"{t}_{values_digest(c)[:6]}" for c, t in plain.items()}
+
+
+def values_digest(config: Config) -> str:
+    return hashlib.sha256(json.dumps(config.values).encode()).hexdigest()
+
+
+def config_hash(space: Space, config: Config, source_digest: str) -> str:
+    """Identity of what a job measures: macros, build, run and profile settings, and the
+    target's sources. A stored result counts as done only while this still matches."""
+    blob = json.dumps({
+        "macros": config.values, "target": space.target.name, "source": source_digest,
+        "build": [space.build.arch, space.build.nvcc_flags, space.build.make_targets],
+        "run": [space.run.batch, space.run.seq_len, space.run.warmup, space.run.iterations, space.run.args,
+                space.run.verify],
+        "profile": [space.profile.backend, space.profile.ncu_iterations],
+        "model": dict(space.target.model or {}),
+        **_sampling_identity(space),
+        # only with workloads, so the hashes of spaces without them stay what they were
+        **({"workloads": [w.identity() for w in space.workloads]} if space.workloads else {}),
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _sampling_identity(space: Space) -> dict[str, Any]:
+    """How the job samples, for its hash: nothing for plain single runs (so the hashes of
+    sweeps measured before repeats existed stay valid), else the runs and the rule (one
+    entry per distinct plan of the workloads, which may time different iterations)."""
+    runs = [dataclasses.replace(space.run, iterations=w.iterations) for w in space.workloads] or [space.run]
+    plans = list(dict.fromkeys(r.runs_for(iterations_per_run(r, space.profile)) for r in runs))
+    if all(repeats == 1 and not adaptive for repeats, adaptive in plans):
+        return {}
+    st = space.run.stopping
+    rule = [st.max_noise, st.budget_s, st.min_samples, st.max_samples]
+    entries = [[repeats, adaptive] + (rule if adaptive else []) for repeats, adaptive in plans]
+    return {"sampling": entries[0] if len(entries) == 1 else entries}
+
+
+def default_config(space: Space) -> Config | None:
+    """The target's own defaults, when every swept parameter declares one."""
+    if any(p.default is None for p in space.swept):
+        return None
+    return make_config(space, {p.macro: p.default for p in space.swept})
+
+
+# ---------------------------------------------------------------------------
+# Parameter groups
+# ---------------------------------------------------------------------------
+
+
+def groups(space: Space) -> list[list[Parameter]]:
+    """Swept parameters that must vary together, in declaration order.
+
+    Two parameters are grouped when they share a tag (the sides of a 3-D block),
+    a kernel pattern, or a constraint (a derived parameter counts as its source).
+    Every constraint then speaks about one group only, so a space's legal points
+    are the product of each group's legal combinations (see group_constraints).
+    """
+    swept = list(space.swept)
+    root = {p.macro: p.macro for p in swept}
+    source = {p.macro: (p.equals or p.macro) for p in space.parameters}
+
+    def find(m: str) -> str:
+        while root[m] != m:
+            root[m] = root[root[m]]
+            m = root[m]
+        return m
+
+    def union(a: str, b: str) -> None:
+        root[find(a)] = find(b)
+
+    for a, b in itertools.combinations(swept, 2):
+        if a.tag == b.tag or set(a.kernels) & set(b.kernels):
+            union(a.macro, b.macro)
+    for c in space.constraints:
+        named = sorted({source[n] for n in expr.names(c.expr) if n in source})
+        for other in named[1:]:
+            union(named[0], other)
+    out: dict[str, list[Parameter]] = {}
+    for p in swept:
+        out.setdefault(find(p.macro), []).append(p)
+    return list(out.values())
+
+
+def group_constraints(space: Space, group: list[Parameter]) -> tuple[Constraint, ...]:
+    """The constraints that name a parameter of `group` (or one derived from it), in file order."""
+    mine = {p.macro for p in group}
+    mine |= {p.macro for p in space.parameters if p.equals in mine}
+    return tuple(c for c in space.constraints if expr.names(c.expr) & mine)
