@@ -133,14 +133,14 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
     cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
     if rc == 0:
         return BuildOutcome("ok", "", log, seconds, arch, compiled, cached)
-    if NO_SPACE in text or out_of_space(job_dir):  # not this configuration's fault: the run ends, the half-built
-        needs = folder_bytes(job_dir / "build")      # objects go
-        shutil.rmtree(job_dir / "build", ignore_errors=True)
-        raise DiskFull.at(job_dir, needs)
+    written = folder_bytes(job_dir / "build")
+    if NO_SPACE in text or out_of_space(job_dir, written):  # not this configuration's fault: the run ends, the
+        shutil.rmtree(job_dir / "build", ignore_errors=True)  # half-built objects go
+        raise DiskFull.at(job_dir, written)
     return BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
 
 
-def out_of_space(job_dir: Path, floor_bytes: int = 1 << 20) -> bool:
+def out_of_space(job_dir: Path, written_bytes: int, floor_bytes: int = 1 << 20) -> bool:
     """Whether the filesystem holding job_dir had no room left when a build failed. The
     build log lives on that filesystem too, so on a full disk it may have lost the very
     line saying so (make: write error: stdout): the free space is the evidence that stays.
@@ -149,7 +149,7 @@ def out_of_space(job_dir: Path, floor_bytes: int = 1 << 20) -> bool:
         free = shutil.disk_usage(job_dir).free
     except OSError:
         return False
-    return free < max(floor_bytes, folder_bytes(Path(job_dir) / "build"))
+    return free < max(floor_bytes, written_bytes)
 
 
 def folder_bytes(folder: Path) -> int:

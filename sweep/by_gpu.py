@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from sweep import atomic, collect as collect_mod, render
+from sweep import atomic, collect as collect_mod
 from sweep.records import Best
-from sweep.space import Space, make_config
+from sweep.space import Space
 
 SEPARATOR = "__"   # between a configuration's tag and its partition
 
@@ -94,16 +94,16 @@ def results_dir(sweep_results: Path, space: Space, model: str) -> Path:
     return Path(sweep_results).parent / f"{space.name}.{slug(model)}"
 
 
-def write_index(space: Space, sweep_results: Path, picks: dict[str, Best | None], commit: str) -> None:
-    """results/<sweep>/best/<model>/conf.cuh for each model with a pick, and best_by_gpu.json."""
+def write_index(space: Space, sweep_results: Path, picks: dict[str, Best | None]) -> None:
+    """results/<sweep>/best/<model>/conf.cuh for each model with a pick (a copy of its results
+    folder's best/conf.cuh, written by sweep.finish), and best_by_gpu.json."""
     index: dict[str, Any] = {}
     for model, best in picks.items():
-        name = results_dir(sweep_results, space, model).name
-        index[model] = {"results": name, "conf": None}
+        folder = results_dir(sweep_results, space, model)
+        index[model] = {"results": folder.name, "conf": None}
         if best is None:
             continue
-        jc = render.job_config(space, make_config(space, {p.macro: best.config[p.macro] for p in space.swept}),
-                               "best", "-", commit)
-        atomic.write_text(Path(sweep_results) / "best" / slug(model) / "conf.cuh", render.render_conf(jc))
-        index[model] = {"results": name, "conf": f"best/{slug(model)}/conf.cuh", "best": best.to_dict()}
+        atomic.write_text(Path(sweep_results) / "best" / slug(model) / "conf.cuh",
+                          (folder / "best" / "conf.cuh").read_text())
+        index[model] = {"results": folder.name, "conf": f"best/{slug(model)}/conf.cuh", "best": best.to_dict()}
     atomic.write_json(Path(sweep_results) / "best_by_gpu.json", index)

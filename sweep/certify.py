@@ -86,14 +86,18 @@ def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA
     return next((n for n in r.looks if signed_rank_count(n, half) >= 0), max_rounds)
 
 
+def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
+    """Each job's profile seconds per profiled run (its runs count every workload's), by row."""
+    runs = configs["runs"].fillna(1).clip(lower=1) if "runs" in configs else 1
+    return configs["profile_s"].fillna(0) / runs
+
+
 def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float:
     """Seconds one round should take: each job's profiled run of every workload, from the sweep's own
     profile time per run (a job's runs count every workload's, so a round takes `workloads` of them)."""
     if configs.empty or "profile_s" not in configs:
         return 0.0
-    c = configs.drop_duplicates("tag").set_index("tag")
-    runs = c["runs"].fillna(1).clip(lower=1) if "runs" in c else 1
-    per_run = (c["profile_s"].fillna(0) / runs).to_dict()
+    per_run = seconds_per_run(configs.drop_duplicates("tag").set_index("tag")).to_dict()
     return float(sum(per_run.get(t, 0.0) for t in tags)) * max(1, workloads)
 
 
@@ -110,8 +114,7 @@ def affordable_rounds(p: RacePlan, configs: pd.DataFrame, jobs_per_round: int) -
     ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
     if ok.empty or "profile_s" not in ok:
         return math.inf
-    runs = ok["runs"].fillna(1).clip(lower=1) if "runs" in ok else 1
-    per_run = float((ok["profile_s"].fillna(0) / runs).median())
+    per_run = float(seconds_per_run(ok).median())
     runs_per_round = jobs_per_round * max(1, len(p.weights))
     return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
 
@@ -182,11 +185,8 @@ def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str,
     picks = {q.macro: best.config[q.macro] for q in space.swept}
     ranks: dict[str, dict[str, int]] = {}
     for x in p.lanes:
-        ranked = [e for e in x.entrants if not e.is_default]
-        for i, e in enumerate(ranked):
-            ranks.setdefault(str(i + 1), dict(picks)).update(x.values[e.id])
-        for e in (e for e in x.entrants if e.is_default):
-            ranks.setdefault("default", dict(picks)).update(x.values[e.id])
+        for entrant, rank in ranks_of(x).items():
+            ranks.setdefault(rank, dict(picks)).update(x.values[entrant])
     out = []
     for rank, values in ranks.items():
         if check(space, make_config(space, values)) is not None:
@@ -195,12 +195,17 @@ def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str,
     return out
 
 
+def ranks_of(x: Lane) -> dict[str, str]:
+    """Each entrant's rank in its lane: "1", "2", ... in the lane's order (fastest first), "default" for the default."""
+    ranked = [e.id for e in x.entrants if not e.is_default]
+    return {e.id: "default" if e.is_default else str(ranked.index(e.id) + 1) for e in x.entrants}
+
+
 def combined_plan(p: RacePlan, jobs: Mapping[str, tuple[str, str, str]]) -> RacePlan:
     """p with each entrant replaced by the combined job of its rank (jobs: rank -> tag, folder, config hash)."""
     lanes = []
     for x in p.lanes:
-        ranked = [e for e in x.entrants if not e.is_default]
-        rank_of = {e.id: str(ranked.index(e) + 1) if not e.is_default else "default" for e in x.entrants}
+        rank_of = ranks_of(x)
         entrants = tuple(dataclasses.replace(e, id=jobs[rank_of[e.id]][0]) for e in x.entrants)
         lanes.append(Lane(x.macros, x.patterns, entrants, {jobs[rank_of[e.id]][0]: x.values[e.id] for e in x.entrants}))
     tags = {t: (d, h) for t, d, h in jobs.values()}

@@ -45,7 +45,7 @@ def finish(space: Space, sw: "Sweep", results_dir: Path, confirm: bool,
             out = by_gpu.results_dir(results_dir, space, model)
             best, _ = _finish_one(space, sw, sub, out, confirm, certify_picks, part, several_models=False)
             picks[model] = best
-        by_gpu.write_index(space, results_dir, picks, sw.commit)
+        by_gpu.write_index(space, results_dir, picks)
         names = [f"{space.name}.{by_gpu.slug(m)}" for m in models]
         print(f"{len(names)} GPU models ({', '.join(picks)}): results and picks per model in {', '.join(names)}; "
               f"side by side: python config_sweep.py compare {names[0]} {names[1]}", file=sys.stderr)
