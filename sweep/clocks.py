@@ -2,11 +2,14 @@
 
     reader()        a Reader of this job's GPU: pynvml when it imports and the driver
                     answers, else nvidia-smi on PATH, else None (no GPU: nothing is read)
-    Monitor         polls a Reader in a thread while a program runs; `peak()` is the
-                    highest SM clock seen (and the other readings at that moment)
+    Monitor         polls a Reader in a thread while a program runs, stamping each reading
+                    with the wall clock; `peak()` is the highest SM clock seen (and the
+                    other readings at that moment), `series()` every reading in time order
+    Series          one run's stamped readings: the SM clock of each timed iteration
+                    (`iteration_clocks`), and whether the clock fell after it had boosted
     fingerprint()   host, GPU name and UUID, driver, default and maximum SM clock,
                     and the readings at the start: every result row carries it
-    throttled()     whether a run's peak SM clock is under 75% of the default clock
+    throttled()     whether an SM clock is under 75% of the default clock
                     (sweep.stats.drop_throttled, nvbench's rule)
 
 Which GPU: the first entry of CUDA_VISIBLE_DEVICES (an index or a UUID, as the
@@ -16,13 +19,19 @@ applications clock where the GPU reports one, else its maximum SM clock.
 A run's clock is its *peak*: the GPU idles at a low clock (345 MHz on an H100)
 before a program starts and while it loads, and boosts once its kernels run, so
 a run whose SM clock never reached 75% of the default clock ran throttled
-throughout. A run throttled only during part of its timed iterations is not
-caught this way: the readings are per run, not per iteration (a poll every
-0.05 s through NVML, 0.25 s through nvidia-smi).
+throughout. A run throttled during only part of its timed iterations is caught
+per iteration where the profile backend says when each iteration ran on the GPU
+(sweep.profile.Parsed.windows, on the same wall clock as the readings: cupti and
+nsys): an iteration's clock is the lowest reading taken inside it or, for an
+iteration shorter than a poll (a poll every 0.05 s through NVML, 0.25 s through
+nvidia-smi; iterations are often about 1 ms), the readings next to it (see
+`Series.iteration_clocks`). Only readings between the first timed iteration's
+start and the last one's end count: before them the GPU may still be idling.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import shutil
@@ -30,6 +39,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -178,15 +188,78 @@ def default_clock(facts: dict[str, Any]) -> float | None:
     return None
 
 
-def throttled(peak_sm_mhz: float, default_mhz: float | None) -> bool:
-    """A run whose peak SM clock is under THROTTLE_THRESHOLD (75%) of the default clock (unknown: not throttled)."""
+def throttled(sm_mhz: float, default_mhz: float | None) -> bool:
+    """An SM clock (a run's peak, an iteration's) under THROTTLE_THRESHOLD (75%) of the default clock
+    (either unknown: not throttled)."""
     if default_mhz is None:
         return False
-    return drop_throttled((1.0,), (peak_sm_mhz,), default_mhz).dropped == 1
+    return drop_throttled((1.0,), (sm_mhz,), default_mhz).dropped == 1
 
 
 def threshold(default_mhz: float | None) -> float | None:
     return None if default_mhz is None else THROTTLE_THRESHOLD * default_mhz
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """A reading and when it was taken: t_ns on the wall clock (time.time_ns(), CLOCK_REALTIME ns),
+    half-way through the read (an nvidia-smi read takes tens of ms)."""
+
+    t_ns: int
+    reading: Reading
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One run's stamped readings in time order, and the poll interval they were taken at (seconds)."""
+
+    readings: tuple[Stamped, ...] = ()
+    interval_s: float = POLL_S
+
+    def fell_after_boost(self, default_mhz: float | None) -> bool:
+        """An SM clock under the threshold came after one at or above it: the GPU slowed down
+        while the program ran (or after it ended). The idle clock before the first kernels
+        comes before the boost, so it alone never says so."""
+        boosted = False
+        for s in self.readings:
+            if not math.isfinite(s.reading.sm_mhz):
+                continue
+            if not throttled(s.reading.sm_mhz, default_mhz):
+                boosted = True
+            elif boosted:
+                return True
+        return False
+
+    def iteration_clocks(self, windows: Sequence[tuple[int, int]]) -> list[float]:
+        """The SM clock (MHz) of each window (start_ns, end_ns on the wall clock; a timed iteration):
+        the lowest reading inside it; for a window no reading fell in (shorter than a poll), the
+        lower of the nearest reading before its start and the nearest after its end, each only
+        within one poll interval of it; NaN where no reading says (kept: unknown is not throttled).
+
+        Only readings from the first window's start to the last one's end count: the GPU
+        is busy then, while before the first iteration it may still idle at a low clock
+        (345 MHz on an H100) that says nothing of how fast the iterations ran."""
+        if not windows:
+            return []
+        first, last = min(w[0] for w in windows), max(w[1] for w in windows)
+        busy = sorted((s.t_ns, s.reading.sm_mhz) for s in self.readings
+                      if first <= s.t_ns <= last and math.isfinite(s.reading.sm_mhz))
+        times = [t for t, _ in busy]
+        reach_ns = self.interval_s * 1e9
+        out = []
+        for start, end in windows:
+            lo, hi = bisect.bisect_left(times, start), bisect.bisect_right(times, end)
+            inside = [sm for _, sm in busy[lo:hi]]
+            if inside:
+                out.append(min(inside))
+                continue
+            near = []
+            if lo > 0 and start - times[lo - 1] <= reach_ns:          # the last reading before it
+                near.append(busy[lo - 1][1])
+            if hi < len(busy) and times[hi] - end <= reach_ns:        # the first reading after it
+                near.append(busy[hi][1])
+            out.append(min(near) if near else NAN)
+        return out
 
 
 class Monitor:
@@ -195,13 +268,18 @@ class Monitor:
     def __init__(self, reader: Reader | None, interval_s: float | None = None):
         self.reader = reader
         self.interval_s = interval_s if interval_s is not None else getattr(reader, "interval_s", POLL_S)
-        self.readings: list[Reading] = []
+        self.readings: list[Stamped] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def _read(self) -> None:
+        before = time.time_ns()
+        reading = self.reader.read()
+        self.readings.append(Stamped((before + time.time_ns()) // 2, reading))
+
     def _poll(self) -> None:
         while True:
-            self.readings.append(self.reader.read())
+            self._read()
             if self._stop.wait(self.interval_s):
                 return
 
@@ -215,12 +293,16 @@ class Monitor:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            self.readings.append(self.reader.read())
+            self._read()
 
     def peak(self) -> Reading:
         """The reading with the highest SM clock (all NaN when nothing was read)."""
-        known = [r for r in self.readings if math.isfinite(r.sm_mhz)]
+        known = [s.reading for s in self.readings if math.isfinite(s.reading.sm_mhz)]
         return max(known, key=lambda r: r.sm_mhz) if known else Reading()
+
+    def series(self) -> Series:
+        """Every reading, in time order, with the poll interval."""
+        return Series(tuple(sorted(self.readings, key=lambda s: s.t_ns)), self.interval_s)
 
 
 def sleep(seconds: float) -> None:
