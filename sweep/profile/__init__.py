@@ -32,17 +32,29 @@ programs without the calls; cupti needs no window at all.
 Every backend reports, per kernel x launch shape, the per-launch statistics and
 the total per timed iteration: the run-to-run spread that selection weighs a
 margin against.
+
+Iteration windows. A backend that knows when the GPU ran each timed iteration
+says so on the wall clock (Parsed.windows, CLOCK_REALTIME ns, the clock
+sweep.clocks stamps its readings with), so the sampler can drop an iteration the
+GPU ran throttled (sweep.sampling); it keeps the launches it aggregated
+(Parsed.timed_launches), so a run without some iterations is aggregated again
+from the rest (`Parsed.without`). cupti maps CUPTI's clock to the wall clock
+through the pairs of readings of both its library records; nsys adds the
+export's session start (its event times are relative to it). ncu replays each
+kernel alone and the events backend reports no times of day: no windows.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 Dim3 = tuple[int, int, int]
+Window = tuple[int, int]    # (start_ns, end_ns) on the wall clock (CLOCK_REALTIME ns, as time.time_ns())
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +207,19 @@ def aggregate(launches: Iterable[Launch], iterations: int) -> list[Measurement]:
     return out
 
 
+def iteration_windows(spans: Iterable[tuple[int, int, int]], to_wall: Callable[[int], int]) -> tuple[Window, ...]:
+    """Per timed iteration, from its first kernel's GPU start to its last kernel's GPU end, on the
+    wall clock: when the GPU ran what the iteration's sample times. `spans`: (iteration, start,
+    end) of each counted launch in the profiler's clock; `to_wall` maps that clock to the wall
+    clock. Iterations are numbered from 0 and each holds a launch (sweep.profile.ranges)."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, start, end in spans:
+        first[i] = min(first.get(i, start), start)
+        last[i] = max(last.get(i, end), end)
+    return tuple((to_wall(first[i]), to_wall(last[i])) for i in sorted(first))
+
+
 def is_finite(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -234,10 +259,32 @@ class Invocation:
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
+    """What a backend read from one run. `timed_launches`: the launches `measurements` aggregate,
+    each with its timed iteration (() where the backend does not keep them); `windows`: per timed
+    iteration, when the GPU ran it on the wall clock (None where the backend cannot say; see
+    "Iteration windows" above)."""
+
     measurements: list[Measurement]
     forward_ms: dict[str, float] = field(default_factory=dict)
     device_text: str = ""                      # text that may hold the program's device facts (its JSON)
     env: Mapping[str, Any] = field(default_factory=dict)   # facts for the result's env (cupti: the capture's summary)
+    timed_launches: tuple[Launch, ...] = ()
+    windows: tuple[Window, ...] | None = None
+
+    def without(self, dropped: Collection[int]) -> "Parsed":
+        """This run without the timed iterations `dropped` (0-based): their launches left out, the
+        others' iterations renumbered and aggregated again, so every statistic (per launch and per
+        iteration) is over the iterations kept. Needs the windows and the launches."""
+        if not dropped:
+            return self
+        if self.windows is None or not self.timed_launches:
+            raise ValueError("only a run with its iteration windows and launches can drop iterations")
+        kept = [i for i in range(len(self.windows)) if i not in dropped]
+        renumber = {old: new for new, old in enumerate(kept)}
+        launches = tuple(replace(launch, iteration=renumber[launch.iteration]) for launch in self.timed_launches
+                         if launch.iteration in renumber)
+        return replace(self, measurements=aggregate(launches, len(kept)), timed_launches=launches,
+                       windows=tuple(self.windows[i] for i in kept))
 
 
 def wrote_output(inv: Invocation) -> bool:

@@ -7,7 +7,7 @@ parser for the file it writes. No profiler process, no capture range, no export 
     capture = parse(out)                          # Measurements, resources, clean or crashed
 
 The library (cupti_inject.cpp, next to this file and shipped as package data;
-its header comment documents the "sweep-cupti/1" file format) is loaded by the
+its header comment documents the "sweep-cupti/2" file format) is loaded by the
 CUDA driver through CUDA_INJECTION64_PATH. It records, through the CUPTI
 Activity API, every kernel execution (name, grid, block, shared memory,
 registers, GPU start and end), the launch calls (CPU start and thread, for
@@ -22,7 +22,10 @@ version, host architecture and source (the build stage already does it, off the
 GPU); the profiled run is the program itself with the library's environment,
 capturing the whole run. Launches are attributed to NVTX "iteration" ranges as
 the nsys backend does (cupti_parse.py); a program without such ranges is one
-iteration per run: every launch counts, checks and warm-up included.
+iteration per run: every launch counts, checks and warm-up included. The library
+also records CUPTI's clock next to the wall clock, so each timed iteration's
+window on the wall clock comes with the parse (Parsed.windows), for the sampler
+to drop iterations the GPU ran throttled.
 """
 
 from __future__ import annotations
@@ -258,7 +261,8 @@ def _timed(inv: Invocation) -> bool:
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     cap = parse(inv.output)
     return Parsed(list(cap.measurements), forward_from_stdout(stdout), stdout,
-                  env={"cupti": cap.summary(), "iterations": cap.iterations})
+                  env={"cupti": cap.summary(), "iterations": cap.iterations}, timed_launches=cap.timed_launches,
+                  windows=cap.windows)
 
 
 BACKEND = Backend("cupti", "a CUPTI injection library in the program: every launch, no profiler process or export",

@@ -1,9 +1,11 @@
-"""Reading the "sweep-cupti/1" files that cupti_inject.cpp writes, record by record.
+"""Reading the "sweep-cupti/2" files that cupti_inject.cpp writes, record by record.
 
 The format is documented in cupti_inject.cpp's header comment: a header line,
-then one tab-separated record per line (`name`, `kern`, `call`, `mark`, `api`,
+then one tab-separated record per line (`clock`, `name`, `kern`, `call`, `mark`, `api`,
 `limits`, `fail`, `drop`, `signal`, `end`). This module turns a file into a `Capture` and knows
-nothing of Measurements; sweep/profile/cupti.py does that.
+nothing of Measurements; sweep/profile/cupti.py does that. Files of the library's
+first format, "sweep-cupti/1", read the same: they have no `clock` records, so
+their times cannot be placed on the wall clock (`Capture.realtime` is None).
 
 A program killed mid-way leaves a file without the `end` line, possibly with a
 torn last line (cut inside a write): that line is dropped and the rest is read.
@@ -16,14 +18,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from sweep.errors import SweepError
 from sweep.limits import Failure, Limits  # the records of refused launches; sweep.limits reads them
 from sweep.profile import Dim3, short_name
 from sweep.profile.ranges import Range
 
-FORMAT = "sweep-cupti/1"
+FORMAT = "sweep-cupti/2"                    # what the library writes
+FORMATS = ("sweep-cupti/1", FORMAT)         # what this module reads
 _ESCAPE = re.compile(r"\\(.)")
 _UNESCAPE = {"t": "\t", "n": "\n", "\\": "\\"}
 
@@ -76,6 +79,14 @@ class Mark:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockPair:
+    """CUPTI's clock and the wall clock (CLOCK_REALTIME), both ns, read by the library at one moment."""
+
+    cupti_ns: int
+    realtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class Capture:
     path: Path
     header: Mapping[str, str]
@@ -89,6 +100,19 @@ class Capture:
     signal: int | None = None
     dropped: int = 0
     torn: bool = False          # the last line was cut short and ignored
+    clock_pairs: tuple[ClockPair, ...] = ()    # at the start, and at the final flush when it ran
+
+    def realtime(self) -> Callable[[int], int] | None:
+        """CUPTI ns -> wall-clock ns (CLOCK_REALTIME): the first pair's offset, and with a second
+        pair (the final flush) the line through both, which follows any drift between the two
+        clocks over the run. None without pairs (a sweep-cupti/1 file)."""
+        if not self.clock_pairs:
+            return None
+        a, b = self.clock_pairs[0], self.clock_pairs[-1]
+        if b.cupti_ns == a.cupti_ns:
+            return lambda t: t + a.realtime_ns - a.cupti_ns
+        rate = (b.realtime_ns - a.realtime_ns) / (b.cupti_ns - a.cupti_ns)
+        return lambda t: a.realtime_ns + round((t - a.cupti_ns) * rate)
 
     @property
     def pid(self) -> int | None:
@@ -121,7 +145,7 @@ class Capture:
 
 
 def read_capture(path: Path) -> Capture:
-    """Parse a capture file; SweepError when it is missing, empty or not sweep-cupti/1."""
+    """Parse a capture file; SweepError when it is missing, empty or in none of FORMATS."""
     path = Path(path)
     if not path.is_file():
         raise SweepError(f"{path} does not exist: the program never initialised CUDA, or ran without the injection "
@@ -137,9 +161,9 @@ def read_capture(path: Path) -> Capture:
         raise SweepError(f"{path} is not a capture of the CUPTI injection library (it does not start with "
                          f"{FORMAT!r}); pass the file named by SWEEP_CUPTI_OUT")
     version = lines[0].split("\t", 1)[0]
-    if version != FORMAT:
-        raise SweepError(f"{path} is in format {version!r}; this version of the sweep reads {FORMAT!r}: rebuild the "
-                         f"library with sweep.profile.cupti.library() and capture again")
+    if version not in FORMATS:
+        raise SweepError(f"{path} is in format {version!r}; this version of the sweep reads {' and '.join(FORMATS)}: "
+                         f"rebuild the library with sweep.profile.cupti.library() and capture again")
     header = dict(f.split("=", 1) for f in lines[0].split("\t")[1:] if "=" in f)
     reader = _Reader(path)
     last = len(lines) - 1
@@ -155,7 +179,7 @@ def read_capture(path: Path) -> Capture:
     return Capture(path=path, header=header, kernels=tuple(reader.kernels), calls=reader.calls,
                    marks=tuple(reader.marks), apis=reader.apis, failures=tuple(reader.failures), limits=reader.limits,
                    complete=reader.complete, signal=reader.signal,
-                   dropped=reader.dropped, torn=torn)
+                   dropped=reader.dropped, torn=torn, clock_pairs=tuple(reader.clock_pairs))
 
 
 class _Reader:
@@ -171,6 +195,7 @@ class _Reader:
         self.complete = False
         self.signal: int | None = None
         self.dropped = 0
+        self.clock_pairs: list[ClockPair] = []
 
     def record(self, f: list[str]) -> None:
         tag = f[0]
@@ -213,9 +238,11 @@ class _Reader:
             self.dropped += int(f[1])
         elif tag == "signal":
             self.signal = int(f[1])
+        elif tag == "clock":
+            self.clock_pairs.append(ClockPair(int(f[1]), int(f[2])))
         elif tag == "end":
             self.complete = True
-        # other tags: records a later sweep-cupti/1 library may add; skipped
+        # other tags: records a later library of this format may add; skipped
 
 
 def _domain(value: str) -> str:

@@ -32,9 +32,11 @@
 //     kern record shows it; the fail record keeps its size and error, and the
 //     limits record the device's limits, for the sweep to say which was broken.
 //
-// File format "sweep-cupti/1": UTF-8 text, one record per line, fields separated
+// File format "sweep-cupti/2": UTF-8 text, one record per line, fields separated
 // by tabs; in names, tab, newline and backslash are written \t, \n and \\.
-//   sweep-cupti/1  pid=<pid>  cupti_api=<CUPTI_API_VERSION>  start_ns=<CUPTI clock>  exe=<path>
+//   sweep-cupti/2  pid=<pid>  cupti_api=<CUPTI_API_VERSION>  start_ns=<CUPTI clock>  exe=<path>
+//   clock  <cupti_ns> <realtime_ns>                  CUPTI's clock and CLOCK_REALTIME read at one moment:
+//                                                    right after the header, and again at the final flush
 //   api    <R|D> <cbid> <function name>             launch functions traced (R runtime, D driver)
 //   name   <id> <mangled> <demangled>               once, before the first kern line using it
 //   kern   <corr> <start_ns> <end_ns> <device> <context> <stream> <gx> <gy> <gz> <bx> <by> <bz>
@@ -51,7 +53,11 @@
 // `kern` start = end = 0: CUPTI had no times for it (still queued when flushed).
 // Lines are written as CUPTI hands back each completed buffer, so a program
 // killed mid-way leaves every record flushed so far; a file with an `end` line
-// is complete. Times are CUPTI timestamps (ns, one clock for CPU and GPU records).
+// is complete. Times are CUPTI timestamps (ns, one clock for CPU and GPU records),
+// which need not be the wall clock: the `clock` pairs map them onto CLOCK_REALTIME,
+// the clock the sweep stamps its GPU clock readings with, so it can tell which
+// timed iterations ran while the GPU throttled. "sweep-cupti/1" is this format
+// without `clock` records (its times cannot be placed on the wall clock).
 //
 // Flushing: at exit (atexit), after waiting up to 10 s for kernels still queued
 // (a program need not synchronise before it returns); and on SIGTERM, SIGINT,
@@ -75,6 +81,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -226,6 +233,23 @@ void mark_line(std::string& out, const CUpti_ActivityMarker2* m) {
     ++g_marks;
 }
 
+// A `clock` line: CUPTI's timestamp and CLOCK_REALTIME at one moment. The wall clock is read
+// on both sides of CUPTI's and the pair takes the middle, so the pair is off by half the time
+// between the two reads at most (well under a microsecond). Only async-signal-safe calls
+// besides CUPTI's own: it runs in the signal handler's flush too.
+void clock_line(std::string& out) {
+    timespec before{}, after{};
+    uint64_t cupti = 0;
+    clock_gettime(CLOCK_REALTIME, &before);
+    if (cuptiGetTimestamp(&cupti) != CUPTI_SUCCESS) return;
+    clock_gettime(CLOCK_REALTIME, &after);
+    auto ns = [](const timespec& t) -> uint64_t { return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec); };
+    out += "clock";
+    field(out, cupti);
+    field(out, (ns(before) + ns(after)) / 2);
+    out += '\n';
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     *buffer = static_cast<uint8_t*>(aligned_alloc(kAlign, kBufferBytes));
     *size = *buffer ? kBufferBytes : 0;
@@ -304,15 +328,16 @@ void flush_and_finish(int signal_number) {
     if (!g_done.compare_exchange_strong(expected, true)) return;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     std::string out;
+    clock_line(out);  // a second pair, a run after the first: the parser follows drift between the clocks
     if (signal_number) {
-        out = "signal";
+        out += "signal";
         field(out, uint64_t(signal_number));
     } else {
         char b[160];
         snprintf(b, sizeof b, "end\tkernels=%llu\tcalls=%llu\tmarks=%llu\tdropped=%llu\tfails=%llu",
                  (unsigned long long)g_kernels, (unsigned long long)g_calls, (unsigned long long)g_marks,
                  (unsigned long long)g_dropped, (unsigned long long)g_fails);
-        out = b;
+        out += b;
     }
     out += '\n';
     write_all(out);
@@ -518,13 +543,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     char exe[4096] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    std::string out = "sweep-cupti/1";
+    std::string out = "sweep-cupti/2";
     out += "\tpid=" + std::to_string(getpid());
     out += "\tcupti_api=" + std::to_string(CUPTI_API_VERSION);
     out += "\tstart_ns=" + std::to_string(now);
     out += "\texe=";
     escape(out, exe);
     out += '\n';
+    clock_line(out);
     write_all(out);  // the header goes first, before any buffer can complete
 
     // Thread ids from gettid(), for launch calls and NVTX ranges alike.

@@ -1,10 +1,14 @@
-"""Turning a CUPTI capture (sweep-cupti/1, read by cupti_file) into Measurements.
+"""Turning a CUPTI capture (sweep-cupti/2 or /1, read by cupti_file) into Measurements.
 
 Attribution to timed iterations follows the nsys backend (sweep/profile/ranges.py):
 with NVTX ranges named "iteration", a launch counts in the range its launch call
 started in, on the same thread, and launches outside them (warm-up, checks) are
 left out; without such ranges, every launch counts in one single iteration.
 NVTX ranges are seen only when the program opens them after initialising CUDA.
+
+Each timed iteration's window is when the GPU ran its launches (its first one's
+start to its last one's end), mapped to the wall clock through the capture's
+clock pairs (Capture.realtime); a sweep-cupti/1 capture has none, so no windows.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.profile import Launch, Measurement, aggregate
+from sweep.profile import Launch, Measurement, Window, aggregate, iteration_windows
 from sweep.profile.cupti_file import Failure, KernelRecord, read_capture
 from sweep.profile.ranges import attribute
 
@@ -59,6 +63,8 @@ class ParsedCapture:
     dropped: int                # records CUPTI dropped (its buffers were full)
     pid: int | None
     failures: tuple[Failure, ...] = ()     # launches the runtime refused (their size and error)
+    timed_launches: tuple[Launch, ...] = ()   # the launches the Measurements aggregate
+    windows: tuple[Window, ...] | None = None  # per timed iteration, on the wall clock; None: no clock pairs
 
     @property
     def truncated(self) -> bool:
@@ -80,7 +86,7 @@ class ParsedCapture:
 
 
 def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
-    """Measurements per kernel x launch shape, and the capture's facts, from a sweep-cupti/1 file.
+    """Measurements per kernel x launch shape, and the capture's facts, from a sweep-cupti file.
 
     A truncated file (no `end` line, or a torn last line) still parses: what was
     flushed counts, and `complete` is False. Raises SweepError when nothing
@@ -100,7 +106,7 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         if unclosed:
             raise SweepError(f"{path}: none of the {unclosed} NVTX {iteration_range!r} ranges was closed, so the "
                              f"program stopped inside its first timed iteration; {RERUN}")
-        launches = [_launch(k, 0) for k, done in zip(kernels, finished) if done]
+        timed = [(k, 0) for k, done in zip(kernels, finished) if done]
         iterations = 1
     else:
         calls = [cap.calls.get(k.correlation) for k in kernels]
@@ -109,19 +115,23 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         # out whole: its other launches alone would fake a short iteration.
         cut = {i for i, done in zip(where, finished) if i is not None and not done}
         kept = {i: n for n, i in enumerate(sorted({i for i in where if i is not None} - cut))}
-        launches = [_launch(k, kept[i]) for k, i in zip(kernels, where) if i in kept]
+        timed = [(k, kept[i]) for k, i in zip(kernels, where) if i in kept]
         iterations, partial = len(kept), len(cut)
-        if not launches:
+        if not timed:
             hint = ("no launch calls were traced (no `call` lines), so launches cannot be placed in ranges"
                     if not cap.calls else
                     "open the ranges on the thread that launches the kernels, around the launches")
             raise SweepError(f"{path}: none of the {len(kernels)} kernel launches was issued and finished inside one "
                              f"of the {len(ranges)} NVTX {iteration_range!r} ranges; {hint}")
+    launches = [_launch(k, i) for k, i in timed]
+    to_wall = cap.realtime()
+    windows = None if to_wall is None else iteration_windows(((i, k.start, k.end) for k, i in timed), to_wall)
     return ParsedCapture(
         measurements=tuple(aggregate(launches, iterations)), resources=_resources(kernels),
         complete=cap.complete, signal=cap.signal, iterations=iterations, launches=len(kernels),
         counted=len(launches), unfinished=finished.count(False), partial_iterations=partial,
-        unclosed_ranges=unclosed, dropped=cap.dropped, pid=cap.pid, failures=cap.failures)
+        unclosed_ranges=unclosed, dropped=cap.dropped, pid=cap.pid, failures=cap.failures,
+        timed_launches=tuple(launches), windows=windows)
 
 
 def _launch(k: KernelRecord, iteration: int) -> Launch:

@@ -29,9 +29,21 @@ Names are stored once, in StringIds(id, value); other tables hold ids.
         nvtxRangePushA strings: what gpt2_forward writes) or as `textId` into
         StringIds (registered strings and some domain APIs).
 
+    TARGET_INFO_SESSION_START_TIME  one row: utcEpochNs, the session's start on the
+        wall clock (ns since the epoch), with utcTime and localTime as text.
+
 globalTid and globalPid are serialized ids: the process id sits in bits 24..47
 (globalTid / 0x1000000 % 0x1000000), so a kernel's globalPid tells which
 process's runtime call carries its correlationId.
+
+Times (start, end) are ns from the session's start, CPU and GPU on one timeline:
+in the committed H100 exports the diagnostics put "Profiling has started" at 0
+and the profiler's set-up before it at negative times, and the first kernels
+sit milliseconds after 0 (`nsys_forward_odd.sqlite`, captured through
+cudaProfilerStart: 16.5 ms) or seconds after (`nsys_kernel_bench_blocks.sqlite`,
+the whole run: 2.7 s). So utcEpochNs + a time is that moment on the wall clock,
+which is how each timed iteration's window (`Export.windows`) is placed for the
+sampler's per-iteration throttling check; an export without the table has none.
 
 Attributing launches to iterations
 ----------------------------------
@@ -56,14 +68,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
-                           forward_from_stdout, short_name)
+from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, Window,
+                           aggregate, forward_from_stdout, iteration_windows, short_name)
 from sweep.profile.nsys_stats import parse_stats_csv, stats_command, stats_csv_path  # noqa: F401  (its API, here too)
 from sweep.profile.ranges import Range, attribute
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 NVTX_TABLE = "NVTX_EVENTS"
+SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
 # Used when an export has no ENUM_NSYS_EVENT_TYPE table to look them up in.
 NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -113,9 +126,25 @@ class _Kernel:
     kernel_full: str
     grid: Dim3
     block: Dim3
-    duration_ns: float
+    start: int                  # GPU start and end, ns from the session's start
+    end: int
     call_start: int | None      # CPU start of the launch call; None when it was not traced
     call_tid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """What the sweep reads from an nsys export: the launches of the timed iterations (each
+    with its iteration), how many iterations, and when the GPU ran each one on the wall clock
+    (None for an export without the session's start)."""
+
+    launches: tuple[Launch, ...]
+    iterations: int
+    windows: tuple[Window, ...] | None
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        return aggregate(self.launches, self.iterations)
 
 
 def parse_sqlite(path: Path, iteration_range: str = "iteration") -> list[Measurement]:
@@ -125,23 +154,32 @@ def parse_sqlite(path: Path, iteration_range: str = "iteration") -> list[Measure
     (one when the file has no `iteration_range` NVTX ranges; see the module
     docstring for how launches are attributed).
     """
+    return read_export(path, iteration_range).measurements
+
+
+def read_export(path: Path, iteration_range: str = "iteration") -> Export:
+    """The timed iterations' launches and windows of an `nsys export --type sqlite` file (see parse_sqlite)."""
     path = Path(path)
     conn = _connect(path)
     try:
-        kernels, ranges = _read(conn, path, iteration_range)
+        kernels, ranges, session_start = _read(conn, path, iteration_range)
     except sqlite3.Error as e:
         raise SweepError(f"{path} could not be read as an nsys export ({e}); the file may be truncated: "
                          f"export it again with `nsys export --type sqlite --force-overwrite true`") from None
     finally:
         conn.close()
     if not ranges:
-        return aggregate([_launch(k, 0) for k in kernels], 1)
-    launches, iterations = _attribute(kernels, ranges)
-    if not launches:
-        raise SweepError(f"{path}: none of the {len(kernels)} kernel launches was issued inside one of the "
-                         f"{len(ranges)} NVTX {iteration_range!r} ranges; open the ranges on the thread that "
-                         f"launches the kernels, around the launches")
-    return aggregate(launches, iterations)
+        timed, iterations = [(k, 0) for k in kernels], 1
+    else:
+        where, iterations = attribute([(k.call_start, k.call_tid) for k in kernels], ranges)
+        timed = [(k, i) for k, i in zip(kernels, where) if i is not None]
+        if not timed:
+            raise SweepError(f"{path}: none of the {len(kernels)} kernel launches was issued inside one of the "
+                             f"{len(ranges)} NVTX {iteration_range!r} ranges; open the ranges on the thread that "
+                             f"launches the kernels, around the launches")
+    windows = None if session_start is None else iteration_windows(
+        ((i, k.start, k.end) for k, i in timed), lambda t: session_start + t)
+    return Export(tuple(_launch(k, i) for k, i in timed), iterations, windows)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -159,7 +197,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[list[_Kernel], list[Range]]:
+def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[list[_Kernel], list[Range], int | None]:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if KERNEL_TABLE not in tables:
         if "StringIds" not in tables:
@@ -175,7 +213,7 @@ def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[l
     if not complete and unfinished:
         raise SweepError(f"{path}: none of the {unfinished} NVTX {iteration_range!r} ranges was closed, so the "
                          f"program stopped inside its first timed iteration; {RERUN}")
-    return kernels, complete
+    return kernels, complete, _session_start(conn, tables)
 
 
 def _kernels(conn: sqlite3.Connection, tables: set[str]) -> list[_Kernel]:
@@ -192,7 +230,7 @@ def _kernels(conn: sqlite3.Connection, tables: set[str]) -> list[_Kernel]:
         full = demangled or short or "?"
         call = calls.get((_pid(gpid), corr))
         out.append(_Kernel(kernel=short_name(full), kernel_full=full, grid=(gx, gy, gz), block=(bx, by, bz),
-                           duration_ns=float(end - start), call_start=call[0] if call else None,
+                           start=start, end=end, call_start=call[0] if call else None,
                            call_tid=call[1] if call else None))
     return out
 
@@ -205,6 +243,15 @@ def _launch_calls(conn: sqlite3.Connection, tables: set[str]) -> dict[tuple[int 
             for start, tid, corr in conn.execute(f"SELECT start, globalTid, correlationId FROM {table}"):
                 calls[(_pid(tid), corr)] = (start, tid)
     return calls
+
+
+def _session_start(conn: sqlite3.Connection, tables: set[str]) -> int | None:
+    """The session's start on the wall clock (ns since the epoch), None when the export does not say."""
+    if SESSION_START_TABLE not in tables:
+        return None
+    columns = {r[1] for r in conn.execute(f"PRAGMA table_info({SESSION_START_TABLE})")}
+    row = conn.execute(f"SELECT utcEpochNs FROM {SESSION_START_TABLE}").fetchone() if "utcEpochNs" in columns else None
+    return int(row[0]) if row and row[0] is not None else None
 
 
 def _pid(global_id: int | None) -> int | None:
@@ -237,15 +284,9 @@ def _nvtx_range_types(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, 
     return tuple(NVTX_RANGE_TYPES.values())
 
 
-def _attribute(kernels: list[_Kernel], ranges: list[Range]) -> tuple[list[Launch], int]:
-    """Launches inside a range, numbered by their range; ranges without launches dropped."""
-    where, iterations = attribute([(k.call_start, k.call_tid) for k in kernels], ranges)
-    return [_launch(k, i) for k, i in zip(kernels, where) if i is not None], iterations
-
-
 def _launch(k: _Kernel, iteration: int) -> Launch:
-    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=k.duration_ns, iteration=iteration,
-                  kernel_full=k.kernel_full)
+    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=float(k.end - k.start),
+                  iteration=iteration, kernel_full=k.kernel_full)
 
 
 CAPTURE_RANGE = "cudaProfilerApi"
@@ -262,7 +303,9 @@ def _invocation(req: Request) -> Invocation:
 
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
-    return Parsed(parse_sqlite(inv.output.with_suffix(".sqlite")), forward_from_stdout(stdout), stdout)
+    export = read_export(inv.output.with_suffix(".sqlite"))
+    return Parsed(export.measurements, forward_from_stdout(stdout), stdout, timed_launches=export.launches,
+                  windows=export.windows)
 
 
 BACKEND = Backend("nsys", "Nsight Systems: every launch in the timed NVTX iterations, grouped by name, grid and block",

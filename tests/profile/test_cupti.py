@@ -196,7 +196,7 @@ def test_a_capture_cut_before_any_kernel_record_says_the_program_stopped_before_
     (None, "does not exist: the program never initialised CUDA"),
     (b"", "is empty"),
     (b"Time (%),Total Time (ns),Instances\n", "is not a capture of the CUPTI injection library"),
-    (b"sweep-cupti/2\tpid=1\n", "is in format 'sweep-cupti/2'.*rebuild the library"),
+    (b"sweep-cupti/3\tpid=1\n", "is in format 'sweep-cupti/3'.*rebuild the library"),
 ])
 def test_files_that_are_not_captures_are_refused_with_the_fix(tmp_path, content, message):
     path = tmp_path / "capture.txt"
@@ -235,7 +235,7 @@ def test_a_range_end_whose_id_opened_nothing_closes_the_innermost_open_range_of_
 def test_the_library_source_writes_the_format_the_reader_reads():
     source = cupti.SOURCE.read_text()
     assert f'"{FORMAT}"' in source and cupti.ENV_OUT in source
-    for tag in ("name", "kern", "call", "mark", "api", "drop", "signal", "end"):
+    for tag in ("clock", "name", "kern", "call", "mark", "api", "drop", "signal", "end"):
         assert f"//   {tag} " in source or f"//   {tag}\t" in source, f"record {tag!r} is not documented"
 
 
