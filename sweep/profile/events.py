@@ -118,6 +118,8 @@ def _invocation(req: Request) -> Invocation:
 
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
+    # No iteration windows: the JSON times each launch with CUDA events but says nothing of when
+    # on the wall clock, so a run is judged for throttling by its peak clock only (sweep.sampling).
     text = read_output(inv)
     source = str(inv.output)
     return Parsed(parse_json(text, source=source), forward_ms(text, source=source), text)

@@ -334,6 +334,8 @@ def _timed(inv: Invocation) -> bool:
 
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
+    # No iteration windows: the CSV has no timestamps (and ncu serialises and replays each kernel),
+    # so a run is judged for throttling by its peak clock only (sweep.sampling).
     return Parsed(parse_csv(read_output(inv), iterations=inv.iterations), forward_from_stdout(stdout), stdout)
 
 
