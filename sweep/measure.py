@@ -195,7 +195,9 @@ class Measuring:
             check_exit(p, self.log)
         return p
 
-    def parse_once(self, ran: Ran) -> list[Measurement]:
+    def parse_once(self, ran: Ran) -> profile.Parsed:
+        """What the backend read from one run (its post commands first: nsys export); the sampler
+        judges its iterations by its windows and keeps its measurements."""
         inv = self.inv
         for cmd in inv.post:
             check_exit(run_program(list(cmd), self.log, "parse", self.job.timeout_s), self.log, "parse")
@@ -204,7 +206,7 @@ class Measuring:
         except SweepError as e:
             raise JobFailed(Status.RUNTIME_FAILED, "parse", str(e), self.log) from None
         self.parsed = parsed
-        return parsed.measurements
+        return parsed
 
 
 def named_failure(f: JobFailed, workload: str) -> JobFailed:

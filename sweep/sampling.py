@@ -12,15 +12,27 @@ when none matches): every shape's relative noise under max_noise, or settled
 gives 3 samples or more is run once by default: its iterations measure their
 noise, and repeating it would double the GPU time of every configuration.
 
-Each run is watched (sweep.clocks.Monitor); a run whose SM clock stayed under
-75% of the default clock is dropped, counted, and run again after a pause (at
-most MAX_THROTTLED times in a row; after that it is kept and the record says
-the GPU stayed throttled).
+Each run is watched (sweep.clocks.Monitor, each reading stamped with the wall
+clock), and samples taken while the SM clock was under 75% of the default clock
+are dropped and counted (Sampled.throttled_samples). A run whose SM clock never
+reached that threshold (its peak) is throttled whole. Where the backend says
+when the GPU ran each timed iteration (Parsed.windows: cupti, nsys) and a run
+has at least 3, each iteration is a sample: one that ran under the threshold
+leaves the run, its launches with it (`judge`), and a run left with fewer than
+3 counts as throttled. Elsewhere (ncu, events, a short program's runs) the run
+is the sample and only its peak judges it. A throttled run is run again after
+a pause (at most MAX_THROTTLED times in a row; after that it is kept and the
+record says the GPU stayed throttled).
 
-`Sampler` takes its GPU work as callables (capture one run; parse a capture),
-so the job (sweep.job) and the race (sweep.race) share it and tests drive it
-with recorded measurements. A plan of one run leaves the parse to the caller,
-after the GPU is released (`Taken.pending`), as the job always did.
+`Sampler` takes its GPU work as callables (capture one run; parse a capture
+into the backend's Parsed), so the job (sweep.job) and the race (sweep.race)
+share it and tests drive it with recorded measurements. A plan of one run
+leaves the parse to the caller, after the GPU is released (`Taken.pending`), as
+the job always did, unless the run's clock fell under the threshold after it
+had boosted: then its iterations may have run throttled, and it is parsed on
+the GPU, where it can still be run again (the idle clock before a program's
+first kernels is no reason). A run parsed later has its iterations judged
+then; should fewer than 3 be left, it is kept whole and the note says so.
 """
 
 from __future__ import annotations
@@ -35,9 +47,9 @@ from typing import Any, Generic, TypeVar
 
 from sweep import clocks
 from sweep.evidence import Sampled
-from sweep.profile import Measurement
+from sweep.profile import Measurement, Parsed
 from sweep.space.model import Run
-from sweep.stats import StoppingRule, noise_samples, summarize
+from sweep.stats import MIN_SAMPLES_FOR_NOISE, StoppingRule, noise_samples, summarize
 from sweep.stats.stopping import STOP_REASONS
 
 MAX_THROTTLED = 3        # throttled runs in a row before one is kept anyway
@@ -133,9 +145,44 @@ def describe(ms: Sequence[Measurement], kernels: Sequence[str], runs: int, **fie
                    noise=known[noisiest] if noisiest else None, noisiest=noisiest, **fields)
 
 
+def judge(parsed: Parsed, series: clocks.Series | None, default_mhz: float | None) -> tuple[Parsed, int, str]:
+    """One run judged per timed iteration: (the run without the iterations its GPU ran under 75%
+    of the default clock, how many those were, ""); or, when fewer than 3 iterations would be
+    left, (the run as it was, 0, why the whole run counts as throttled).
+
+    An iteration's clock is clocks.Series.iteration_clocks' (the lowest reading inside its
+    window, else the readings next to it). Nothing is judged (the run as it was, 0, "") in a
+    run of fewer than 3 iterations (its sample is the run: its peak judged it), without
+    windows (ncu, events, a sweep-cupti/1 capture) or readings, or with no default clock."""
+    windows = parsed.windows or ()
+    if default_mhz is None or series is None or not series.readings or len(windows) < MIN_SAMPLES_FOR_NOISE:
+        return parsed, 0, ""
+    cut = {i for i, sm in enumerate(series.iteration_clocks(windows)) if clocks.throttled(sm, default_mhz)}
+    if len(windows) - len(cut) < MIN_SAMPLES_FOR_NOISE:
+        return parsed, 0, (f"{len(cut)} of {len(windows)} timed iterations under "
+                           f"{clocks.threshold(default_mhz):.0f} MHz")
+    return parsed.without(cut), len(cut), ""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept(Generic[C]):
+    """One run Sampler.one kept: its capture; its parse, throttled iterations dropped, when it was
+    parsed on the GPU (None: parse it later); its readings and peak; the throttled runs dropped
+    before it and the iterations dropped from it; a note when it was kept though throttled."""
+
+    capture: C
+    parsed: Parsed | None
+    series: clocks.Series
+    peak: clocks.Reading
+    throttled_runs: int
+    throttled_iterations: int
+    note: str = ""
+
+
 @dataclass
 class Taken(Generic[C]):
-    """What Sampler.take gathered on the GPU: parsed runs, or (one-run plan) the capture to parse."""
+    """What Sampler.take gathered on the GPU: parsed runs, or (one-run plan) the capture to parse
+    and the readings taken while it ran (`series`, to judge its iterations by once parsed)."""
 
     runs: list[list[Measurement]]
     pending: C | None
@@ -145,53 +192,74 @@ class Taken(Generic[C]):
     stopped: dict[str, Any] | None
     elapsed_s: float
     note: str = ""
+    series: clocks.Series | None = None
 
 
 class Sampler(Generic[C]):
-    """Runs `capture` (one profiled run, on the GPU) and `parse` (its Measurements) as the plan says.
+    """Runs `capture` (one profiled run, on the GPU) and `parse` (what the backend read from it) as the plan says.
 
     facts: the GPU's fingerprint (clocks.fingerprint) for its default clock; reader:
-    the clock reader (None: no clocks, nothing counts as throttled).
+    the clock reader (None: no clocks, nothing counts as throttled); monitor: what
+    watches a run (clocks.Monitor; a seam for tests).
     """
 
-    def __init__(self, plan: Plan, capture: Callable[[], C], parse: Callable[[C], list[Measurement]], *,
+    def __init__(self, plan: Plan, capture: Callable[[], C], parse: Callable[[C], Parsed], *,
                  reader: clocks.Reader | None = None, facts: Mapping[str, Any] | None = None,
-                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                 monitor: Callable[[clocks.Reader | None], clocks.Monitor] = clocks.Monitor):
         self.plan, self.capture, self.parse = plan, capture, parse
-        self.reader, self.clock = reader, clock
+        self.reader, self.clock, self.monitor = reader, clock, monitor
         self.sleep = sleep or (lambda s: clocks.sleep(s))
         self.default_mhz = clocks.default_clock(dict(facts or {}))
 
-    def one(self) -> tuple[C, clocks.Reading, int, str]:
-        """One capture the GPU did not throttle: (capture, peak reading, throttled runs before it, note)."""
+    def parses_on_gpu(self, series: clocks.Series) -> bool:
+        """Whether a run is parsed at once, on the GPU: every run of several (as always), and a
+        single run (else parsed after the GPU is released) whose iterations may have run
+        throttled, which only a clock that fell under the threshold after it had boosted can
+        say before the parse: only then may the run need repeating."""
+        return not self.plan.single or (self.plan.iterations >= MIN_SAMPLES_FOR_NOISE
+                                        and series.fell_after_boost(self.default_mhz))
+
+    def one(self) -> Kept[C]:
+        """One run the GPU did not throttle: its peak SM clock reached the threshold and, judged
+        per iteration (`judge`, when it is parsed here), at least 3 of its iterations did. A
+        throttled run is dropped and run again after a pause, at most MAX_THROTTLED times in a
+        row; after that it is kept and the note says so."""
         dropped, note = 0, ""
         while True:
-            with clocks.Monitor(self.reader) as mon:
+            with self.monitor(self.reader) as mon:
                 cap = self.capture()
-            peak = mon.peak()
-            if not clocks.throttled(peak.sm_mhz, self.default_mhz):
-                return cap, peak, dropped, note
+            peak, series = mon.peak(), mon.series()
+            parsed, cut, why = None, 0, ""
+            if clocks.throttled(peak.sm_mhz, self.default_mhz):
+                why = f"SM clock {peak.sm_mhz:.0f} MHz < {clocks.threshold(self.default_mhz):.0f}"
+            elif self.parses_on_gpu(series):
+                parsed, cut, why = judge(self.parse(cap), series, self.default_mhz)
+            if not why:
+                return Kept(cap, parsed, series, peak, dropped, cut, note)
             if dropped >= MAX_THROTTLED:
-                note = (f"the GPU stayed throttled (SM clock {peak.sm_mhz:.0f} MHz < {clocks.threshold(self.default_mhz):.0f}) "
-                        f"for {dropped + 1} runs in a row: this run was kept")
-                return cap, peak, dropped, note
+                note = f"the GPU stayed throttled ({why}) for {dropped + 1} runs in a row: this run was kept"
+                if parsed is None and not self.plan.single:    # each of several runs is parsed as it comes
+                    parsed = self.parse(cap)
+                return Kept(cap, parsed, series, peak, dropped, 0, note)
             dropped += 1
             self.sleep(self.plan.pause_s)
 
     def take(self) -> Taken[C]:
         """The runs, on the GPU: until `repeats` are kept and (adaptive) the rule stops them."""
         start, runs, peaks = self.clock(), [], []
-        throttled_runs, notes = 0, []
+        throttled_runs, throttled_samples, notes = 0, 0, []
         while True:
-            cap, peak, dropped, note = self.one()
-            throttled_runs += dropped
-            notes += [note] if note else []
+            kept = self.one()
+            throttled_runs += kept.throttled_runs
+            throttled_samples += kept.throttled_runs * self.plan.iterations + kept.throttled_iterations
+            notes += [kept.note] if kept.note else []
             if self.reader is not None:
-                peaks.append(peak.to_dict())
-            if self.plan.single:
-                return Taken([], cap, peaks, throttled_runs, throttled_runs * self.plan.iterations, None,
-                             self.clock() - start, "; ".join(notes))
-            runs.append(self.parse(cap))
+                peaks.append(kept.peak.to_dict())
+            if kept.parsed is None:      # a single run, parsed by `finish` off the GPU
+                return Taken([], kept.capture, peaks, throttled_runs, throttled_samples, None, self.clock() - start,
+                             "; ".join(notes), kept.series)
+            runs.append(kept.parsed.measurements)
             stopped = None
             if not runs[-1]:      # nothing measured: more runs will not help (the caller says why)
                 break
@@ -201,14 +269,20 @@ class Sampler(Generic[C]):
                 stopped = decide(self.plan.rule, watched(pool(runs), self.plan.kernels), self.clock() - start)
                 if stopped is not None:
                     break
-        return Taken(runs, None, peaks, throttled_runs, throttled_runs * self.plan.iterations, stopped,
-                     self.clock() - start, "; ".join(notes))
+        return Taken(runs, None, peaks, throttled_runs, throttled_samples, stopped, self.clock() - start,
+                     "; ".join(notes))
 
     def finish(self, taken: Taken[C]) -> tuple[list[Measurement], Sampled]:
-        """The pooled Measurements and the Sampled record (parses a pending capture: off the GPU)."""
-        runs = taken.runs if taken.pending is None else [self.parse(taken.pending)]
+        """The pooled Measurements and the Sampled record. A pending capture is parsed here (off
+        the GPU) and judged per iteration; too late to run it again, a run with fewer than 3
+        iterations left is kept whole and the note says so."""
+        runs, throttled_samples, notes = taken.runs, taken.throttled_samples, [taken.note] if taken.note else []
+        if taken.pending is not None:
+            parsed, cut, why = judge(self.parse(taken.pending), taken.series, self.default_mhz)
+            runs, throttled_samples = [parsed.measurements], throttled_samples + cut
+            notes += [f"{why}, seen once the GPU was released: the run was kept whole"] if why else []
         ms = pool(runs)
         return ms, describe(ms, self.plan.kernels, len(runs), adaptive=self.plan.adaptive, stopped=taken.stopped,
-                            throttled_runs=taken.throttled_runs, throttled_samples=taken.throttled_samples,
+                            throttled_runs=taken.throttled_runs, throttled_samples=throttled_samples,
                             threshold_mhz=clocks.threshold(self.default_mhz), clocks=tuple(taken.clocks),
-                            elapsed_s=taken.elapsed_s, note=taken.note)
+                            elapsed_s=taken.elapsed_s, note="; ".join(notes))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sweep import clocks, sampling
-from sweep.profile import Measurement
+from sweep.profile import Measurement, Parsed
 from sweep.space.model import Run, Stopping
 
 RUN = {"batch": 1, "seq_len": 1, "warmup": 1, "iterations": 20, "args": [], "verify": True}
@@ -48,7 +48,7 @@ class Clock:
 def stream_sampler(plan, stream, **kw):
     """A Sampler whose runs return the next `plan.iterations` values of `stream` for kernel k."""
     it = iter(stream)
-    return sampling.Sampler(plan, lambda: [next(it) for _ in range(plan.iterations)], lambda cap: [meas(cap)], **kw)
+    return sampling.Sampler(plan, lambda: [next(it) for _ in range(plan.iterations)], lambda cap: Parsed([meas(cap)]), **kw)
 
 
 @pytest.mark.parametrize("iterations, profile, repeats, adaptive", [
@@ -102,7 +102,7 @@ def test_stopping_watches_only_the_governed_kernels():
     def run():
         return [meas([1000 + rng.normal(0, 0.1)], "tight_kernel"), meas([1000 * (1 + rng.normal(0, 0.2))], "wild")]
 
-    s = sampling.Sampler(plan, run, lambda cap: cap, clock=Clock(0.1))
+    s = sampling.Sampler(plan, run, Parsed, clock=Clock(0.1))
     _, rec = s.finish(s.take())
     assert rec.stopped["reason"] == "converged" and rec.runs == 5 and rec.noisiest.startswith("tight_kernel")
 
@@ -110,7 +110,7 @@ def test_stopping_watches_only_the_governed_kernels():
 def test_a_program_with_enough_iterations_runs_once_and_is_parsed_after_the_gpu_is_released():
     plan = sampling.Plan.of(RUN, {})
     parsed = []
-    s = sampling.Sampler(plan, lambda: "capture", lambda cap: parsed.append(cap) or [meas(range(1, 21))])
+    s = sampling.Sampler(plan, lambda: "capture", lambda cap: parsed.append(cap) or Parsed([meas(range(1, 21))]))
     taken = s.take()
     assert taken.pending == "capture" and parsed == []
     ms, rec = s.finish(taken)
@@ -121,7 +121,7 @@ def test_a_throttled_run_is_dropped_counted_and_run_again_after_a_pause():
     pauses = []
     reader = FakeReader([1000.0, 1100.0])          # first run peaks at 1100 MHz < 75% of 1980
     plan = sampling.Plan.of(RUN, {})
-    s = sampling.Sampler(plan, lambda: "cap", lambda cap: [meas(range(1, 21))], reader=reader,
+    s = sampling.Sampler(plan, lambda: "cap", lambda cap: Parsed([meas(range(1, 21))]), reader=reader,
                          facts=reader.facts(), sleep=pauses.append)
     ms, rec = s.finish(s.take())
     assert rec.throttled_runs == 1 and rec.throttled_samples == 20 and rec.threshold_mhz == pytest.approx(1485.0)
@@ -130,7 +130,7 @@ def test_a_throttled_run_is_dropped_counted_and_run_again_after_a_pause():
 
 def test_a_gpu_throttled_run_after_run_is_kept_at_last_and_said_so():
     reader = FakeReader([900.0] * 100)
-    s = sampling.Sampler(sampling.Plan.of(RUN, {}), lambda: "cap", lambda cap: [meas(range(1, 21))], reader=reader,
+    s = sampling.Sampler(sampling.Plan.of(RUN, {}), lambda: "cap", lambda cap: Parsed([meas(range(1, 21))]), reader=reader,
                          facts=reader.facts(), sleep=lambda s: None)
     _, rec = s.finish(s.take())
     assert rec.throttled_runs == sampling.MAX_THROTTLED and "stayed throttled" in rec.note
