@@ -42,11 +42,12 @@ class Sampled:
     than 3 samples). noise: the largest relative noise (IQR / median) over the watched
     shapes, None when unknown; noisiest: that shape ("kernel grid block"). adaptive: the
     stopping rule decided how many runs; stopped: its record (samples, noise, reason,
-    elapsed_s), None for a fixed number of runs. throttled_runs / throttled_samples:
-    runs dropped (and their samples) because the SM clock was under threshold_mhz (75%
-    of the default clock; None when no clock is known). clocks: per kept run, the peak
-    readings while it ran (sm_mhz, mem_mhz, temperature_c, power_w). elapsed_s: seconds
-    of profiled runs, pauses included.
+    elapsed_s), None for a fixed number of runs. throttled_runs: runs dropped and run
+    again because the SM clock was under threshold_mhz (75% of the default clock; None
+    when no clock is known); throttled_samples: the samples dropped for it, those runs'
+    and the timed iterations dropped alone from runs kept (sweep.sampling). clocks: per
+    kept run, the peak readings while it ran (sm_mhz, mem_mhz, temperature_c, power_w).
+    elapsed_s: seconds of profiled runs, pauses included.
     """
 
     runs: int = 1

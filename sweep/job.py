@@ -262,7 +262,8 @@ class Job:
 
     def parse(self, taken: list[sampling.Taken]) -> tuple[list[Measurement], dict[str, float]]:
         """Turn each workload's runs into Measurements (a single run's parse is CPU only: it runs
-        outside the GPU lock). The forward time and the device facts are the first workload's."""
+        outside the GPU lock, unless its clock fell after it had boosted: see sweep.sampling). The
+        forward time and the device facts are the first workload's."""
         t1, start = time.monotonic(), time.time()
         ms: list[Measurement] = []
         parts, per = [], {}

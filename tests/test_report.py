@@ -204,6 +204,19 @@ def test_header_shows_the_gpu_driver_and_cuda_strings_recorded_by_the_jobs(toy: 
     assert "toy_space.yaml" in head and "events" in head and "debug" in head
 
 
+def test_header_counts_the_samples_dropped_as_throttled_and_the_runs_measured_again(toy: Path) -> None:
+    configs = pd.read_parquet(toy / "configs.parquet")
+    assert "Throttled" not in section(report.write_report(toy).read_text(), "header")   # tables from before it
+    ok = configs.index[configs["status"] == "ok"]
+    configs["throttled_runs"], configs["throttled_samples"] = 0, 0
+    configs.loc[ok[0], ["throttled_runs", "throttled_samples"]] = [1, 20]   # a run measured again
+    configs.loc[ok[1], "throttled_samples"] = 2                              # two iterations dropped, the run kept
+    configs.to_parquet(toy / "configs.parquet", index=False)
+    head = section(report.write_report(toy).read_text(), "header")
+    assert "<th>Throttled</th>" in head
+    assert "22 sample(s) taken under 75% of the default SM clock dropped; 1 run(s) measured again" in head
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_page_is_self_contained_with_inline_svg_and_no_external_reference(case: Path, tmp_path: Path) -> None:
     d = copy_case(case, tmp_path)

@@ -86,9 +86,11 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
     uuids = _uniq(_col(done, "gpu_uuid"))
     if uuids:
         rows.insert(2, ("GPU UUID(s)", ", ".join(uuids)))
-    if "throttled_runs" in done and done["throttled_runs"].fillna(0).sum():
-        rows.append(("Throttled runs", f"{int(done['throttled_runs'].fillna(0).sum())} run(s) dropped (SM clock under "
-                                       "75% of the default) and measured again"))
+    runs, samples = (int(done[col].fillna(0).sum()) if col in done else 0
+                     for col in ("throttled_runs", "throttled_samples"))
+    if runs or samples:    # samples: timed iterations dropped alone, and every sample of a run measured again
+        rows.append(("Throttled", f"{samples} sample(s) taken under 75% of the default SM clock dropped; "
+                                  f"{runs} run(s) measured again"))
     return rows
 
 
