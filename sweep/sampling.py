@@ -196,7 +196,7 @@ class Taken(Generic[C]):
 
 
 class Sampler(Generic[C]):
-    """Runs `capture` (one profiled run, on the GPU) and `parse` (what the backend read from it) as the plan says.
+    """Runs `capture` (one profiled run, on the GPU) and `parse` (the backend's Parsed of it) as the plan says.
 
     facts: the GPU's fingerprint (clocks.fingerprint) for its default clock; reader:
     the clock reader (None: no clocks, nothing counts as throttled); monitor: what
@@ -213,10 +213,10 @@ class Sampler(Generic[C]):
         self.default_mhz = clocks.default_clock(dict(facts or {}))
 
     def parses_on_gpu(self, series: clocks.Series) -> bool:
-        """Whether a run is parsed at once, on the GPU: every run of several (as always), and a
-        single run (else parsed after the GPU is released) whose iterations may have run
-        throttled, which only a clock that fell under the threshold after it had boosted can
-        say before the parse: only then may the run need repeating."""
+        """Whether a run is parsed at once, on the GPU: each of several runs (as always), and a
+        single run whose clock fell under the threshold after it had boosted, the one sign before
+        its parse that some of its iterations ran throttled and it may have to run again. Any
+        other single run is parsed after the GPU is released."""
         return not self.plan.single or (self.plan.iterations >= MIN_SAMPLES_FOR_NOISE
                                         and series.fell_after_boost(self.default_mhz))
 

@@ -48,7 +48,8 @@ class Clock:
 def stream_sampler(plan, stream, **kw):
     """A Sampler whose runs return the next `plan.iterations` values of `stream` for kernel k."""
     it = iter(stream)
-    return sampling.Sampler(plan, lambda: [next(it) for _ in range(plan.iterations)], lambda cap: Parsed([meas(cap)]), **kw)
+    return sampling.Sampler(plan, lambda: [next(it) for _ in range(plan.iterations)], lambda cap: Parsed([meas(cap)]),
+                            **kw)
 
 
 @pytest.mark.parametrize("iterations, profile, repeats, adaptive", [
@@ -130,8 +131,8 @@ def test_a_throttled_run_is_dropped_counted_and_run_again_after_a_pause():
 
 def test_a_gpu_throttled_run_after_run_is_kept_at_last_and_said_so():
     reader = FakeReader([900.0] * 100)
-    s = sampling.Sampler(sampling.Plan.of(RUN, {}), lambda: "cap", lambda cap: Parsed([meas(range(1, 21))]), reader=reader,
-                         facts=reader.facts(), sleep=lambda s: None)
+    s = sampling.Sampler(sampling.Plan.of(RUN, {}), lambda: "cap", lambda cap: Parsed([meas(range(1, 21))]),
+                         reader=reader, facts=reader.facts(), sleep=lambda s: None)
     _, rec = s.finish(s.take())
     assert rec.throttled_runs == sampling.MAX_THROTTLED and "stayed throttled" in rec.note
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,16 @@ def test_a_crashing_run_leaves_the_iterations_finished_before_the_crash(tiled_ge
     got = cupti.parse(tmp_path / "c.txt")
     assert not got.complete and got.signal == 6
     assert got.iterations == 3 and got.unclosed_ranges == 1
+
+
+def test_a_run_under_the_library_places_its_iterations_on_the_wall_clock_inside_the_run(tiled_gemm, tmp_path):
+    """The library's clock pairs map CUPTI's times onto CLOCK_REALTIME, where sweep.clocks stamps its readings."""
+    lib, exe = tiled_gemm
+    before = time.time_ns()
+    p = run_under(lib, tmp_path / "c.txt", exe, "--nvtx", "--iters", "5", "--warmup", "1", "--pause-ms", "20")
+    after = time.time_ns()
+    assert p.returncode == 0, p.stderr
+    got = cupti.parse(tmp_path / "c.txt")
+    assert len(got.windows) == 5
+    assert before < got.windows[0][0] and got.windows[-1][1] < after
+    assert all(a[1] <= b[0] and b[0] - a[0] > 15_000_000 for a, b in zip(got.windows, got.windows[1:]))   # the pauses

@@ -61,7 +61,8 @@ CUDA_INJECTION64_PATH="$B/libsweep_cupti.so" NVTX_INJECTION64_PATH="$LIB/libcupt
     wall gemm_nvtx_clock.wall "${G[@]}"
 head -n 1 "$OUT/gemm_nvtx_clock.txt"; grep '^clock' "$OUT/gemm_nvtx_clock.txt"; tail -n 1 "$OUT/gemm_nvtx_clock.txt"
 
-NSYS=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -n1)}
+NSYS=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null \
+    | head -n1)}
 if [ -n "$NSYS" ]; then
     echo "== nsys ($NSYS)"
     wall nsys_gemm_clock.wall "$NSYS" profile -t cuda,nvtx --force-overwrite true -o "$B/ns" "${G[@]}"
