@@ -217,17 +217,21 @@ class Series:
     interval_s: float = POLL_S
 
     def fell_after_boost(self, default_mhz: float | None) -> bool:
-        """An SM clock under the threshold came after one at or above it: the GPU slowed down
-        while the program ran (or after it ended). The idle clock before the first kernels
-        comes before the boost, so it alone never says so."""
-        boosted = False
+        """The SM clock dipped under the threshold between two readings at or above it: the GPU
+        slowed down while the program's kernels ran. The idle clock before the first kernels
+        comes before the boost, and the clock falling once the work is over (the program's
+        teardown; nsys writing its report) comes after the last boosted reading, so neither
+        alone says so. A clock that falls and stays low until the end is seen once the run is
+        parsed (`sampling.judge`), too late to run it again: the record says so."""
+        boosted, dipped = False, False
         for s in self.readings:
             if not math.isfinite(s.reading.sm_mhz):
                 continue
-            if not throttled(s.reading.sm_mhz, default_mhz):
-                boosted = True
-            elif boosted:
+            low = throttled(s.reading.sm_mhz, default_mhz)
+            if not low and dipped:
                 return True
+            boosted = boosted or not low
+            dipped = dipped or (boosted and low)
         return False
 
     def iteration_clocks(self, windows: Sequence[tuple[int, int]]) -> list[float]:

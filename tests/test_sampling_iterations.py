@@ -210,7 +210,8 @@ def test_the_monitor_stamps_each_reading_with_the_wall_clock_in_time_order():
     assert got.readings[0].reading.sm_mhz == HIGH
 
 
-def test_a_clock_falls_after_the_boost_only_when_a_low_reading_follows_a_high_one():
+def test_a_clock_falls_after_the_boost_only_when_it_dips_between_boosted_readings_not_at_the_end():
     assert not series(at((-50, IDLE), (0, HIGH), (50, HIGH))).fell_after_boost(HIGH)
-    assert series(at((-50, IDLE), (0, HIGH), (50, LOW))).fell_after_boost(HIGH)
+    assert series(at((-50, IDLE), (0, HIGH), (50, LOW), (100, HIGH))).fell_after_boost(HIGH)
+    assert not series(at((-50, IDLE), (0, HIGH), (50, LOW))).fell_after_boost(HIGH)   # the work is over
     assert not series(at((0, HIGH), (50, LOW))).fell_after_boost(None)             # no default clock: never
