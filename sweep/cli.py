@@ -147,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{'us weighted' if s.best.workloads else 'us/iter'} of swept kernels "
                   f"(sum of per-kernel bests {conf.sum_of_group_bests_ns / 1e3:.1f} us)"
                   + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else ""))
+            for name, w in conf.workloads.items():
+                print(f"  {name}: " + (f"{w['best_ns'] / 1e3:.1f} us/iter, {w['speedup_vs_default']:.2f}x the default "
+                                       "launch sizes" if w.get("speedup_vs_default") else "not measured in both jobs"))
         print(f"results: {s.results_dir}/ (best/conf.cuh, best.json, measurements.parquet, report.html)")
     for model, entry in by_gpu_picks(s.results_dir).items():
         print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")

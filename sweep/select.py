@@ -146,7 +146,8 @@ def write_best(best: Best, results_dir: Path, conf_text: str) -> tuple[Path, Pat
 
 def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame, best: Best) -> Confirmation:
     """End to end: the combined best's total against the sum of the per-group bests and
-    against the default launch sizes (governed kernels per iteration, and the forward pass)."""
+    against the default launch sizes (governed kernels per iteration, and the forward pass);
+    with workloads, the totals are weighted, and each workload gets its own pair as well."""
     all_macros = tuple(p.macro for p in space.parameters)
 
     def total(role: str) -> float | None:
@@ -158,15 +159,30 @@ def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame
         r = configs[(configs["role"] == role) & (configs["status"] == "ok")]["forward_ms"].dropna()
         return float(r.iloc[0]) if len(r) else None
 
+    def per_workload() -> dict[str, dict[str, float | None]]:
+        out = {}
+        for w in space.workloads:
+            ns = {}
+            for role in ("best", "baseline"):
+                rows = objective.only(group_rows(space, measurements, all_macros, role), w.name)
+                ns[role] = float(rows["total_median_ns"].sum()) if not rows.empty else None
+            out[w.name] = {"best_ns": ns["best"], "default_ns": ns["baseline"],
+                           "speedup_vs_default": ratio(ns["baseline"], ns["best"])}
+        return out
+
     sum_of_bests = sum(c.best.ns for c in best.choices)
     best_ns, default_ns = total("best"), total("baseline")
     best_ms, default_ms = forward("best"), forward("baseline")
-    return Confirmation(
+    return Confirmation(workloads=per_workload(),
         sum_of_group_bests_ns=sum_of_bests, best_total_ns=best_ns, default_total_ns=default_ns,
         best_forward_ms=best_ms, default_forward_ms=default_ms,
-        best_vs_sum_of_bests=best_ns / sum_of_bests if best_ns and sum_of_bests else None,
-        speedup_vs_default=default_ns / best_ns if best_ns and default_ns else None,
-        forward_speedup_vs_default=default_ms / best_ms if best_ms and default_ms else None)
+        best_vs_sum_of_bests=ratio(best_ns, sum_of_bests), speedup_vs_default=ratio(default_ns, best_ns),
+        forward_speedup_vs_default=ratio(default_ms, best_ms))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None where either is unknown or zero."""
+    return a / b if a and b else None
 
 
 def summary_lines(best: Best) -> list[str]:

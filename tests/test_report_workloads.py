@@ -88,3 +88,33 @@ def test_a_sweep_without_workloads_shows_no_workload_table(tmp_path):
     shutil.copytree(DATA / "toy_results" / "toy", d)
     page = report.write_report(d).read_text()
     assert 'class="workloads"' not in page and "Per workload" not in page and "workloads-note" not in page
+
+
+def test_the_confirmation_gives_each_workload_the_combined_best_against_the_defaults(tmp_path):
+    """The best and default jobs measured on every workload: the weighted totals stay as they were,
+    and each workload gets its own pair, so a pick that serves the weighted sum but slows one
+    workload shows it (here the best is 2x faster on gelu and 1.25x slower on ln)."""
+    space = space_with(tmp_path, gelu=1, ln=4)
+    ends = pd.concat([rows([("best", 32, [100.0] * 3)], workload="gelu", role="best"),
+                      rows([("default", 1, [200.0] * 3)], workload="gelu", role="baseline"),
+                      rows([("best", 32, [50.0] * 3)], workload="ln", role="best"),
+                      rows([("default", 1, [40.0] * 3)], workload="ln", role="baseline")], ignore_index=True)
+    m = pd.concat([measured(), ends], ignore_index=True)
+    conf = select.confirmation(space, m, pd.DataFrame(), select.select(space, m))
+    assert (conf.best_total_ns, conf.default_total_ns) == (100.0 + 4 * 50.0, 200.0 + 4 * 40.0)
+    assert conf.workloads == {"gelu": {"best_ns": 100.0, "default_ns": 200.0, "speedup_vs_default": 2.0},
+                              "ln": {"best_ns": 50.0, "default_ns": 40.0, "speedup_vs_default": 0.8}}
+    again = type(conf).from_dict(json.loads(json.dumps(conf.to_dict())))
+    assert again == conf
+    lines = report.confirmation_rows(type("SweepData", (), {"confirmation": conf.to_dict()})())
+    assert ("Workload ln: combined best / default launch sizes", "50 ns / 40 ns",
+            "combined best is 0.800× faster here") in lines
+
+
+def test_a_confirmation_written_before_workloads_reads_with_none():
+    from sweep.records import Confirmation
+
+    old = json.loads((DATA / "h100_sweep" / "seed" / "confirmation.json").read_text())
+    assert old["schema"] == "sweep-confirmation/1"
+    conf = Confirmation.from_dict(old)
+    assert conf.workloads == {} and conf.best_total_ns == old["best_total_ns"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -11,7 +11,8 @@ from sweep.records.base import Damaged, build_record, check_schema, read_json
 
 BEST_SCHEMA = "sweep-best/3"
 BEST_SCHEMA_V2 = "sweep-best/2"    # read as /3 without workloads (a /2 sweep measured one run)
-CONFIRMATION_SCHEMA = "sweep-confirmation/1"
+CONFIRMATION_SCHEMA = "sweep-confirmation/2"
+CONFIRMATION_SCHEMA_V1 = "sweep-confirmation/1"   # read as /2 without per-workload totals
 RECOLLECT = "rewrite it with `python config_sweep.py collect SWEEP`"
 
 
@@ -115,7 +116,12 @@ class Best:
 
 @dataclass(frozen=True, slots=True)
 class Confirmation:
-    """The combined pick and the target's defaults, end to end (ns: governed kernels per iteration)."""
+    """The combined pick and the target's defaults, end to end (ns: governed kernels per iteration).
+
+    With workloads, the totals are the weighted objective, and `workloads` holds each
+    workload's own: name -> {"best_ns", "default_ns", "speedup_vs_default"} (None where a
+    job measured nothing there), so a pick that serves the weighted sum but costs one
+    workload shows it."""
 
     sum_of_group_bests_ns: float | None = None
     best_total_ns: float | None = None
@@ -125,6 +131,7 @@ class Confirmation:
     best_vs_sum_of_bests: float | None = None
     speedup_vs_default: float | None = None
     forward_speedup_vs_default: float | None = None
+    workloads: dict[str, dict[str, float | None]] = field(default_factory=dict)
     schema: str = CONFIRMATION_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,6 +139,8 @@ class Confirmation:
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = "confirmation.json") -> "Confirmation":
+        if isinstance(data, dict) and data.get("schema") == CONFIRMATION_SCHEMA_V1:
+            data = {**data, "schema": CONFIRMATION_SCHEMA}
         return build_record(cls, check_schema(data, path, CONFIRMATION_SCHEMA, RECOLLECT), path, RECOLLECT)
 
 

@@ -305,6 +305,11 @@ def confirmation_rows(sw: SweepData) -> list[tuple[str, str, str]]:
         rows.append(("Forward pass, default launch sizes", ms(c.get("default_forward_ms")),
                      f"combined best is {fmt_ratio(c.get('forward_speedup_vs_default'))} faster"
                      if c.get("forward_speedup_vs_default") else ""))
+    for name, w in (c.get("workloads") or {}).items():
+        rows.append((f"Workload {name}: combined best / default launch sizes",
+                     f"{fmt_ns(w.get('best_ns'))} / {fmt_ns(w.get('default_ns'))}",
+                     f"combined best is {fmt_ratio(w.get('speedup_vs_default'))} faster here"
+                     if w.get("speedup_vs_default") else "not measured in both jobs"))
     return rows
 
 
