@@ -7,7 +7,8 @@ sweep.certify writes the plan (race_plan.json: per parameter group, its entrants
 the job folder of each, and the budget) into a job folder of its own, and any
 executor runs it like a configuration's job: ONE process holding ONE GPU, so a
 race never mixes nodes and works the same through the local, debug and Slurm
-executors. Each round runs every job still needed once, in an order rotated by
+executors. Each round runs every job still needed once (an entrant still in
+some group's race: one beaten beyond the noise leaves it), in an order rotated by
 one each round (as stats.Race.order rotates a group's entrants), under the
 sweep's profile backend, with the outputs in the race's folder (the
 candidates' own files stay as the sweep left them). One run gives a sample to
@@ -143,15 +144,15 @@ def race(plan: RacePlan, run: Callable[[str], Sequence[Measurement]],
     start, r = clock(), 0
     while len(results) < len(races):
         live = [lane for lane in plan.lanes if lane.macros not in results]
-        tags = list(dict.fromkeys(e.id for lane in live for e in lane.entrants))
+        tags = list(dict.fromkeys(i for lane in live for i in races[lane.macros].alive))
         ran = {tag: run(tag) for tag in rotated(tags, r)}
         elapsed = clock() - start
         for lane in live:
             times = {}
-            for e in lane.entrants:
-                times[e.id] = group_ns(ran[e.id], lane.patterns, plan.weights)
-                if times[e.id] <= 0:
-                    raise SweepError(f"{e.id}'s run launched none of {', '.join(lane.patterns)}: it cannot race for "
+            for i in races[lane.macros].alive:
+                times[i] = group_ns(ran[i], lane.patterns, plan.weights)
+                if times[i] <= 0:
+                    raise SweepError(f"{i}'s run launched none of {', '.join(lane.patterns)}: it cannot race for "
                                      f"{', '.join(lane.macros)}")
             res = races[lane.macros].add_round(times, elapsed)
             if res is not None:

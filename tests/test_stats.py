@@ -250,7 +250,7 @@ def run_race(race: Race, medians_ns: dict[str, float], seed: int, noise: float =
     while True:
         shared = math.exp(drift * rng.standard_normal())
         times = {i: m * shared * math.exp(noise * rng.standard_normal()) for i, m in medians_ns.items()}
-        result = race.add_round(times, elapsed_s=race.rounds * 0.1)
+        result = race.add_round({i: times[i] for i in race.alive}, elapsed_s=race.rounds * 0.1)
         if result is not None:
             return result
 
@@ -283,6 +283,25 @@ def test_race_tie_picks_the_fewest_threads_when_the_default_is_clearly_slower():
     r = run_race(Race(ENTRANTS), {"A": 1100.0, "B": 1000.0, "C": 1000.0, "D": 1000.0}, seed=5)
     assert r.status == "tie" and set(r.tied) == {"B", "C", "D"}
     assert r.pick == "D" and r.rule == "fewest threads"   # 64 threads
+
+
+def test_an_entrant_beaten_beyond_the_noise_leaves_the_race_and_the_later_rounds_run_without_it():
+    race, runs = Race(ENTRANTS), []
+    rng = np.random.default_rng(7)
+    medians = {"A": 1000.0, "B": 995.0, "C": 1000.0, "D": 1100.0}   # D 10% slower: out at the first look that can tell
+    while (r := race.add_round({i: medians[i] * math.exp(0.005 * rng.standard_normal()) for i in race.alive},
+                               elapsed_s=0.0)) is None:
+        runs.append(race.alive)
+    assert "D" not in race.alive and r.comparisons["D"].verdict == "faster" and r.medians["D"] > 1090
+    out_at = next(k for k, alive in enumerate(runs) if "D" not in alive)
+    assert out_at + 1 in race.looks and all("D" not in alive for alive in runs[out_at:])
+    assert sum(map(len, runs)) < len(ENTRANTS) * len(runs)            # fewer runs than racing all four to the end
+
+
+def test_a_race_certifies_once_every_other_entrant_has_left_it():
+    r = run_race(Race(ENTRANTS), {"A": 1000.0, "B": 980.0, "C": 1001.0, "D": 1200.0}, seed=3, noise=0.004)
+    assert r.status == "certified" and r.pick == "B" and r.tied == ("B",)
+    assert all(c.verdict == "faster" for c in r.comparisons.values()) and set(r.comparisons) == {"A", "C", "D"}
 
 
 def test_tie_break_takes_the_fastest_median_among_equal_thread_counts():

@@ -229,6 +229,21 @@ def test_rounds_run_each_job_once_rotated_and_only_for_groups_still_racing():
     assert len(calls) == 4 * 9 + 3 * 3 and "j4" not in calls[36:]            # j4 raced only for G
 
 
+def test_an_entrant_beaten_beyond_the_noise_stops_running_while_the_others_race_on():
+    r = recorded("residual_kernel")
+    pool = r[256] + r[512]                             # B256 and B512: one distribution, never separated
+    rng = np.random.default_rng(11)
+    samples = {"B256": list(rng.choice(pool, 30)), "B512": list(rng.choice(pool, 30)),
+               "B128": [1.2 * x for x in rng.choice(pool, 30)]}        # 20% slower: out at the first look that can tell
+    calls = []
+    run = replay("residual_kernel", samples)
+    res = race.race(race_plan(lane("residual_kernel", (128, 256, 512), default=512)),
+                    lambda tag: calls.append(tag) or run(tag)).results[("P",)]
+    assert res.status == "tie" and res.rounds == 30 and set(res.tied) == {"B256", "B512"} and res.pick == "B512"
+    assert calls.count("B128") == 12 and calls.count("B256") == calls.count("B512") == 30
+    assert res.comparisons["B128"].verdict == "faster" and res.medians["B128"] > res.medians["B512"]
+
+
 def _two_group_race(tmp_path, **space_overrides):
     from sweep import target
     from sweep.records import Best

@@ -7,14 +7,19 @@ temperature hits them all alike. The GPU side runs the programs; `Race` only
 takes the rounds (`add_round`, which answers after every round: None to run
 another, or the final result) and decides at scheduled looks:
 
-    at each look       the leader (lowest median) against every other candidate,
-                       paired by round (compare(..., paired=True): Wilcoxon
-                       signed-rank interval of the relative margin)
-    certified          every interval lies above 0: the leader is faster than
-                       each of the others beyond the noise
+    at each look       the leader (lowest median of the entrants still in the
+                       race) against every other one still in it, paired by
+                       round (compare(..., paired=True): Wilcoxon signed-rank
+                       interval of the relative margin)
+    eliminated         an entrant whose interval against the leader lies above
+                       0 leaves the race: the leader is faster beyond the noise,
+                       and its later rounds would only cost GPU time (racing as
+                       F-race and irace do); later rounds run only the others
+    certified          every other entrant has left: the leader is faster than
+                       each of them (directly, or than one that was)
     tie                the budget (max_rounds, or budget_s seconds) is spent
-                       first: the tied set is the leader and every candidate
-                       whose interval against it does not lie above 0
+                       first: the tied set is the leader and every entrant
+                       still in the race
 
 A tie is settled by a documented rule: the target's default configuration if
 it is in the tied set (no change without evidence), else the fewest threads per
@@ -23,11 +28,12 @@ ties broken by the fastest median.
 
 Multiple comparisons. Certification makes k - 1 claims at once (leader beats
 each other) and is tested at several rounds (looks). Each pairwise interval is
-therefore built at level alpha / ((k - 1) * looks) (Bonferroni): a wrong
-certification of candidate w needs the interval of w against one fixed
-candidate that is truly no slower to lie above 0, a one-sided error of at most
-alpha / (2 (k - 1)) per look; summed over the k possible winners and over the
-looks it stays at most alpha (0.05). Looks are not taken every round but at a
+therefore built at level alpha / ((k - 1) * looks) (Bonferroni): a look tests
+at most k - 1 pairs (the leader against each entrant still in), so over all
+looks at most (k - 1) * looks intervals are built, and the chance that any of
+them wrongly lies above 0 (an entrant eliminated by one truly no faster) is at
+most alpha (0.05). A wrong certification needs such an interval, elimination
+included. Looks are not taken every round but at a
 geometric schedule (min_rounds, then x look_growth, and max_rounds; one more is
 reserved for a time-budget stop), so the correction stays mild: with 4
 candidates and 100 rounds a candidate that wins every round certifies at round
@@ -148,7 +154,7 @@ class Race:
     """
 
     __slots__ = ("entrants", "alpha", "min_rounds", "max_rounds", "budget_s", "looks", "pair_alpha",
-                 "_samples", "_result")
+                 "_samples", "_result", "_alive", "_left")
 
     def __init__(self, entrants: Sequence[Entrant], *, alpha: float = 0.05, min_rounds: int = 5,
                  max_rounds: int = 100, budget_s: float | None = None, look_growth: float = 1.25) -> None:
@@ -179,10 +185,17 @@ class Race:
         self.pair_alpha = alpha / (n_looks * (len(ids) - 1))
         self._samples: dict[str, list[float]] = {i: [] for i in ids}
         self._result: RaceResult | None = None
+        self._alive: list[Entrant] = list(entrants)
+        self._left: dict[str, Comparison] = {}      # eliminated id -> the comparison that eliminated it
 
     @property
     def rounds(self) -> int:
-        return len(self._samples[self.entrants[0].id])
+        return max(len(v) for v in self._samples.values())
+
+    @property
+    def alive(self) -> tuple[str, ...]:
+        """The ids still in the race: a round needs a time for each (and only these)."""
+        return tuple(e.id for e in self._alive)
 
     @property
     def result(self) -> RaceResult | None:
@@ -201,8 +214,8 @@ class Race:
         """
         if self._result is not None:
             raise ValueError(f"the race already stopped after {self._result.rounds} rounds")
-        if set(times) != set(self._samples):
-            raise ValueError(f"a round needs one time per entrant {sorted(self._samples)}; got {sorted(times)}")
+        if set(times) != set(self.alive):
+            raise ValueError(f"a round needs one time per entrant still racing {sorted(self.alive)}; got {sorted(times)}")
         for i, t in times.items():
             if not (math.isfinite(t) and t > 0):
                 raise ValueError(f"time of {i!r} must be a positive finite number; got {t!r}")
@@ -214,6 +227,7 @@ class Race:
         if r not in self.looks and stop is None:
             return None
         res = self.evaluate(elapsed_s, stop)
+        self._eliminate(res)
         if res.certified or stop is not None:
             self._result = res
             return res
@@ -228,11 +242,15 @@ class Race:
             raise ValueError("a race needs at least one round before it can be evaluated")
         samples = self._samples
         medians = {i: float(np.median(s)) for i, s in samples.items()}
-        leader, *others = sorted(self.entrants, key=lambda e: (medians[e.id], e.threads))
-        comps = {e.id: compare(samples[leader.id], samples[e.id], alpha=self.pair_alpha, paired=True) for e in others}
-        runner_up = min(others, key=lambda e: comps[e.id].margin)
+        leader, *others = sorted(self._alive, key=lambda e: (medians[e.id], e.threads))
+        n = len(samples[leader.id])      # the entrants still in ran every round: pair the last n of each
+        comps = {e.id: compare(samples[leader.id], samples[e.id][-n:], alpha=self.pair_alpha, paired=True)
+                 for e in others}
+        comps.update({i: c for i, c in self._left.items()})
+        rest = [e for e in self.entrants if e.id != leader.id]
+        runner_up = min(rest, key=lambda e: comps[e.id].margin)
         closest = comps[runner_up.id]
-        if all(c.verdict == "faster" for c in comps.values()):
+        if all(comps[e.id].verdict == "faster" for e in others):
             status, pick, rule, tied, stopped = "certified", leader, "certified", (leader,), "separated"
         else:
             tied = (leader, *(e for e in others if comps[e.id].verdict != "faster"))
@@ -241,3 +259,9 @@ class Race:
         return RaceResult(status, pick.id, rule, leader.id, runner_up.id, closest.margin, closest.ci_low,
                           closest.ci_high, 1 - self.pair_alpha, tuple(e.id for e in tied), self.rounds,
                           float(elapsed_s), stopped, medians, comps, self.entrants)
+
+    def _eliminate(self, res: RaceResult) -> None:
+        """After a look: every entrant the leader beat beyond the noise leaves the race."""
+        beaten = {i for i, c in res.comparisons.items() if c.verdict == "faster" and i not in self._left}
+        self._left.update({i: res.comparisons[i] for i in beaten})
+        self._alive = [e for e in self._alive if e.id not in beaten]
