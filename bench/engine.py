@@ -6,7 +6,8 @@ Same weights everywhere (a seeded random GPT-2 124M, exported once):
   - forward B=4,T=1024 and B=1,T=64: the engine (own matmul and cuBLAS) against
     transformers GPT2LMHeadModel, eager and sdpa, float32 with TF32 off;
   - greedy decoding, batch 1, 64 new tokens: engine tokens/s (KV cache, CUDA
-    graph) against transformers generate (sdpa and eager);
+    graph) against transformers generate (sdpa and eager), and against the floor
+    of reading every weight once per token at the copy bandwidth measured here;
   - every memory-bound kernel's best GB/s as a share of the device-to-device
     copy bandwidth measured by kernel_bench in this run;
   - the engine's matmuls against cuBLAS SGEMM on GPT-2's shapes.
@@ -143,6 +144,14 @@ def main() -> int:
     kb = run_json([str(bin_ / "kernel_bench"), "--reps", "20"])
     result["kernels"] = kb
     copy = next(r["gbs"] for r in kb["results"] if r["kind"] == "copy")
+    # A decoding step reads every weight once (the LM head is the tied embedding): at the copy
+    # bandwidth just measured, no batch-1 decoder can beat this many tokens per second.
+    weight_bytes = 4 * sum(p.numel() for p in model.parameters())
+    floor = copy * 1e9 / weight_bytes
+    result["decode"]["floor_tokens_per_s"] = floor
+    rows.append(("decode floor: every weight once per token", f"{floor:.0f} tok/s",
+                 f"{weight_bytes / 1e6:.0f} MB at copy {copy:.0f} GB/s",
+                 f"engine decode at {100 * g['decode_tokens_per_s'] / floor:.0f}% of it"))
     for r in kb["results"]:
         if r["kind"] == "bandwidth":
             rows.append((f"{r['kernel']} (block {r.get('best_block', r.get('block'))})", f"{r['gbs']:.0f} GB/s",
