@@ -373,16 +373,16 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
         const LayerParams p = layer(m, l);
         const size_t off = cache_layer_offset(m, cache, l);
         TRY(layernorm_forward(a.ln, a.x, p.ln1w, p.ln1b, B, C, eps, s));
-        TRY(matvec_forward(Epilogue::Bias, a.qkv, a.ln, p.qkvw, p.qkvb, nullptr, B, 3 * C, C, s));
+        TRY(matvec_decode_forward(Epilogue::Bias, a.qkv, a.ln, p.qkvw, p.qkvb, nullptr, B, 3 * C, C, s));
         TRY(kv_cache_write_forward(cache.k + off, cache.v + off, a.qkv, st.pos, B, 1, NH, HS, cache.maxT, s));
         TRY(attention_decode_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, B, NH, HS, cache.maxT, s));
-        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s));
         TRY(layernorm_forward(a.ln, a.x, p.ln2w, p.ln2b, B, C, eps, s));
-        TRY(matvec_forward(Epilogue::BiasGelu, a.fch, a.ln, p.fcw, p.fcb, nullptr, B, 4 * C, C, s));
-        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s));
+        TRY(matvec_decode_forward(Epilogue::BiasGelu, a.fch, a.ln, p.fcw, p.fcb, nullptr, B, 4 * C, C, s));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s));
     }
     TRY(layernorm_forward(a.ln, a.x, m.params.lnfw, m.params.lnfb, B, C, eps, s));
-    TRY(matvec_forward(Epilogue::None, a.logits, a.ln, m.params.wte, nullptr, nullptr, B, V, C, s));
+    TRY(matvec_decode_forward(Epilogue::None, a.logits, a.ln, m.params.wte, nullptr, nullptr, B, V, C, s));
     TRY(argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, s));
     return decode_advance(st.pos, s);
 }

@@ -21,6 +21,9 @@ int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W,
                          int N, int K, cudaStream_t stream);
 int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                    int N, int K, cudaStream_t stream);
+// The decoding step's matvec (split-K across the warps of a block, version 5).
+int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                          int M, int N, int K, cudaStream_t stream);
 int matmul_max_matvec_rows();
 bool matmul_has_cublas();
 int softmax_forward(float* att, const float* preatt, int rows, int T, cudaStream_t stream);

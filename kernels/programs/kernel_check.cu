@@ -256,6 +256,23 @@ void check_matvec(int M, int N, int K) {
     });
 }
 
+// The decoding matvec (split-K inside a block) at conf.cuh's block and the
+// launcher's split, and at other blocks with forced splits (every divisor of
+// the block's warps, so strips that end mid-K and warps past N are covered).
+void check_matvec_decode(int M, int N, int K, int offset) {
+    check_fused("matvec_splitk", M, N, K, offset, [&](Epilogue e, float* o, const float* A, const float* W, const float* b,
+                                                      const float* r) {
+        return matvec_decode_forward(e, o, A, W, b, r, M, N, K, 0);
+    });
+}
+template <int BLOCK>
+void check_matvec_split(int M, int N, int K, int split, int offset) {
+    check_fused("matvec_splitk block " + std::to_string(BLOCK) + " split " + std::to_string(split), M, N, K, offset,
+                [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
+                    return matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(e, o, A, W, b, r, M, N, K, 0, split);
+                });
+}
+
 // The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
 // time such), with `splits` K slices (0: the launcher's choice).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int ST>
@@ -416,6 +433,18 @@ int main() {
     check_matvec(1, 99, 67);
     check_matvec(3, 768, 768);
     check_matvec(1, 2304, 768);
+    check_matvec_decode(1, 2304, 768, 0);   // GPT-2's decoding shapes at the launcher's split
+    check_matvec_decode(1, 768, 3072, 0);
+    check_matvec_decode(1, 3072, 768, 0);
+    check_matvec_decode(1, 50257, 768, 0);
+    check_matvec_decode(3, 769, 1000, 0);
+    check_matvec_decode(1, 99, 67, 1);      // K not a multiple of 4, unaligned: the scalar path
+    check_matvec_split<256>(2, 101, 3072, 8, 0);
+    check_matvec_split<256>(1, 37, 516, 4, 0);   // 129 float4s: strips of 128 leave one
+    check_matvec_split<256>(1, 37, 515, 2, 1);
+    check_matvec_split<96>(2, 50, 768, 3, 0);    // three warps, one column a block
+    check_matvec_split<64>(1, 3, 2000, 1, 0);    // fewer columns than a block's warps
+    check_matvec_split<1024>(1, 77, 4096, 32, 0);
     check_attention(2, 37, 3, 32);
     check_attention(2, 130, 3, 64);
     check_attention(1, 200, 2, 64);
