@@ -359,6 +359,39 @@ void check_decode(int B, int T, int NH, int HS) {
         for (int c = 0; c < C; ++c) want[(size_t)b * C + c] = full[((size_t)b * T + T - 1) * C + c];
     expect("kv_cache_write + attention_decode B=" + std::to_string(B) + " T=" + std::to_string(T) + " HS=" + std::to_string(HS), st,
            out.get(), want, std::vector<double>(want.size(), 1.0), 1e-5, 1e-5);
+    // The split kernel at conf.cuh's sizes and others, each launched three times on
+    // the same counters (as graph replays are): the last block must leave them zero.
+    const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS);
+    Dev scratch((size_t)B * NH * maxT * (HS + 2));  // enough for any chunk size (at most maxT chunks)
+    unsigned int* counters;
+    cudaCheck(cudaMalloc(&counters, (size_t)B * NH * sizeof(unsigned int)));
+    cudaCheck(cudaMemset(counters, 0, (size_t)B * NH * sizeof(unsigned int)));
+    auto split_check = [&](const std::string& what, auto launch) {
+        for (int rep = 0; rep < 3; ++rep) {
+            Dev o((size_t)B * C);
+            const int s2 = launch(o.p);
+            expect(what + tag + " run " + std::to_string(rep + 1), s2, o.get(), want, std::vector<double>(want.size(), 1.0),
+                   1e-5, 1e-5);
+        }
+        std::vector<unsigned int> left((size_t)B * NH);
+        cudaCheck(cudaMemcpy(left.data(), counters, left.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+        std::vector<float> got(left.begin(), left.end());
+        expect(what + " counters left at zero" + tag, 0, got, std::vector<double>(got.size(), 0.0),
+               std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    };
+    split_check("attention_decode_split", [&](float* o) {
+        return attention_decode_split_forward(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 32 chunk 32", [&](float* o) {
+        return attention_decode_split_sized<32, 32>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 128 chunk 5", [&](float* o) {
+        return attention_decode_split_sized<128, 5>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 1024 chunk 1000", [&](float* o) {
+        return attention_decode_split_sized<1024, 1000>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    cudaFree(counters);
     // argmax with a planted tie: the first maximum must win.
     const int V = 50257;
     std::vector<float> logits = random_vec((size_t)B * V);
@@ -451,6 +484,11 @@ int main() {
     check_attention(1, 67, 2, 48);
     check_decode(1, 37, 3, 32);
     check_decode(2, 130, 2, 64);
+    check_decode(1, 1, 12, 64);     // the first position: one chunk, written directly
+    check_decode(1, 32, 12, 64);    // one whole default chunk
+    check_decode(1, 33, 12, 64);    // a second chunk of one key
+    check_decode(1, 500, 12, 64);
+    check_decode(3, 70, 2, 40);     // a head size that is no multiple of 32
     printf("{\"schema\": \"engine-kernel-check/1\", \"device\": \"%s\", \"checks\": %d, \"failures\": %d, \"results\": [%s\n]}\n", prop.name,
            checks, failures, json_rows.c_str());
     fprintf(stderr, "%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);

@@ -110,7 +110,7 @@ DECODE_CONF = ("#define MATVEC_BLOCK_SIZE 64\n#define MATVEC_MAX_ROWS 1\n#define
                "#define KVCACHE_BLOCK_SIZE 96\n#define ARGMAX_BLOCK_SIZE 32\n#define LAYERNORM_BLOCK_SIZE 1024\n"
                "#define ENCODER_BLOCK_X 64\n#define ENCODER_BLOCK_Y 1\n#define ENCODER_BLOCK_Z 1\n")
 # The kernel instantiations those macros make (host-side stub symbols, Itanium-mangled).
-DECODE_INSTANCES = ("matvec_kernelILi64ELi1E", "matvec_splitk_kernelILi512ELi1E", "attention_decode_kernelILi1024E",
+DECODE_INSTANCES = ("matvec_kernelILi64ELi1E", "matvec_splitk_kernelILi512ELi1E", "attention_decode_split_kernelILi1024ELi32E",
                     "kv_cache_write_kernelILi96E", "argmax_kernelILi32E", "layernorm_kernelILi1024E")
 
 
@@ -147,6 +147,8 @@ DECODE_ILLEGAL = [
     ("MATVEC_DECODE_BLOCK_SIZE 80", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("MATVEC_DECODE_BLOCK_SIZE 2048", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("ATTENTION_DECODE_CHUNK 0", "attention", "ATTENTION_DECODE_CHUNK (keys a decoding block takes) must be 1..1024"),
+    ("ATTENTION_DECODE_CHUNK 1000", "attention", "the keys each warp scores in registers, must be at most 32"),
     ("KVCACHE_BLOCK_SIZE 2048", "kvcache", "KVCACHE_BLOCK_SIZE must be between 1 and 1024"),
     ("ARGMAX_BLOCK_SIZE 0", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
     ("ARGMAX_BLOCK_SIZE 1056", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
