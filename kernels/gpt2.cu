@@ -374,22 +374,29 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
                 matmul_max_matvec_rows(), a.B, cache.B);
         return -1;
     }
+    // out = epilogue(LayerNorm(x) . w^T + bias): the LayerNorm inside the matvec's
+    // blocks when B rows of C fit its shared memory (always at batch 1), else first.
+    const bool fold = matvec_decode_folds_layernorm(B, C);
+    auto normed_linear = [&](Epilogue e, float* out, const float* lnw, const float* lnb, const float* w, const float* bias,
+                             int OC, KVWrite kv) {
+        if (fold) return matvec_decode_forward(e, out, a.x, w, bias, nullptr, B, OC, C, s, RowNorm{lnw, lnb, eps}, kv);
+        if (layernorm_forward(a.ln, a.x, lnw, lnb, B, C, eps, s)) return -1;
+        return matvec_decode_forward(e, out, a.ln, w, bias, nullptr, B, OC, C, s, RowNorm{}, kv);
+    };
     TRY(encoder_forward(a.x, st.token, m.params.wte, m.params.wpe, st.pos, B, 1, C, s));
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);
         const size_t off = cache_layer_offset(m, cache, l);
-        TRY(layernorm_forward(a.ln, a.x, p.ln1w, p.ln1b, B, C, eps, s));
-        TRY(matvec_decode_forward(Epilogue::Bias, a.qkv, a.ln, p.qkvw, p.qkvb, nullptr, B, 3 * C, C, s));
+        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C, KVWrite{}));
         TRY(kv_cache_write_forward(cache.k + off, cache.v + off, a.qkv, st.pos, B, 1, NH, HS, cache.maxT, s));
         TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters, B,
                                            NH, HS, cache.maxT, s));
-        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s));
-        TRY(layernorm_forward(a.ln, a.x, p.ln2w, p.ln2b, B, C, eps, s));
-        TRY(matvec_decode_forward(Epilogue::BiasGelu, a.fch, a.ln, p.fcw, p.fcb, nullptr, B, 4 * C, C, s));
-        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s, RowNorm{}, KVWrite{}));
+        TRY(normed_linear(Epilogue::BiasGelu, a.fch, p.ln2w, p.ln2b, p.fcw, p.fcb, 4 * C, KVWrite{}));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s, RowNorm{},
+                                  KVWrite{}));
     }
-    TRY(layernorm_forward(a.ln, a.x, m.params.lnfw, m.params.lnfb, B, C, eps, s));
-    TRY(matvec_decode_forward(Epilogue::None, a.logits, a.ln, m.params.wte, nullptr, nullptr, B, V, C, s));
+    TRY(normed_linear(Epilogue::None, a.logits, m.params.lnfw, m.params.lnfb, m.params.wte, nullptr, V, KVWrite{}));
     TRY(argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, s));
     return decode_advance(st.pos, s);
 }

@@ -24,9 +24,12 @@ int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W,
                          int N, int K, cudaStream_t stream);
 int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                    int N, int K, cudaStream_t stream);
-// The decoding step's matvec (split-K across the warps of a block, version 5).
+// The decoding step's matvec (split-K across the warps of a block, version 5): with a
+// RowNorm it LayerNorms A's rows first (if matvec_decode_folds_layernorm(M, K)); with a
+// KVWrite (the qkv layer) it also stores k and v into the cache.
 int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
-                          int M, int N, int K, cudaStream_t stream);
+                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv);
+bool matvec_decode_folds_layernorm(int M, int K);
 int matmul_max_matvec_rows();
 bool matmul_has_cublas();
 int softmax_forward(float* att, const float* preatt, int rows, int T, cudaStream_t stream);

@@ -262,7 +262,7 @@ void check_matvec(int M, int N, int K) {
 void check_matvec_decode(int M, int N, int K, int offset) {
     check_fused("matvec_splitk", M, N, K, offset, [&](Epilogue e, float* o, const float* A, const float* W, const float* b,
                                                       const float* r) {
-        return matvec_decode_forward(e, o, A, W, b, r, M, N, K, 0);
+        return matvec_decode_forward(e, o, A, W, b, r, M, N, K, 0, RowNorm{}, KVWrite{});
     });
 }
 template <int BLOCK>
@@ -271,6 +271,44 @@ void check_matvec_split(int M, int N, int K, int split, int offset) {
                 [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
                     return matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(e, o, A, W, b, r, M, N, K, 0, split);
                 });
+}
+
+// The decoding matvec with the LayerNorm folded in (x rows with a large mean, as
+// check_layernorm's), every epilogue, against LayerNorm then product in double.
+template <int BLOCK>
+void check_matvec_norm(int M, int N, int K, int split, int offset) {
+    std::vector<float> x = random_vec((size_t)M * K, 2.f, 4.f), g = random_vec(K, 0.5f, 1.5f), gb = random_vec(K),
+                       W = random_vec((size_t)N * K), bias = random_vec(N), res = random_vec((size_t)M * N);
+    std::vector<double> xn((size_t)M * K);
+    for (int r = 0; r < M; ++r) layernorm_ref(&x[(size_t)r * K], g.data(), gb.data(), K, 1e-5, &xn[(size_t)r * K]);
+    const char* names[] = {"none", "bias", "bias+gelu", "bias+residual (in place)"};
+    const Epilogue eps[] = {Epilogue::None, Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
+    for (int e = 0; e < 4; ++e) {
+        Dev dx(x, offset), dg(g, offset), dgb(gb, offset), dW(W, offset), db(bias, offset), dres(res, offset),
+            out((size_t)M * N, offset);
+        float* o = e == 3 ? dres.p : out.p;
+        const int st = split ? matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(eps[e], o, dx.p, dW.p, db.p, dres.p, M, N, K, 0, split,
+                                                                          RowNorm{dg.p, dgb.p, 1e-5f})
+                             : matvec_decode_forward(eps[e], o, dx.p, dW.p, db.p, dres.p, M, N, K, 0, RowNorm{dg.p, dgb.p, 1e-5f}, KVWrite{});
+        std::vector<double> want((size_t)M * N), sc((size_t)M * N);
+        for (int r = 0; r < M; ++r)
+            for (int n = 0; n < N; ++n) {
+                double v = 0, a = 0;
+                for (int k = 0; k < K; ++k) {
+                    const double t = xn[(size_t)r * K + k] * W[(size_t)n * K + k];
+                    v += t;
+                    a += std::fabs(t);
+                }
+                if (e >= 1) v += bias[n];
+                if (e == 2) v = gelu_ref(v);
+                if (e == 3) v += res[(size_t)r * N + n];
+                want[(size_t)r * N + n] = v;
+                sc[(size_t)r * N + n] = a + std::fabs(v);
+            }
+        expect("matvec_splitk layernorm block " + std::to_string(BLOCK) + " split " + std::to_string(split) + " " + names[e] +
+                   " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + (offset ? " unaligned" : ""),
+               st, e == 3 ? dres.get() : out.get(), want, sc, 1e-5, 1e-5);
+    }
 }
 
 // The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
@@ -478,6 +516,12 @@ int main() {
     check_matvec_split<96>(2, 50, 768, 3, 0);    // three warps, one column a block
     check_matvec_split<64>(1, 3, 2000, 1, 0);    // fewer columns than a block's warps
     check_matvec_split<1024>(1, 77, 4096, 32, 0);
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(1, 2304, 768, 0, 0);   // ln1 -> qkv, the launcher's split
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(1, 50257, 768, 0, 0);  // lnf -> LM head
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(3, 301, 768, 0, 0);
+    check_matvec_norm<256>(2, 37, 516, 4, 0);
+    check_matvec_norm<96>(1, 50, 99, 3, 1);                          // the scalar path, three warps a column
+    check_matvec_norm<32>(5, 13, 200, 1, 0);
     check_attention(2, 37, 3, 32);
     check_attention(2, 130, 3, 64);
     check_attention(1, 200, 2, 64);
