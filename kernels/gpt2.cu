@@ -387,8 +387,9 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);
         const size_t off = cache_layer_offset(m, cache, l);
-        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C, KVWrite{}));
-        TRY(kv_cache_write_forward(cache.k + off, cache.v + off, a.qkv, st.pos, B, 1, NH, HS, cache.maxT, s));
+        // qkv, its k and v also stored into this layer's cache at the step's position
+        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
+                          KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT}));
         TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters, B,
                                            NH, HS, cache.maxT, s));
         TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s, RowNorm{}, KVWrite{}));

@@ -311,6 +311,50 @@ void check_matvec_norm(int M, int N, int K, int split, int offset) {
     }
 }
 
+// The decoding qkv matvec's KV-cache write: with a KVWrite, the k and v thirds
+// of its output (bias added) must land in the caches (B, NH, maxT, HS) at
+// position pos, equal to the output it stores, and the q third nowhere.
+void check_matvec_kv(int M, int NH, int HS, int K, int pos, int offset) {
+    const int C = NH * HS, N = 3 * C, maxT = pos + 3;
+    std::vector<float> A = random_vec((size_t)M * K), W = random_vec((size_t)N * K), bias = random_vec(N);
+    std::vector<double> mm, scale;
+    matmul_ref(A, W, M, N, K, mm, scale);
+    Dev dA(A, offset), dW(W, offset), db(bias, offset), out((size_t)M * N, offset), kc((size_t)M * NH * maxT * HS),
+        vc((size_t)M * NH * maxT * HS);
+    int* dpos;
+    cudaCheck(cudaMalloc(&dpos, 4));
+    cudaCheck(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+    const int st = matvec_decode_forward(Epilogue::Bias, out.p, dA.p, dW.p, db.p, nullptr, M, N, K, 0, RowNorm{},
+                                         KVWrite{kc.p, vc.p, dpos, NH, maxT});
+    const std::vector<float> o = out.get(), k = kc.get(), v = vc.get();
+    std::vector<double> want((size_t)M * N), sc((size_t)M * N);
+    for (size_t i = 0; i < want.size(); ++i) {
+        want[i] = mm[i] + bias[i % N];
+        sc[i] = scale[i] + std::fabs(want[i]);
+    }
+    const std::string tag = " M=" + std::to_string(M) + " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS) + " K=" +
+                            std::to_string(K) + " pos=" + std::to_string(pos) + (offset ? " unaligned" : "");
+    expect("matvec_splitk bias + kv write (output)" + tag, st, o, want, sc, 1e-5, 2e-6);
+    // The cache slots against the output the kernel stored: the very same floats.
+    std::vector<float> got;
+    std::vector<double> same;
+    for (int r = 0; r < M; ++r)
+        for (int c = 0; c < C; ++c) {
+            const size_t slot = (((size_t)r * NH + c / HS) * maxT + pos) * HS + c % HS;
+            got.push_back(k[slot]);
+            same.push_back(o[(size_t)r * N + C + c]);
+            got.push_back(v[slot]);
+            same.push_back(o[(size_t)r * N + 2 * C + c]);
+        }
+    expect("matvec_splitk bias + kv write (cache at pos)" + tag, st, got, same, std::vector<double>(same.size(), 0.0), 0.0, 0.0);
+    // Every other slot keeps its NaN poison.
+    size_t touched = 0;
+    for (size_t i = 0; i < k.size(); ++i) touched += !std::isnan(k[i]) + !std::isnan(v[i]);
+    expect("matvec_splitk bias + kv write (nothing else written)" + tag, st, {(float)touched},
+           {(double)(2 * (size_t)M * C)}, {0.0}, 0.0, 0.0);
+    cudaFree(dpos);
+}
+
 // The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
 // time such), with `splits` K slices (0: the launcher's choice).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int ST>
@@ -522,6 +566,9 @@ int main() {
     check_matvec_norm<256>(2, 37, 516, 4, 0);
     check_matvec_norm<96>(1, 50, 99, 3, 1);                          // the scalar path, three warps a column
     check_matvec_norm<32>(5, 13, 200, 1, 0);
+    check_matvec_kv(1, 12, 64, 768, 70, 0);   // GPT-2 124M's qkv
+    check_matvec_kv(3, 3, 32, 96, 0, 0);      // the odd preset's heads, three rows
+    check_matvec_kv(2, 5, 20, 99, 9, 1);      // K not a multiple of 4, unaligned
     check_attention(2, 37, 3, 32);
     check_attention(2, 130, 3, 64);
     check_attention(1, 200, 2, 64);
