@@ -412,12 +412,9 @@ __device__ __forceinline__ void matvec_normalize_rows(float* normed, const float
     __syncthreads();
 }
 
-// Warp w of the block works on column blockIdx.x * (NW / split) + w / split and
-// on strip w % split of its K: float4 (or float) indices strip*32 + lane, then
-// every 32*split. Warps past N take no K but still reach the barrier.
 // Resident blocks asked of the compiler: 1536 threads an SM at one row (at most
 // 40 registers, 48 warps, no spills), 1024 with the LayerNorm (the prefetched W
-// stays live across it: 40 registers spilled), 512 at eight rows (their
+// stays live across it, which spilled at 40 registers), 512 at eight rows (their
 // accumulators and A loads take registers); left to itself ptxas chose 64-80
 // registers and spilled.
 template <int BLOCK, int ROWS, bool LN>
@@ -426,6 +423,9 @@ constexpr int matvec_splitk_min_blocks() {
     return blocks < 1 ? 1 : blocks > 32 ? 32 : blocks;  // an SM holds at most 32 blocks
 }
 
+// Warp w of the block works on column blockIdx.x * (NW / split) + w / split and
+// on strip w % split of its K: float4 (or float) indices strip*32 + lane, then
+// every 32*split. Warps past N take no K but still reach the barriers.
 template <int BLOCK, int ROWS, bool VEC, Epilogue E, bool LN>
 __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, LN>())
     matvec_splitk_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
@@ -494,10 +494,10 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
         const long long i = (long long)r * N + nn;
         v = epilogue_apply<E>(v, bias, nn, residual, i);
         out[i] = v;
-        if (kv.k && nn >= N / 3) {  // k or v of head h, dimension d: into the cache at the step's position
-            const int C = N / 3, HS = C / kv.heads, c = nn % C, h = c / HS;
+        if (kv.k && nn >= N / 3) {  // k or v, channel ch of C (head h): into the cache at the step's position
+            const int C = N / 3, HS = C / kv.heads, ch = nn % C, h = ch / HS;
             float* cache = nn < 2 * C ? kv.k : kv.v;
-            cache[(((size_t)r * kv.heads + h) * kv.maxT + *kv.pos) * HS + (c - h * HS)] = v;
+            cache[(((size_t)r * kv.heads + h) * kv.maxT + *kv.pos) * HS + (ch - h * HS)] = v;
         }
     }
 }
