@@ -205,9 +205,13 @@ int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, i
         return -1;
     }
     const size_t n = (size_t)c.num_layers * B * maxT * c.channels;
+    const int NH = c.num_heads, HS = c.channels / NH;
+    const size_t counters = attention_decode_counters(B, NH) * sizeof(unsigned int);
     cache.B = B;
     cache.maxT = maxT;
     if (cudaCheck(cudaMalloc(&cache.k, n * sizeof(float))) || cudaCheck(cudaMalloc(&cache.v, n * sizeof(float))) ||
+        cudaCheck(cudaMalloc(&cache.scratch, attention_decode_scratch_floats(B, NH, HS, maxT) * sizeof(float))) ||
+        cudaCheck(cudaMalloc(&cache.counters, counters)) || cudaCheck(cudaMemset(cache.counters, 0, counters)) ||
         cudaCheck(cudaMalloc(&state.token, B * sizeof(int))) || cudaCheck(cudaMalloc(&state.pos, sizeof(int))) ||
         cudaCheck(cudaMalloc(&state.sequence, (size_t)B * maxT * sizeof(int))))
         return -1;
@@ -222,7 +226,8 @@ void gpt2_free(GPT2& m) {
 }
 
 void gpt2_free_cache(KVCache& cache, DecodeState& state) {
-    for (void* p : {(void*)cache.k, (void*)cache.v, (void*)state.token, (void*)state.pos, (void*)state.sequence})
+    for (void* p : {(void*)cache.k, (void*)cache.v, (void*)cache.scratch, (void*)cache.counters, (void*)state.token,
+                    (void*)state.pos, (void*)state.sequence})
         if (p) cudaFree(p);
     cache = KVCache{};
     state = DecodeState{};
@@ -364,25 +369,35 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
     const int C = c.channels, L = c.num_layers, NH = c.num_heads, HS = C / NH, V = c.vocab_size;
     const float eps = c.ln_eps;
     GPT2Acts& a = m.acts;
-    if (B > matmul_max_matvec_rows() || B > a.B) {
-        fprintf(stderr, "decoding batch %d: over MATVEC_MAX_ROWS=%d or the allocated batch %d\n", B, matmul_max_matvec_rows(), a.B);
+    if (B > matmul_max_matvec_rows() || B > a.B || B > cache.B) {
+        fprintf(stderr, "decoding batch %d: over MATVEC_MAX_ROWS=%d, the allocated batch %d or the cache's %d\n", B,
+                matmul_max_matvec_rows(), a.B, cache.B);
         return -1;
     }
+    // out = epilogue(LayerNorm(x) . w^T + bias): the LayerNorm inside the matvec's
+    // blocks when B rows of C fit its shared memory (always at batch 1), else first.
+    const bool fold = matvec_decode_folds_layernorm(B, C);
+    auto normed_linear = [&](Epilogue e, float* out, const float* lnw, const float* lnb, const float* w, const float* bias,
+                             int OC, KVWrite kv) {
+        if (fold) return matvec_decode_forward(e, out, a.x, w, bias, nullptr, B, OC, C, s, RowNorm{lnw, lnb, eps}, kv);
+        if (layernorm_forward(a.ln, a.x, lnw, lnb, B, C, eps, s)) return -1;
+        return matvec_decode_forward(e, out, a.ln, w, bias, nullptr, B, OC, C, s, RowNorm{}, kv);
+    };
     TRY(encoder_forward(a.x, st.token, m.params.wte, m.params.wpe, st.pos, B, 1, C, s));
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);
         const size_t off = cache_layer_offset(m, cache, l);
-        TRY(layernorm_forward(a.ln, a.x, p.ln1w, p.ln1b, B, C, eps, s));
-        TRY(matvec_forward(Epilogue::Bias, a.qkv, a.ln, p.qkvw, p.qkvb, nullptr, B, 3 * C, C, s));
-        TRY(kv_cache_write_forward(cache.k + off, cache.v + off, a.qkv, st.pos, B, 1, NH, HS, cache.maxT, s));
-        TRY(attention_decode_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, B, NH, HS, cache.maxT, s));
-        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s));
-        TRY(layernorm_forward(a.ln, a.x, p.ln2w, p.ln2b, B, C, eps, s));
-        TRY(matvec_forward(Epilogue::BiasGelu, a.fch, a.ln, p.fcw, p.fcb, nullptr, B, 4 * C, C, s));
-        TRY(matvec_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s));
+        // qkv, its k and v also stored into this layer's cache at the step's position
+        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
+                          KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT}));
+        TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters, B,
+                                           NH, HS, cache.maxT, s));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s, RowNorm{}, KVWrite{}));
+        TRY(normed_linear(Epilogue::BiasGelu, a.fch, p.ln2w, p.ln2b, p.fcw, p.fcb, 4 * C, KVWrite{}));
+        TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s, RowNorm{},
+                                  KVWrite{}));
     }
-    TRY(layernorm_forward(a.ln, a.x, m.params.lnfw, m.params.lnfb, B, C, eps, s));
-    TRY(matvec_forward(Epilogue::None, a.logits, a.ln, m.params.wte, nullptr, nullptr, B, V, C, s));
+    TRY(normed_linear(Epilogue::None, a.logits, m.params.lnfw, m.params.lnfb, m.params.wte, nullptr, V, KVWrite{}));
     TRY(argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, s));
     return decode_advance(st.pos, s);
 }

@@ -65,10 +65,14 @@ struct GPT2Acts {
     int* tokens = nullptr;
 };
 
-// Per-layer caches of shape (B, NH, maxT, HS), stacked along L.
+// Per-layer caches of shape (B, NH, maxT, HS), stacked along L, and the decoding
+// attention's scratch (its chunks' partial outputs, and per-head counters that
+// start at zero and that each step leaves at zero), shared by the layers.
 struct KVCache {
     int B = 0, maxT = 0;
     float *k = nullptr, *v = nullptr;
+    float* scratch = nullptr;
+    unsigned int* counters = nullptr;
 };
 
 // Greedy decoding state, all in device memory so a step can be a CUDA graph.

@@ -5,8 +5,9 @@
 //                          head-major so a decoding query reads each head's keys
 //                          contiguously. One thread per (b, t, channel), so
 //                          neighbouring threads read and write neighbouring floats;
-//                          KVCACHE_BLOCK_SIZE threads a block (a decoding step
-//                          writes only C floats per layer: a few blocks at most).
+//                          KVCACHE_BLOCK_SIZE threads a block. The prefill's
+//                          writes; a decoding step's qkv matvec (matmul.cuh,
+//                          KVWrite) stores its k and v into the cache itself.
 //   argmax_kernel          picks each batch row's next token (the first maximum,
 //                          as torch.argmax) and appends it to the sequence. One
 //                          block per row, ARGMAX_BLOCK_SIZE threads striding over

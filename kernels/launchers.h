@@ -4,6 +4,9 @@
 // or -1 after printing what failed.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cstddef>
+
 #include "types.h"
 
 int encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, const int* start_pos, int B, int T,
@@ -21,6 +24,12 @@ int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W,
                          int N, int K, cudaStream_t stream);
 int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                    int N, int K, cudaStream_t stream);
+// The decoding step's matvec (split-K across the warps of a block, version 5): with a
+// RowNorm it LayerNorms A's rows first (if matvec_decode_folds_layernorm(M, K)); with a
+// KVWrite (the qkv layer) it also stores k and v into the cache.
+int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv);
+bool matvec_decode_folds_layernorm(int M, int K);
 int matmul_max_matvec_rows();
 bool matmul_has_cublas();
 int softmax_forward(float* att, const float* preatt, int rows, int T, cudaStream_t stream);
@@ -30,6 +39,12 @@ bool attention_flash_supports(int HS);
 int attention_flash_forward(float* out, const float* qkv, int B, int T, int NH, int HS, cudaStream_t stream);
 int attention_decode_forward(float* out, const float* qkv, const float* kcache, const float* vcache, const int* pos, int B,
                              int NH, int HS, int maxT, cudaStream_t stream);
+// The decoding step's attention: chunks of positions over blocks (flash-decoding), scratch
+// and counters from the cache (attention_decode_scratch_floats and _counters of them).
+int attention_decode_split_forward(float* out, const float* qkv, const float* kcache, const float* vcache, const int* pos,
+                                   float* scratch, unsigned int* counters, int B, int NH, int HS, int maxT, cudaStream_t stream);
+size_t attention_decode_scratch_floats(int B, int NH, int HS, int maxT);
+size_t attention_decode_counters(int B, int NH);
 int kv_cache_write_forward(float* kcache, float* vcache, const float* qkv, const int* start, int B, int T, int NH, int HS,
                            int maxT, cudaStream_t stream);
 int argmax_forward(int* next_token, int* sequence, const int* pos, const float* logits, int B, int V, long long stride,

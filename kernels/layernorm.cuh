@@ -6,9 +6,8 @@
 // (one global read), two block reductions (mean, then variance about the mean).
 // The block size trades threads that idle on short rows against fewer waves on
 // long ones; seed 004 found 256 best for C=768 on an A40. A decoding step
-// normalizes one row a sequence, one block, with the same macro: that block is
-// all the parallelism there is, so its best size is found by sweeping the
-// decoding program (gpt2_generate), not the forward pass.
+// launches it only when its rows do not fit the matvec's shared memory (the
+// decoding matvec normalizes its input itself, with rownorm.cuh's same steps).
 #pragma once
 #include "rownorm.cuh"
 

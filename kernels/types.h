@@ -6,3 +6,20 @@ enum class Epilogue { None, Bias, BiasGelu, BiasResidual };
 
 // Which matmul implementation the model calls (programs' --matmul own|tiled|cublas).
 enum class MatmulImpl { Own, Tiled, Cublas };
+
+// A LayerNorm the decoding matvec applies to its input rows as it stages them in
+// shared memory (weight nullptr: the rows are used as they are).
+struct RowNorm {
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+    float eps = 1e-5f;
+};
+
+// Where the decoding QKV matvec also stores the k and v thirds of its output (k
+// nullptr: nowhere): this layer's caches, (B, heads, maxT, C / heads), at position *pos.
+struct KVWrite {
+    float* k = nullptr;
+    float* v = nullptr;
+    const int* pos = nullptr;
+    int heads = 0, maxT = 0;
+};

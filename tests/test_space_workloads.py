@@ -172,16 +172,17 @@ def _check_inference(space) -> None:
 def _check_decode(space) -> None:
     assert [(w.name, w.program, w.batch) for w in space.workloads] == [("decode", "generate", 1)]
     macros = {p.macro for p in space.parameters}
-    assert macros == {"MATVEC_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "KVCACHE_BLOCK_SIZE", "ARGMAX_BLOCK_SIZE"}
+    assert macros == {"MATVEC_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_CHUNK", "ARGMAX_BLOCK_SIZE"}
     v = {p.macro: p.values for p in space.parameters}
     # the kernels' static_asserts (matmul.cuh, attention.cuh, kvcache.cuh): every listed value is legal
-    assert all(x % 32 == 0 and 32 <= x <= 1024 for x in v["MATVEC_BLOCK_SIZE"])
+    assert all(x % 32 == 0 and 32 <= x <= 1024 for x in v["MATVEC_DECODE_BLOCK_SIZE"])
     assert all(x % 32 == 0 and x <= 1024 for x in v["ATTENTION_DECODE_BLOCK_SIZE"])
-    assert all(1 <= x <= 1024 for x in v["KVCACHE_BLOCK_SIZE"])
+    assert all(1 <= x <= 1024 for x in v["ATTENTION_DECODE_CHUNK"])
     assert all(x % 32 == 0 and x <= 1024 for x in v["ARGMAX_BLOCK_SIZE"])
-    assert {p.macro: p.default for p in space.parameters} == {"MATVEC_BLOCK_SIZE": 256,
+    assert {p.macro: p.default for p in space.parameters} == {"MATVEC_DECODE_BLOCK_SIZE": 256,
                                                               "ATTENTION_DECODE_BLOCK_SIZE": 256,
-                                                              "KVCACHE_BLOCK_SIZE": 256, "ARGMAX_BLOCK_SIZE": 1024}
+                                                              "ATTENTION_DECODE_CHUNK": 32,
+                                                              "ARGMAX_BLOCK_SIZE": 1024}
 
 
 @pytest.mark.parametrize("name, check", [("inference", _check_inference), ("decode", _check_decode)])

@@ -3,8 +3,9 @@
 // (-n, -w, NVTX "iteration" ranges, --kernel-timing --json, --ref before any timing).
 //
 // An iteration decodes --new N tokens after the prefill: N decoding steps (gpt2.cu:
-// the step's LayerNorms and matvec layers, KV-cache writes, attention against the
-// cache, argmax on the device), each feeding the last token and picking the next.
+// the step's split-K matvec layers, with the LayerNorms and the KV-cache writes
+// folded in, attention against the cache, argmax on the device), each feeding the
+// last token and picking the next.
 // The prefill (the prompt through the forward pass, filling the cache, and the pick
 // of the first new token) runs before each iteration, outside it: it is what
 // gpt2_forward measures, and it would hide the steps' kernels among the forward

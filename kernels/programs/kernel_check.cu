@@ -256,6 +256,105 @@ void check_matvec(int M, int N, int K) {
     });
 }
 
+// The decoding matvec (split-K inside a block) at conf.cuh's block and the
+// launcher's split, and at other blocks with forced splits (every divisor of
+// the block's warps, so strips that end mid-K and warps past N are covered).
+void check_matvec_decode(int M, int N, int K, int offset) {
+    check_fused("matvec_splitk", M, N, K, offset, [&](Epilogue e, float* o, const float* A, const float* W, const float* b,
+                                                      const float* r) {
+        return matvec_decode_forward(e, o, A, W, b, r, M, N, K, 0, RowNorm{}, KVWrite{});
+    });
+}
+template <int BLOCK>
+void check_matvec_split(int M, int N, int K, int split, int offset) {
+    check_fused("matvec_splitk block " + std::to_string(BLOCK) + " split " + std::to_string(split), M, N, K, offset,
+                [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
+                    return matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(e, o, A, W, b, r, M, N, K, 0, split);
+                });
+}
+
+// The decoding matvec with the LayerNorm folded in (x rows with a large mean, as
+// check_layernorm's), every epilogue, against LayerNorm then product in double.
+template <int BLOCK>
+void check_matvec_norm(int M, int N, int K, int split, int offset) {
+    std::vector<float> x = random_vec((size_t)M * K, 2.f, 4.f), g = random_vec(K, 0.5f, 1.5f), gb = random_vec(K),
+                       W = random_vec((size_t)N * K), bias = random_vec(N), res = random_vec((size_t)M * N);
+    std::vector<double> xn((size_t)M * K);
+    for (int r = 0; r < M; ++r) layernorm_ref(&x[(size_t)r * K], g.data(), gb.data(), K, 1e-5, &xn[(size_t)r * K]);
+    const char* names[] = {"none", "bias", "bias+gelu", "bias+residual (in place)"};
+    const Epilogue eps[] = {Epilogue::None, Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
+    for (int e = 0; e < 4; ++e) {
+        Dev dx(x, offset), dg(g, offset), dgb(gb, offset), dW(W, offset), db(bias, offset), dres(res, offset),
+            out((size_t)M * N, offset);
+        float* o = e == 3 ? dres.p : out.p;
+        const int st = split ? matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(eps[e], o, dx.p, dW.p, db.p, dres.p, M, N, K, 0, split,
+                                                                          RowNorm{dg.p, dgb.p, 1e-5f})
+                             : matvec_decode_forward(eps[e], o, dx.p, dW.p, db.p, dres.p, M, N, K, 0, RowNorm{dg.p, dgb.p, 1e-5f}, KVWrite{});
+        std::vector<double> want((size_t)M * N), sc((size_t)M * N);
+        for (int r = 0; r < M; ++r)
+            for (int n = 0; n < N; ++n) {
+                double v = 0, a = 0;
+                for (int k = 0; k < K; ++k) {
+                    const double t = xn[(size_t)r * K + k] * W[(size_t)n * K + k];
+                    v += t;
+                    a += std::fabs(t);
+                }
+                if (e >= 1) v += bias[n];
+                if (e == 2) v = gelu_ref(v);
+                if (e == 3) v += res[(size_t)r * N + n];
+                want[(size_t)r * N + n] = v;
+                sc[(size_t)r * N + n] = a + std::fabs(v);
+            }
+        expect("matvec_splitk layernorm block " + std::to_string(BLOCK) + " split " + std::to_string(split) + " " + names[e] +
+                   " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + (offset ? " unaligned" : ""),
+               st, e == 3 ? dres.get() : out.get(), want, sc, 1e-5, 1e-5);
+    }
+}
+
+// The decoding qkv matvec's KV-cache write: with a KVWrite, the k and v thirds
+// of its output (bias added) must land in the caches (B, NH, maxT, HS) at
+// position pos, equal to the output it stores, and the q third nowhere.
+void check_matvec_kv(int M, int NH, int HS, int K, int pos, int offset) {
+    const int C = NH * HS, N = 3 * C, maxT = pos + 3;
+    std::vector<float> A = random_vec((size_t)M * K), W = random_vec((size_t)N * K), bias = random_vec(N);
+    std::vector<double> mm, scale;
+    matmul_ref(A, W, M, N, K, mm, scale);
+    Dev dA(A, offset), dW(W, offset), db(bias, offset), out((size_t)M * N, offset), kc((size_t)M * NH * maxT * HS),
+        vc((size_t)M * NH * maxT * HS);
+    int* dpos;
+    cudaCheck(cudaMalloc(&dpos, 4));
+    cudaCheck(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+    const int st = matvec_decode_forward(Epilogue::Bias, out.p, dA.p, dW.p, db.p, nullptr, M, N, K, 0, RowNorm{},
+                                         KVWrite{kc.p, vc.p, dpos, NH, maxT});
+    const std::vector<float> o = out.get(), k = kc.get(), v = vc.get();
+    std::vector<double> want((size_t)M * N), sc((size_t)M * N);
+    for (size_t i = 0; i < want.size(); ++i) {
+        want[i] = mm[i] + bias[i % N];
+        sc[i] = scale[i] + std::fabs(want[i]);
+    }
+    const std::string tag = " M=" + std::to_string(M) + " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS) + " K=" +
+                            std::to_string(K) + " pos=" + std::to_string(pos) + (offset ? " unaligned" : "");
+    expect("matvec_splitk bias + kv write (output)" + tag, st, o, want, sc, 1e-5, 2e-6);
+    // The cache slots against the output the kernel stored: the very same floats.
+    std::vector<float> got;
+    std::vector<double> same;
+    for (int r = 0; r < M; ++r)
+        for (int c = 0; c < C; ++c) {
+            const size_t slot = (((size_t)r * NH + c / HS) * maxT + pos) * HS + c % HS;
+            got.push_back(k[slot]);
+            same.push_back(o[(size_t)r * N + C + c]);
+            got.push_back(v[slot]);
+            same.push_back(o[(size_t)r * N + 2 * C + c]);
+        }
+    expect("matvec_splitk bias + kv write (cache at pos)" + tag, st, got, same, std::vector<double>(same.size(), 0.0), 0.0, 0.0);
+    // Every other slot keeps its NaN poison.
+    size_t touched = 0;
+    for (size_t i = 0; i < k.size(); ++i) touched += !std::isnan(k[i]) + !std::isnan(v[i]);
+    expect("matvec_splitk bias + kv write (nothing else written)" + tag, st, {(float)touched},
+           {(double)(2 * (size_t)M * C)}, {0.0}, 0.0, 0.0);
+    cudaFree(dpos);
+}
+
 // The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
 // time such), with `splits` K slices (0: the launcher's choice).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int ST>
@@ -342,6 +441,39 @@ void check_decode(int B, int T, int NH, int HS) {
         for (int c = 0; c < C; ++c) want[(size_t)b * C + c] = full[((size_t)b * T + T - 1) * C + c];
     expect("kv_cache_write + attention_decode B=" + std::to_string(B) + " T=" + std::to_string(T) + " HS=" + std::to_string(HS), st,
            out.get(), want, std::vector<double>(want.size(), 1.0), 1e-5, 1e-5);
+    // The split kernel at conf.cuh's sizes and others, each launched three times on
+    // the same counters (as graph replays are): the last block must leave them zero.
+    const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS);
+    Dev scratch((size_t)B * NH * maxT * (HS + 2));  // enough for any chunk size (at most maxT chunks)
+    unsigned int* counters;
+    cudaCheck(cudaMalloc(&counters, (size_t)B * NH * sizeof(unsigned int)));
+    cudaCheck(cudaMemset(counters, 0, (size_t)B * NH * sizeof(unsigned int)));
+    auto split_check = [&](const std::string& what, auto launch) {
+        for (int rep = 0; rep < 3; ++rep) {
+            Dev o((size_t)B * C);
+            const int s2 = launch(o.p);
+            expect(what + tag + " run " + std::to_string(rep + 1), s2, o.get(), want, std::vector<double>(want.size(), 1.0),
+                   1e-5, 1e-5);
+        }
+        std::vector<unsigned int> left((size_t)B * NH);
+        cudaCheck(cudaMemcpy(left.data(), counters, left.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+        std::vector<float> got(left.begin(), left.end());
+        expect(what + " counters left at zero" + tag, 0, got, std::vector<double>(got.size(), 0.0),
+               std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    };
+    split_check("attention_decode_split", [&](float* o) {
+        return attention_decode_split_forward(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 32 chunk 32", [&](float* o) {
+        return attention_decode_split_sized<32, 32>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 128 chunk 5", [&](float* o) {
+        return attention_decode_split_sized<128, 5>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    split_check("attention_decode_split block 1024 chunk 1000", [&](float* o) {
+        return attention_decode_split_sized<1024, 1000>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
+    });
+    cudaFree(counters);
     // argmax with a planted tie: the first maximum must win.
     const int V = 50257;
     std::vector<float> logits = random_vec((size_t)B * V);
@@ -416,12 +548,38 @@ int main() {
     check_matvec(1, 99, 67);
     check_matvec(3, 768, 768);
     check_matvec(1, 2304, 768);
+    check_matvec_decode(1, 2304, 768, 0);   // GPT-2's decoding shapes at the launcher's split
+    check_matvec_decode(1, 768, 3072, 0);
+    check_matvec_decode(1, 3072, 768, 0);
+    check_matvec_decode(1, 50257, 768, 0);
+    check_matvec_decode(3, 769, 1000, 0);
+    check_matvec_decode(1, 99, 67, 1);      // K not a multiple of 4, unaligned: the scalar path
+    check_matvec_split<256>(2, 101, 3072, 8, 0);
+    check_matvec_split<256>(1, 37, 516, 4, 0);   // 129 float4s: strips of 128 leave one
+    check_matvec_split<256>(1, 37, 515, 2, 1);
+    check_matvec_split<96>(2, 50, 768, 3, 0);    // three warps, one column a block
+    check_matvec_split<64>(1, 3, 2000, 1, 0);    // fewer columns than a block's warps
+    check_matvec_split<1024>(1, 77, 4096, 32, 0);
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(1, 2304, 768, 0, 0);   // ln1 -> qkv, the launcher's split
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(1, 50257, 768, 0, 0);  // lnf -> LM head
+    check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(3, 301, 768, 0, 0);
+    check_matvec_norm<256>(2, 37, 516, 4, 0);
+    check_matvec_norm<96>(1, 50, 99, 3, 1);                          // the scalar path, three warps a column
+    check_matvec_norm<32>(5, 13, 200, 1, 0);
+    check_matvec_kv(1, 12, 64, 768, 70, 0);   // GPT-2 124M's qkv
+    check_matvec_kv(3, 3, 32, 96, 0, 0);      // the odd preset's heads, three rows
+    check_matvec_kv(2, 5, 20, 99, 9, 1);      // K not a multiple of 4, unaligned
     check_attention(2, 37, 3, 32);
     check_attention(2, 130, 3, 64);
     check_attention(1, 200, 2, 64);
     check_attention(1, 67, 2, 48);
     check_decode(1, 37, 3, 32);
     check_decode(2, 130, 2, 64);
+    check_decode(1, 1, 12, 64);     // the first position: one chunk, written directly
+    check_decode(1, 32, 12, 64);    // one whole default chunk
+    check_decode(1, 33, 12, 64);    // a second chunk of one key
+    check_decode(1, 500, 12, 64);
+    check_decode(3, 70, 2, 40);     // a head size that is no multiple of 32
     printf("{\"schema\": \"engine-kernel-check/1\", \"device\": \"%s\", \"checks\": %d, \"failures\": %d, \"results\": [%s\n]}\n", prop.name,
            checks, failures, json_rows.c_str());
     fprintf(stderr, "%s: %d of %d checks failed\n", failures ? "FAIL" : "PASS", failures, checks);

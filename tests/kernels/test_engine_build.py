@@ -45,7 +45,8 @@ NON_DEFAULT = {
                               "#define MATMUL_WM 32\n#define MATMUL_WN 32\n#define MATMUL_TM 4\n#define MATMUL_TN 8\n"
                               "#define MATMUL_STAGES 4\n#define MATMUL_SPLITK_BLOCK_SIZE 96\n",
     "attention-tiles": "#define ATTENTION_BR 128\n#define ATTENTION_BC 32\n#define ATTENTION_TM 4\n#define ATTENTION_TN 2\n"
-                       "#define ATTENTION_DECODE_BLOCK_SIZE 128\n#define MATVEC_BLOCK_SIZE 512\n#define MATVEC_MAX_ROWS 4\n",
+                       "#define ATTENTION_DECODE_BLOCK_SIZE 128\n#define MATVEC_BLOCK_SIZE 512\n#define MATVEC_MAX_ROWS 4\n"
+                       "#define MATVEC_DECODE_BLOCK_SIZE 96\n",
 }
 
 
@@ -105,11 +106,12 @@ def test_every_family_header_is_compiled_as_its_own_unit():
 # ---------------------------------------------------------------------------
 
 DECODE_CONF = ("#define MATVEC_BLOCK_SIZE 64\n#define MATVEC_MAX_ROWS 1\n#define ATTENTION_DECODE_BLOCK_SIZE 1024\n"
+               "#define MATVEC_DECODE_BLOCK_SIZE 512\n"
                "#define KVCACHE_BLOCK_SIZE 96\n#define ARGMAX_BLOCK_SIZE 32\n#define LAYERNORM_BLOCK_SIZE 1024\n"
                "#define ENCODER_BLOCK_X 64\n#define ENCODER_BLOCK_Y 1\n#define ENCODER_BLOCK_Z 1\n")
 # The kernel instantiations those macros make (host-side stub symbols, Itanium-mangled).
-DECODE_INSTANCES = ("matvec_kernelILi64ELi1E", "attention_decode_kernelILi1024E", "kv_cache_write_kernelILi96E",
-                    "argmax_kernelILi32E", "layernorm_kernelILi1024E")
+DECODE_INSTANCES = ("matvec_kernelILi64ELi1E", "matvec_splitk_kernelILi512ELi1E", "attention_decode_split_kernelILi1024ELi32E",
+                    "kv_cache_write_kernelILi96E", "argmax_kernelILi32E", "layernorm_kernelILi1024E")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +144,11 @@ DECODE_ILLEGAL = [
     ("MATVEC_BLOCK_SIZE 48", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
     ("MATVEC_BLOCK_SIZE 0", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
     ("MATVEC_MAX_ROWS 17", "matmul", "MATVEC_MAX_ROWS must be 1..16"),
+    ("MATVEC_DECODE_BLOCK_SIZE 80", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_DECODE_BLOCK_SIZE 2048", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("ATTENTION_DECODE_CHUNK 0", "attention", "ATTENTION_DECODE_CHUNK (keys a decoding block takes) must be 1..1024"),
+    ("ATTENTION_DECODE_CHUNK 1000", "attention", "the keys each warp scores in registers, must be at most 32"),
     ("KVCACHE_BLOCK_SIZE 2048", "kvcache", "KVCACHE_BLOCK_SIZE must be between 1 and 1024"),
     ("ARGMAX_BLOCK_SIZE 0", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
     ("ARGMAX_BLOCK_SIZE 1056", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),

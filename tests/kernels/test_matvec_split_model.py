@@ -1,0 +1,64 @@
+"""The decoding matvec's split choice (matvec_split_for in kernels/matmul.cuh: how
+many warps of a block share one output column's K), run on the CPU through a
+host-only program built with real nvcc, on GPT-2 124M's decoding shapes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE.parents[1] / "kernels"
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+# SMs and resident warps per SM, as cudaDeviceGetAttribute reports them (2048 threads / 32).
+H100_SXM = (132, 64)
+A100_SXM = (108, 64)
+BLOCK_WARPS = 8  # MATVEC_DECODE_BLOCK_SIZE 256
+
+
+@pytest.fixture(scope="module")
+def matvec_split_picks(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("matvec_split") / "matvec_split_picks"
+    p = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS}", str(HERE / "matvec_split_picks.cu"), "-o",
+                        str(exe)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return exe
+
+
+def pick(exe: Path, device: tuple, N: int, K: int, block_warps: int = BLOCK_WARPS) -> int:
+    out = subprocess.run([str(exe), *map(str, (*device, block_warps, N, K))], capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+@pytest.mark.parametrize("shape, split", [
+    ((2304, 768), 2),     # qkv: 4608 warps reach the 4224 target (half of 132 x 64)
+    ((768, 768), 4),      # attention projection: short of the target even at 4; 8 would leave lanes without K
+    ((3072, 768), 2),     # fc
+    ((768, 3072), 8),     # MLP projection: every warp of the block on one column (6144 warps)
+    ((50257, 768), 1),    # LM head: a warp per column already fills the GPU
+], ids=["qkv", "attn-proj", "fc", "fc-proj", "lm-head"])
+def test_matvec_split_on_gpt2_decoding_shapes_on_an_h100(matvec_split_picks, shape, split):
+    assert pick(matvec_split_picks, H100_SXM, *shape) == split
+
+
+def test_matvec_split_keeps_at_least_one_float4_of_k_per_lane(matvec_split_picks):
+    assert pick(matvec_split_picks, H100_SXM, 96, 96) == 1          # the odd preset's C=96: K < 128
+    assert pick(matvec_split_picks, H100_SXM, 10, 256) == 2         # at most 256 / 128
+    assert pick(matvec_split_picks, H100_SXM, 10, 100000, block_warps=32) == 32
+
+
+def test_matvec_split_only_divides_the_blocks_warps(matvec_split_picks):
+    assert pick(matvec_split_picks, H100_SXM, 768, 3072, block_warps=6) == 6    # 1, 2, 3, 6
+    assert pick(matvec_split_picks, H100_SXM, 768, 3072, block_warps=5) == 5
+    assert pick(matvec_split_picks, H100_SXM, 768, 3072, block_warps=1) == 1
+
+
+def test_matvec_split_weighs_the_device_it_is_given(matvec_split_picks):
+    assert pick(matvec_split_picks, A100_SXM, 768, 3072) == 8
+    assert pick(matvec_split_picks, (16, 64), 2304, 768) == 1       # a small GPU: 2304 warps already fill it
+    assert pick(matvec_split_picks, (0, 0), 768, 3072) == 1         # no attributes: a target of 0 is met at once
