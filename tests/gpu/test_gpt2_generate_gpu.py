@@ -25,17 +25,19 @@ def generate(engine_build: Path, odd_model, *args: str) -> subprocess.CompletedP
 
 def decoding_calls(steps: int, layers: int, prefill: bool = False) -> dict[str, int]:
     """Launches per iteration of each kernel a decoding step launches (gpt2.cu's
-    gpt2_decode_step), for `steps` steps; with the prefill, plus its launches of the
-    same kernels: at fusion `full` one LayerNorm (the rest are fused with the
-    residual), and with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
-    layers are matvec launches too."""
-    calls = {"encoder_kernel": steps, "layernorm_kernel": steps * (2 * layers + 1),
-             "matvec_kernel": steps * (4 * layers + 1), "kv_cache_write_kernel": steps * layers,
-             "attention_decode_kernel": steps * layers, "argmax_kernel": steps, "decode_advance_kernel": steps}
+    gpt2_decode_step), for `steps` steps: at batch 1 the LayerNorms are folded into
+    the matvecs after them and the KV-cache write into the qkv matvec, so a step runs
+    the encoder, per layer four split-K matvecs and one flash-decoding attention,
+    then the LM head's matvec, argmax and the position's advance. With the prefill,
+    plus its own launches: at fusion `full` one LayerNorm (the rest are fused with
+    the residual), with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
+    layers as matvec_kernel launches, and its KV-cache writes."""
+    calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1),
+             "attention_decode_split_kernel": steps * layers, "argmax_kernel": steps, "decode_advance_kernel": steps}
     if prefill:
         for k, extra in (("encoder_kernel", 1), ("layernorm_kernel", 1), ("matvec_kernel", 4 * layers + 1),
                          ("kv_cache_write_kernel", layers), ("argmax_kernel", 1), ("decode_advance_kernel", 1)):
-            calls[k] += extra
+            calls[k] = calls.get(k, 0) + extra
     return calls
 
 
@@ -97,7 +99,7 @@ def test_generate_kernel_timing_writes_per_kernel_rows_of_the_decoding_steps_onl
     rows = events.parse_json(text)
     assert calls_by_kernel(rows) == decoding_calls(STEPS, doc["model"]["num_layers"])
     assert all(len(m.iter_total_ns) == 3 and m.min_ns >= 0 for m in rows)
-    assert all(m.median_ns > 0 for m in rows if m.kernel in ("matvec_kernel", "attention_decode_kernel"))
+    assert all(m.median_ns > 0 for m in rows if m.kernel in ("matvec_splitk_kernel", "attention_decode_split_kernel"))
     assert events.forward_ms(text)["median_ms"] > 0
 
 
