@@ -22,16 +22,7 @@ ROOT=$(cd "$HERE/../../../.." && pwd)
 OUT=${OUT:?set OUT to the folder to write the captures to}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-CUDA=$(nvcc --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n1)
-CUDA=$(cd "$CUDA" && pwd -P)
-INC= LIB=
-for d in "$CUDA/targets/x86_64-linux/include" "$CUDA/include" "$CUDA/extras/CUPTI/include"; do
-    [ -z "$INC" ] && [ -f "$d/cupti.h" ] && INC=$d
-done
-for d in "$CUDA/targets/x86_64-linux/lib" "$CUDA/lib64" "$CUDA/lib" "$CUDA/extras/CUPTI/lib64"; do
-    [ -z "$LIB" ] && [ -e "$d/libcupti.so" ] && LIB=$d
-done
+. "$HERE/cuda_toolkit.sh"
 echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.default_applications.graphics --format=csv
 nvcc --version | tail -n 2
