@@ -13,6 +13,9 @@ it), so every rerun is warm. For every parameter group it then reports:
     repeat rate     the share of picks equal to the group's most common pick over
                     the K reruns, for certified and uncertified picks apart
                     (target: certified picks repeat in >= 95% of reruns)
+    leaders         each certified pick against every other rerun's race leader
+                    (the fastest median of its race, whatever the tie rule picked):
+                    a certified pick the measurements of another rerun contradict
 
 and, per rerun, the race's GPU seconds (race.json's gpu_s: the race job holding
 the GPU) as a share of the sweep's (verify + profile of every job, the end-to-end
@@ -110,7 +113,17 @@ def analyze(runs: list[dict[str, Any]]) -> dict[str, Any]:
                      "rounds": [p["rounds"] for p in picks], "most_common": json.loads(mode),
                      "certified_repeat": _rate(per[True]), "uncertified_repeat": _rate(per[False])}
     shares = [r["race_share"] for r in runs if r["race_share"] is not None]
-    return {"groups": groups, "certified_picks": counts[True][1], "certified_repeat": _rate(counts[True]),
+    agree = [0, 0]       # a certified pick against every other rerun's race leader (its tied set's first)
+    for g in runs[0]["groups"]:
+        entries = [r["groups"][g] for r in runs if g in r["groups"]]
+        for i, a in enumerate(entries):
+            if not a["certified"]:
+                continue
+            for j, b in enumerate(entries):
+                if j != i and b.get("raced") and b.get("tied"):
+                    agree[0] += b["tied"][0] == a["pick"]
+                    agree[1] += 1
+    return {"groups": groups, "leader_agreement": _rate(agree), "leader_pairs": agree[1], "certified_picks": counts[True][1], "certified_repeat": _rate(counts[True]),
             "uncertified_picks": counts[False][1], "uncertified_repeat": _rate(counts[False]),
             "race_share_mean": sum(shares) / len(shares) if shares else None, "race_share_max": max(shares, default=None),
             "reruns": len(runs)}
@@ -136,6 +149,9 @@ def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     lines.append(f"certified picks: {summary['certified_picks']}, repeat {pct(summary['certified_repeat'])} "
                  f"(target >= 95%); uncertified: {summary['uncertified_picks']}, repeat "
                  f"{pct(summary['uncertified_repeat'])}")
+    lines.append(f"certified picks against the other reruns' race leaders: {pct(summary.get('leader_agreement'))} "
+                 f"agree ({summary.get('leader_pairs', 0)} pairs; a tie's pick follows the tie rule, its leader the "
+                 "measurements)")
     lines.append(f"race GPU time / sweep GPU time: mean {pct(summary['race_share_mean'])}, max "
                  f"{pct(summary['race_share_max'])} (target < 20%)")
     return "\n".join(lines)
