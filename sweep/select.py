@@ -160,12 +160,13 @@ def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame
         return float(r.iloc[0]) if len(r) else None
 
     def per_workload() -> dict[str, dict[str, float | None]]:
+        jobs = {role: group_rows(space, measurements, all_macros, role) for role in ("best", "baseline")}
         out = {}
         for w in space.workloads:
             ns = {}
-            for role in ("best", "baseline"):
-                rows = objective.only(group_rows(space, measurements, all_macros, role), w.name)
-                ns[role] = float(rows["total_median_ns"].sum()) if not rows.empty else None
+            for role, rows in jobs.items():
+                here = objective.only(rows, w.name)
+                ns[role] = float(here["total_median_ns"].sum()) if not here.empty else None
             out[w.name] = {"best_ns": ns["best"], "default_ns": ns["baseline"],
                            "speedup_vs_default": ratio(ns["baseline"], ns["best"])}
         return out

@@ -154,7 +154,7 @@ class Race:
     """
 
     __slots__ = ("entrants", "alpha", "min_rounds", "max_rounds", "budget_s", "looks", "pair_alpha",
-                 "_samples", "_result", "_alive", "_left")
+                 "_samples", "_result", "_left")
 
     def __init__(self, entrants: Sequence[Entrant], *, alpha: float = 0.05, min_rounds: int = 5,
                  max_rounds: int = 100, budget_s: float | None = None, look_growth: float = 1.25) -> None:
@@ -185,7 +185,6 @@ class Race:
         self.pair_alpha = alpha / (n_looks * (len(ids) - 1))
         self._samples: dict[str, list[float]] = {i: [] for i in ids}
         self._result: RaceResult | None = None
-        self._alive: list[Entrant] = list(entrants)
         self._left: dict[str, Comparison] = {}      # eliminated id -> the comparison that eliminated it
 
     @property
@@ -195,7 +194,10 @@ class Race:
     @property
     def alive(self) -> tuple[str, ...]:
         """The ids still in the race: a round needs a time for each (and only these)."""
-        return tuple(e.id for e in self._alive)
+        return tuple(e.id for e in self._racing())
+
+    def _racing(self) -> list[Entrant]:
+        return [e for e in self.entrants if e.id not in self._left]
 
     @property
     def result(self) -> RaceResult | None:
@@ -242,11 +244,10 @@ class Race:
             raise ValueError("a race needs at least one round before it can be evaluated")
         samples = self._samples
         medians = {i: float(np.median(s)) for i, s in samples.items()}
-        leader, *others = sorted(self._alive, key=lambda e: (medians[e.id], e.threads))
-        n = len(samples[leader.id])      # the entrants still in ran every round: pair the last n of each
-        comps = {e.id: compare(samples[leader.id], samples[e.id][-n:], alpha=self.pair_alpha, paired=True)
-                 for e in others}
-        comps.update({i: c for i, c in self._left.items()})
+        leader, *others = sorted(self._racing(), key=lambda e: (medians[e.id], e.threads))
+        # the entrants still in ran every round, so their samples pair round by round
+        comps = {e.id: compare(samples[leader.id], samples[e.id], alpha=self.pair_alpha, paired=True) for e in others}
+        comps.update(self._left)
         rest = [e for e in self.entrants if e.id != leader.id]
         runner_up = min(rest, key=lambda e: comps[e.id].margin)
         closest = comps[runner_up.id]
@@ -262,6 +263,4 @@ class Race:
 
     def _eliminate(self, res: RaceResult) -> None:
         """After a look: every entrant the leader beat beyond the noise leaves the race."""
-        beaten = {i for i, c in res.comparisons.items() if c.verdict == "faster" and i not in self._left}
-        self._left.update({i: res.comparisons[i] for i in beaten})
-        self._alive = [e for e in self._alive if e.id not in beaten]
+        self._left.update({i: c for i, c in res.comparisons.items() if c.verdict == "faster" and i not in self._left})
