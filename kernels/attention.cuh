@@ -364,6 +364,7 @@ __global__ void __launch_bounds__(BLOCK) attention_decode_split_kernel(float* __
     float* zl = zm + scratch.splits_max;   //   sum
     float* zw = zl + scratch.splits_max;   //   and weight
     __shared__ bool is_last;
+    grid_dependency_sync();  // launched as a dependent in the decoding step (common.cuh): pos, q, the cache after this
     const int h = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
     const int last = *pos, splits = last / CHUNK + 1;
     if (z >= splits) return;  // past the position: the whole block leaves

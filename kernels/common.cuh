@@ -141,6 +141,69 @@ inline dim3 elementwise_grid(long long n, int block, bool vec) {
 }
 
 // ---------------------------------------------------------------------------
+// Programmatic dependent launches (sm_90 and later)
+// ---------------------------------------------------------------------------
+// Inside a DependentLaunches scope (the decoding step), engine_launch lets a kernel
+// start before the previous kernel on its stream has finished: its blocks take
+// the SM slots that kernel leaves free and load what no kernel writes (weights)
+// while it drains. At batch 1 a layer's kernels are a few microseconds each, most
+// of it launch and first-load latency, which this hides.
+//
+// The rule for every kernel such a scope may launch: grid_dependency_wait() in
+// every thread (early-leaving ones included, so no kernel ends before the one it
+// follows and the chain stays in order) before it reads anything an earlier
+// kernel wrote or writes anything (an earlier kernel may still be reading it);
+// then grid_dependents_launch(), which lets the next kernel's blocks in: after
+// the wait, so at most one kernel waits ahead of the one running. Both are
+// no-ops before sm_90 and in a kernel launched the ordinary way.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Both, for a kernel with nothing to load before its inputs are ready.
+__device__ __forceinline__ void grid_dependency_sync() {
+    grid_dependency_wait();
+    grid_dependents_launch();
+}
+
+// While one is alive (on this thread), engine_launch launches kernels as
+// programmatic dependents of the previous kernel on their stream, where the
+// GPU can (compute capability 9.0+) and per-launch events are off (an event
+// between two launches orders them fully, and its times would include the
+// overlap). Scopes nest; the outer one's setting comes back at the end.
+class DependentLaunches {
+public:
+    explicit DependentLaunches(bool on) : previous_(active()) { active() = on && supported(); }
+    ~DependentLaunches() { active() = previous_; }
+    DependentLaunches(const DependentLaunches&) = delete;
+    DependentLaunches& operator=(const DependentLaunches&) = delete;
+    static bool& active() {
+        static thread_local bool on = false;
+        return on;
+    }
+    // Whether this process's GPU launches programmatic dependents (compute capability 9.0+).
+    static bool supported() {
+        static const bool yes = [] {
+            int dev = 0, major = 0;
+            cudaGetDevice(&dev);
+            const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess;
+            cudaGetLastError();
+            return ok && major >= 9;
+        }();
+        return yes;
+    }
+
+private:
+    bool previous_;
+};
+
+// ---------------------------------------------------------------------------
 // Launch recording (NVTX ranges + optional per-launch CUDA events)
 // ---------------------------------------------------------------------------
 
@@ -201,7 +264,21 @@ int engine_launch(const char* family, const char* name, void (*kernel)(KernelArg
                   size_t smem, cudaStream_t stream, Args... args) {
     nvtxRangePushA(family);
     LaunchRecorder::get().begin(name, grid, block, stream);
-    kernel<<<grid, block, smem, stream>>>(args...);
+    if (DependentLaunches::active() && !LaunchRecorder::get().enabled) {
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = block;
+        config.dynamicSmemBytes = smem;
+        config.stream = stream;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+    } else {
+        kernel<<<grid, block, smem, stream>>>(args...);
+    }
     LaunchRecorder::get().end(stream);
     nvtxRangePop();
     return engine_launch_check(name, grid, block) ? -1 : 0;

@@ -37,6 +37,7 @@ static_assert(ENCODER_BLOCK_X * ENCODER_BLOCK_Y * ENCODER_BLOCK_Z <= 1024,
 template <bool VEC>
 __global__ void encoder_kernel(float* __restrict__ out, const int* __restrict__ tokens, const float* __restrict__ wte,
                                const float* __restrict__ wpe, const int* __restrict__ start_pos, int B, int T, int C) {
+    grid_dependency_sync();  // the decoding step launches it as a dependent (common.cuh)
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     const int t = blockIdx.y * blockDim.y + threadIdx.y;
     const int b = blockIdx.z * blockDim.z + threadIdx.z;

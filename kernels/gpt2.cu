@@ -364,7 +364,7 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
     return 0;
 }
 
-int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream_t s) {
+int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream_t s, bool overlap) {
     const GPT2Config& c = m.config;
     const int C = c.channels, L = c.num_layers, NH = c.num_heads, HS = C / NH, V = c.vocab_size;
     const float eps = c.ln_eps;
@@ -383,6 +383,8 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
         if (layernorm_forward(a.ln, a.x, lnw, lnb, B, C, eps, s)) return -1;
         return matvec_decode_forward(e, out, a.ln, w, bias, nullptr, B, OC, C, s, RowNorm{}, kv);
     };
+    // Every kernel below waits for the one before it (common.cuh's rule) when launched so.
+    const DependentLaunches dependent(overlap);
     TRY(encoder_forward(a.x, st.token, m.params.wte, m.params.wpe, st.pos, B, 1, C, s));
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);

@@ -100,7 +100,9 @@ int gpt2_forward(GPT2& model, const int* d_tokens, int B, int T, const EngineOpt
                  KVCache* cache = nullptr);
 int gpt2_alloc_cache(const GPT2& model, KVCache& cache, DecodeState& state, int B, int maxT);
 // One decoding step for state.token at *state.pos; appends the pick to state.sequence.
-int gpt2_decode_step(GPT2& model, KVCache& cache, DecodeState& state, int B, cudaStream_t stream);
+// overlap: launch the step's kernels as programmatic dependents, each starting while
+// the one before it ends (common.cuh, DependentLaunches; sm_90+, else ignored).
+int gpt2_decode_step(GPT2& model, KVCache& cache, DecodeState& state, int B, cudaStream_t stream, bool overlap = true);
 void gpt2_free(GPT2& model);
 void gpt2_free_cache(KVCache& cache, DecodeState& state);
 

@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(BLOCK) argmax_kernel(int* __restrict__ next_to
                                                        int V, long long stride, int maxT) {
     __shared__ float best_v[32];
     __shared__ int best_i[32];
+    grid_dependency_sync();  // a dependent in the decoding step (common.cuh)
     const int b = blockIdx.x;
     const float* row = logits + b * stride;
     float bv = -INFINITY;
@@ -87,7 +88,10 @@ __global__ void __launch_bounds__(BLOCK) argmax_kernel(int* __restrict__ next_to
     }
 }
 
-__global__ void decode_advance_kernel(int* pos) { *pos += 1; }
+__global__ void decode_advance_kernel(int* pos) {
+    grid_dependency_sync();  // a dependent in the decoding step (common.cuh)
+    *pos += 1;
+}
 
 // ---- launchers ------------------------------------------------------------
 int kv_cache_write_forward(float* kcache, float* vcache, const float* qkv, const int* start, int B, int T, int NH, int HS,

@@ -53,6 +53,7 @@
 //      position, so no kv_cache_write runs in a decoding step either.
 #pragma once
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "common.cuh"
@@ -452,6 +453,9 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
             const int k = first + i * stride;
             wp[i] = k < end ? w4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
         }
+        // The weights are no kernel's output: loaded before the previous kernel ends
+        // when launched as its dependent (common.cuh); A only after.
+        grid_dependency_sync();
         if constexpr (LN) matvec_normalize_rows<BLOCK, true>(normed, A, M, K, ln, scratch);
         const float* a = LN ? normed : A;
         auto fma_row = [&](const float4& wv, int k) {
@@ -470,6 +474,7 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
         for (int k = first + PRE * stride; k < end; k += stride) fma_row(w4[k], k);
     } else {
         const int end = n < N ? K : 0;
+        grid_dependency_sync();
         if constexpr (LN) matvec_normalize_rows<BLOCK, false>(normed, A, M, K, ln, scratch);
         const float* a = LN ? normed : A;
         for (int k = first; k < end; k += stride) {
@@ -732,15 +737,19 @@ int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const
 
 // How many warps share one output column in the decoding matvec (a divisor of
 // the block's `block_warps`): the fewest that give N * split >= half the warps
-// the GPU holds at once (sms * warps_per_sm / 2), so every SM has loads in
+// the GPU holds of this kernel at once (sms * warps_per_sm / 2, warps_per_sm the
+// kernel's own occupancy, not the device's most), so every SM has loads in
 // flight while the blocks stay one wave; no more than leave each lane at least
 // one float4 of K (split <= K / 128), else the largest such. Half, not all,
 // the resident warps: a lane already keeps up to four float4s in flight, and a
-// grid of one wave has no tail. On an H100 (132 SMs, 64 warps each: target
-// 4224) at 8 warps a block it gives GPT-2 124M's decoding layers: qkv (2304 x
-// 768) 2, attention projection (768 x 768) 4, fc (3072 x 768) 2, MLP projection
-// (768 x 3072) 8, LM head (50257 x 768) 1. Plain numbers, so tests check it
-// without a GPU (tests/kernels/matvec_split_picks.cu).
+// grid of one wave has no tail, where a second wave of a few blocks doubles a
+// few-microsecond kernel. On an H100 (132 SMs) at 8 warps a block, the build
+// without the LayerNorm holds 48 warps an SM (40 registers: target 3168) and
+// the one with it 32 (64 registers: 2112), which gives GPT-2 124M's decoding
+// layers: qkv (2304 x 768, LayerNorm) 1, attention projection (768 x 768) 4, fc
+// (3072 x 768, LayerNorm) 1, MLP projection (768 x 3072) 8, LM head (50257 x
+// 768, LayerNorm) 1. Plain numbers, so tests check it without a GPU
+// (tests/kernels/matvec_split_picks.cu).
 inline int matvec_split_for(int sms, int warps_per_sm, int block_warps, long long N, int K) {
     const long long target = (long long)std::max(sms, 1) * std::max(warps_per_sm, 1) / 2;
     const int cap = std::max(1, K / 128);
@@ -753,17 +762,30 @@ inline int matvec_split_for(int sms, int warps_per_sm, int block_warps, long lon
     return best;
 }
 
-// This GPU's multiprocessors and resident warps per multiprocessor, read once.
-inline std::pair<int, int> matvec_device_warps() {
-    static const std::pair<int, int> warps = [] {
-        int dev = 0, sms = 0, threads = 0;
+// This GPU's multiprocessors, read once.
+inline int matvec_device_sms() {
+    static const int sms = [] {
+        int dev = 0, n = 0;
         cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev);
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
         cudaGetLastError();  // an attribute the device lacks leaves 0: the split stays small
-        return std::pair<int, int>(sms, threads / 32);
+        return n;
     }();
-    return warps;
+    return sms;
+}
+
+// Warps of `kernel` (blocks of `block` threads, `smem` bytes of dynamic shared
+// memory) one multiprocessor holds at once, as the occupancy calculator says
+// for its registers and shared memory; asked once per kernel and size.
+template <typename Kernel>
+int matvec_resident_warps(Kernel kernel, int block, size_t smem) {
+    static std::map<std::pair<const void*, size_t>, int> known;
+    const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), smem);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, smem) != cudaSuccess) blocks = 1;
+    cudaGetLastError();
+    return known[key] = std::max(blocks, 1) * block / 32;
 }
 
 // Whether a LayerNorm of M rows of K fits the decoding matvec's shared memory
@@ -787,12 +809,10 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
                 N, kv.heads);
         return -1;
     }
-    if (split <= 0) {
-        const auto [sms, warps_per_sm] = matvec_device_warps();
-        split = matvec_split_for(sms, warps_per_sm, NW, N, K);
+    if (split > 0 && NW % split) {
+        fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, NW);
+        return -1;
     }
-    if (NW % split) { fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, NW); return -1; }
-    const dim3 grid(CEIL_DIV(N, NW / split)), block(BLOCK);
     const bool vec = K % 4 == 0 && aligned16(A, W) && (!norm || aligned16(ln.weight, ln.bias));
     const size_t smem = norm ? (size_t)M * K * sizeof(float) : 0;
     // One row (batch 1, what gpt2_generate decodes) has its own build: eight rows'
@@ -804,8 +824,11 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
                                           : matvec_splitk_kernel<BLOCK, 1, false, E, LN>)
                                    : (vec ? matvec_splitk_kernel<BLOCK, ROWS, true, E, LN>
                                           : matvec_splitk_kernel<BLOCK, ROWS, false, E, LN>);
+        const int s = split > 0 ? split
+                                : matvec_split_for(matvec_device_sms(), matvec_resident_warps(kernel, BLOCK, smem), NW, N, K);
+        const dim3 grid(CEIL_DIV(N, NW / s)), block(BLOCK);
         return engine_launch("matmul", "matvec_splitk_kernel", kernel, grid, block, smem, stream, out, A, W, bias, residual, M,
-                             N, K, split, ln, kv);
+                             N, K, s, ln, kv);
     };
     return with_epilogue(e, [&](auto ep) {
         return norm ? launch(ep, std::true_type{}) : launch(ep, std::false_type{});

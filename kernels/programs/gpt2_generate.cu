@@ -17,7 +17,10 @@
 // same work with and without the check.
 //
 // A step reads its position from device memory, so it is captured once as a CUDA
-// graph and replayed per token (--no-graph launches its kernels directly).
+// graph and replayed per token (--no-graph launches its kernels directly). On sm_90
+// and later each of a step's kernels starts while the one before it ends, loading its
+// weights meanwhile (programmatic dependent launch, common.cuh); --no-overlap launches
+// them one after another, as before sm_90 (the JSON's run.overlap says which ran).
 // --matmul, --fusion and --attention choose the prefill's paths, as gpt2_forward's;
 // a decoding step has one path (matvec, attention against the cache).
 //
@@ -73,7 +76,7 @@
 
 static const char* kUsage =
     "usage: gpt2_generate --weights FILE [-b 1] [--new N] [-n ITERATIONS] [-w WARMUP]\n"
-    "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph]\n"
+    "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph] [--no-overlap]\n"
     "                     [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                     [--kernel-timing] [--json FILE] [--ref FILE]";
 
@@ -84,7 +87,8 @@ namespace {
 // CUDA graph (captured once: it holds these buffers' addresses).
 class Decoder {
 public:
-    Decoder(GPT2& model, const EngineOptions& opt, cudaStream_t s) : model_(model), opt_(opt), s_(s) {}
+    Decoder(GPT2& model, const EngineOptions& opt, bool overlap, cudaStream_t s)
+        : model_(model), opt_(opt), overlap_(overlap), s_(s) {}
     Decoder(const Decoder&) = delete;
     Decoder& operator=(const Decoder&) = delete;
     ~Decoder() {
@@ -109,7 +113,7 @@ public:
         if (!with_graph) return 0;
         cudaGraph_t graph;
         if (cudaCheck(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal))) return 1;
-        const int err = gpt2_decode_step(model_, cache_, st_, 1, s_);
+        const int err = gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
         if (cudaCheck(cudaStreamEndCapture(s_, &graph)) || err) return 1;
         const bool failed = cudaCheck(cudaGraphInstantiate(&graph_, graph, 0));
         cudaGraphDestroy(graph);
@@ -122,7 +126,7 @@ public:
     // One decoding step: the graph replayed, or its kernels launched directly.
     int step(bool with_graph) {
         if (with_graph) return cudaCheck(cudaGraphLaunch(graph_, s_)) ? -1 : 0;
-        return gpt2_decode_step(model_, cache_, st_, 1, s_);
+        return gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
     }
     // The new tokens so far: the prefill's pick, then one per step (synchronises).
     int new_tokens(std::vector<int>& out) {
@@ -138,6 +142,7 @@ public:
 private:
     GPT2& model_;
     EngineOptions opt_;
+    bool overlap_;
     cudaStream_t s_;
     std::vector<int> prompt_;
     int P_ = 0, maxT_ = 0;
@@ -149,8 +154,8 @@ private:
 // Transformers' greedy tokens (the reference file's prompt and continuation) against
 // this engine's, decoded on each path asked for. 0 when they match; 1 after a FAIL
 // line on stderr, or on a CUDA error; 2 when the file is unusable.
-int check_against_reference(GPT2& model, const std::string& path, const EngineOptions& opt, bool graph, bool direct,
-                            cudaStream_t s) {
+int check_against_reference(GPT2& model, const std::string& path, const EngineOptions& opt, bool overlap, bool graph,
+                            bool direct, cudaStream_t s) {
     GPT2Reference ref;
     if (gpt2_load_reference(ref, path)) return 2;
     if (ref.V != model.config.vocab_size) {
@@ -163,7 +168,7 @@ int check_against_reference(GPT2& model, const std::string& path, const EngineOp
                 path.c_str());
         return 2;
     }
-    Decoder d(model, opt, s);
+    Decoder d(model, opt, overlap, s);
     const int steps = (int)ref.greedy.size() - 1;
     if (const int err = d.init(ref.prompt, steps, graph)) return err;
     std::string paths;
@@ -203,7 +208,7 @@ std::vector<int> seeded_tokens(int n, int seed, int vocab_size) {
 int main(int argc, char** argv) {
     Args args(kUsage, {"--weights", "-b", "--new", "-n", "-w", "--prompt-len", "--prompt", "--seed", "--matmul", "--fusion",
                        "--attention", "--json", "--ref"},
-              {"--prefill", "--no-graph", "--kernel-timing"});
+              {"--prefill", "--no-graph", "--no-overlap", "--kernel-timing"});
     if (!args.parse(argc, argv) || !args.require("--weights")) return 2;
     bool ok = true;
     const int B = args.integer("-b", 1, 1, 1 << 16, ok);
@@ -226,7 +231,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     const bool with_graph = !args.has("--no-graph"), with_prefill = args.has("--prefill"),
-               kernel_timing = args.has("--kernel-timing");
+               kernel_timing = args.has("--kernel-timing"), overlap = !args.has("--no-overlap");
 
     GPT2 model;
     if (gpt2_load(model, args.str("--weights"))) return 2;
@@ -253,10 +258,10 @@ int main(int argc, char** argv) {
         cudaCheck(cudaEventCreate(&e1)) || cudaCheck(cudaEventCreate(&e2)))
         return 1;
     if (args.has("--ref")) {
-        const int failed = check_against_reference(model, args.str("--ref"), opt, with_graph, !with_graph || kernel_timing, s);
+        const int failed = check_against_reference(model, args.str("--ref"), opt, overlap, with_graph, !with_graph || kernel_timing, s);
         if (failed) return failed;
     }
-    Decoder d(model, opt, s);
+    Decoder d(model, opt, overlap, s);
     if (const int err = d.init(prompt, steps, with_graph)) return err;
 
     // One iteration; `timed` records its times and opens its NVTX range.
@@ -335,9 +340,10 @@ int main(int argc, char** argv) {
     fprintf(out, "  \"model\": {\"vocab_size\": %d, \"max_seq_len\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d},\n",
             c.vocab_size, c.max_seq_len, c.num_layers, c.num_heads, c.channels);
     fprintf(out, "  \"run\": {\"batch\": 1, \"seq_len\": %d, \"iterations\": %d, \"warmup\": %d, \"prompt_len\": %d, "
-                 "\"new_tokens\": %d, \"prefill\": %s, \"graph\": %s, \"kernel_timing\": %s, \"matmul\": \"%s\", "
+                 "\"new_tokens\": %d, \"prefill\": %s, \"graph\": %s, \"overlap\": %s, \"kernel_timing\": %s, \"matmul\": \"%s\", "
                  "\"fusion\": \"%s\", \"attention\": \"%s\"},\n",
             steps, iters, warmup, d.prompt_len(), new_tokens, with_prefill ? "true" : "false", with_graph ? "true" : "false",
+            overlap && DependentLaunches::supported() ? "true" : "false",
             kernel_timing ? "\"direct steps, each behind a hold kernel\"" : "null", matmul_name(opt.matmul),
             fusion_name(opt.fusion), attention_name(opt.attention));
     fprintf(out, "  \"forward_ms\": {%s},\n", stats_json(it, "ms").c_str());
