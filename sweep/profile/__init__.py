@@ -142,7 +142,11 @@ class Measurement:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """One kernel launch as a profiler saw it: the parsers' common intermediate."""
+    """One kernel launch as a profiler saw it: the parsers' common intermediate.
+
+    nsys and cupti time it on its stream (sweep.profile.overlap): `duration_ns` is its GPU span
+    less the part an earlier kernel on the same stream still ran in (programmatic dependent
+    launch), and `overlap_ns` that part; 0 without overlap, so duration_ns is then the span."""
 
     kernel: str
     grid: Dim3
@@ -150,6 +154,7 @@ class Launch:
     duration_ns: float
     iteration: int              # index of the timed iteration it belongs to (0-based)
     kernel_full: str = ""
+    overlap_ns: float = 0.0     # GPU time spent while the kernel before it on its stream still ran, not counted
 
 
 def short_name(full: str) -> str:

@@ -49,6 +49,7 @@ from sweep.errors import SweepError
 from sweep.profile import WHOLE_RUN, Backend, Invocation, Parsed, Request, forward_from_stdout
 from sweep.profile.cupti_file import read_capture
 from sweep.profile.cupti_parse import KernelResources, ParsedCapture, parse  # noqa: F401  (the parser's API, here too)
+from sweep.profile.overlap import note
 
 SOURCE = Path(__file__).with_name("cupti_inject.cpp")
 ENV_OUT = "SWEEP_CUPTI_OUT"    # where the library writes; "%p" in it becomes the process id
@@ -261,7 +262,8 @@ def _timed(inv: Invocation) -> bool:
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     cap = parse(inv.output)
     return Parsed(list(cap.measurements), forward_from_stdout(stdout), stdout,
-                  env={"cupti": cap.summary(), "iterations": cap.iterations}, timed_launches=cap.timed_launches,
+                  env={"cupti": cap.summary(), "iterations": cap.iterations,
+                       **note(launch.overlap_ns for launch in cap.timed_launches)}, timed_launches=cap.timed_launches,
                   windows=cap.windows)
 
 

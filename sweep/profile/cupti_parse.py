@@ -9,6 +9,14 @@ NVTX ranges are seen only when the program opens them after initialising CUDA.
 Each timed iteration's window is when the GPU ran its launches (its first one's
 start to its last one's end), mapped to the wall clock through the capture's
 clock pairs (Capture.realtime); a sweep-cupti/1 capture has none, so no windows.
+
+A launch's duration is the time it adds to its stream (sweep.profile.overlap):
+end - start, less any part of it spent while an earlier kernel on the same
+(device, context, stream) still ran, as under programmatic dependent launch,
+whose kernels start before their predecessor ends and wait for it. Without PDL
+kernels on a stream never overlap and the duration is end - start. Every
+finished kernel of the capture is on that timeline (warm-up and checks too);
+kernels on different streams are never clipped against each other.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from pathlib import Path
 from sweep.errors import SweepError
 from sweep.profile import Launch, Measurement, Window, aggregate, iteration_windows
 from sweep.profile.cupti_file import Failure, KernelRecord, read_capture
+from sweep.profile.overlap import Clipped, Span, clip
 from sweep.profile.ranges import attribute
 
 RERUN = "re-run the program and check its log"
@@ -106,7 +115,7 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         if unclosed:
             raise SweepError(f"{path}: none of the {unclosed} NVTX {iteration_range!r} ranges was closed, so the "
                              f"program stopped inside its first timed iteration; {RERUN}")
-        timed = [(k, 0) for k, done in zip(kernels, finished) if done]
+        timed = [(n, 0) for n, done in enumerate(finished) if done]
         iterations = 1
     else:
         calls = [cap.calls.get(k.correlation) for k in kernels]
@@ -115,7 +124,7 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         # out whole: its other launches alone would fake a short iteration.
         cut = {i for i, done in zip(where, finished) if i is not None and not done}
         kept = {i: n for n, i in enumerate(sorted({i for i in where if i is not None} - cut))}
-        timed = [(k, kept[i]) for k, i in zip(kernels, where) if i in kept]
+        timed = [(n, kept[i]) for n, i in enumerate(where) if i in kept]
         iterations, partial = len(kept), len(cut)
         if not timed:
             hint = ("no launch calls were traced (no `call` lines), so launches cannot be placed in ranges"
@@ -123,9 +132,12 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
                     "open the ranges on the thread that launches the kernels, around the launches")
             raise SweepError(f"{path}: none of the {len(kernels)} kernel launches was issued and finished inside one "
                              f"of the {len(ranges)} NVTX {iteration_range!r} ranges; {hint}")
-    launches = [_launch(k, i) for k, i in timed]
+    done = [n for n, ok in enumerate(finished) if ok]   # every timed launch finished (see above)
+    on_stream = dict(zip(done, clip(_span(kernels[n]) for n in done)))
+    launches = [_launch(kernels[n], on_stream[n], i) for n, i in timed]
     to_wall = cap.realtime()
-    windows = None if to_wall is None else iteration_windows(((i, k.start, k.end) for k, i in timed), to_wall)
+    windows = None if to_wall is None else iteration_windows(
+        ((i, kernels[n].start, kernels[n].end) for n, i in timed), to_wall)
     return ParsedCapture(
         measurements=tuple(aggregate(launches, iterations)), resources=_resources(kernels),
         complete=cap.complete, signal=cap.signal, iterations=iterations, launches=len(kernels),
@@ -134,9 +146,13 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         timed_launches=tuple(launches), windows=windows)
 
 
-def _launch(k: KernelRecord, iteration: int) -> Launch:
-    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=float(k.end - k.start),
-                  iteration=iteration, kernel_full=k.kernel_full)
+def _span(k: KernelRecord) -> Span:
+    return (k.device, k.context, k.stream), k.start, k.end
+
+
+def _launch(k: KernelRecord, c: Clipped, iteration: int) -> Launch:
+    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=float(c.duration_ns),
+                  iteration=iteration, kernel_full=k.kernel_full, overlap_ns=float(c.overlap_ns))
 
 
 def _resources(kernels: list[KernelRecord]) -> tuple[KernelResources, ...]:

@@ -10,13 +10,14 @@ The SQLite export (schema 3.x, checked against nsys 2025.3)
 Names are stored once, in StringIds(id, value); other tables hold ids.
 
     CUPTI_ACTIVITY_KIND_KERNEL   one row per kernel executed on the GPU: start,
-        end (GPU ns), correlationId, globalPid, gridX..Z, blockX..Z,
-        demangledName and shortName (StringIds ids). shortName is the bare
-        function name ("matmul_kernel"); demangledName carries the return type,
-        template arguments with C casts and the parameter list
-        ("void matmul_kernel<(int)128, ..., (bool)1>(float *, ...)"), which is
-        not the spelling Nsight Compute uses ("<128, ..., 1>"), so full names
-        do not match across the two tools; the short names do.
+        end (GPU ns), deviceId, contextId, streamId, correlationId, globalPid,
+        gridX..Z, blockX..Z, demangledName and shortName (StringIds ids).
+        shortName is the bare function name ("matmul_kernel"); demangledName
+        carries the return type, template arguments with C casts and the
+        parameter list ("void matmul_kernel<(int)128, ..., (bool)1>(float *,
+        ...)"), which is not the spelling Nsight Compute uses ("<128, ...,
+        1>"), so full names do not match across the two tools; the short
+        names do.
     CUPTI_ACTIVITY_KIND_RUNTIME  one row per traced CUDA runtime call (CPU
         ns): the launch call of a kernel has the kernel's correlationId (for a
         kernel of a replayed CUDA graph, the cudaGraphLaunch call's). Driver
@@ -45,6 +46,18 @@ the whole run: 2.7 s). So utcEpochNs + a time is that moment on the wall clock,
 which is how each timed iteration's window (`Export.windows`) is placed for the
 sampler's per-iteration throttling check; an export without the table has none.
 
+A kernel's time
+---------------
+A launch's duration is the time it adds to its stream (sweep.profile.overlap):
+end - start, less any part of it spent while an earlier kernel on the same
+(deviceId, contextId, streamId) still ran. Under programmatic dependent launch
+a kernel's blocks start before its predecessor ends and wait for it, so its
+span would count that wait twice; without PDL kernels on a stream never
+overlap and the duration is end - start, as nsys reports it. Every kernel of
+the export is on that timeline (warm-up ones too), and kernels on different
+streams are never clipped against each other. An export without a streamId
+column (none seen) is timed by spans alone.
+
 Attributing launches to iterations
 ----------------------------------
 The GPU runs behind the CPU: a kernel issued in iteration i often executes
@@ -71,6 +84,7 @@ from sweep.errors import SweepError
 from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, Window,
                            aggregate, forward_from_stdout, iteration_windows, short_name)
 from sweep.profile.nsys_stats import parse_stats_csv, stats_command, stats_csv_path  # noqa: F401  (its API, here too)
+from sweep.profile.overlap import clip, note
 from sweep.profile.ranges import Range, attribute
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -128,6 +142,8 @@ class _Kernel:
     block: Dim3
     start: int                  # GPU start and end, ns from the session's start
     end: int
+    duration: int               # the time it adds to its stream (sweep.profile.overlap)
+    overlap: int                # what of end - start an earlier kernel on its stream still ran in
     call_start: int | None      # CPU start of the launch call; None when it was not traced
     call_tid: int | None
 
@@ -218,20 +234,26 @@ def _read(conn: sqlite3.Connection, path: Path, iteration_range: str) -> tuple[l
 
 def _kernels(conn: sqlite3.Connection, tables: set[str]) -> list[_Kernel]:
     calls = _launch_calls(conn, tables)
+    columns = {r[1] for r in conn.execute(f"PRAGMA table_info({KERNEL_TABLE})")}
+    # The stream a kernel ran on (the last 3 columns); without a streamId column, its own rowid:
+    # every kernel then keeps its whole span, as before the clip.
+    stream = ", ".join(f"k.{c}" if c in columns else "NULL" for c in ("deviceId", "contextId")) + (
+        ", k.streamId" if "streamId" in columns else ", k.rowid")
     rows = conn.execute(f"""
         SELECT k.start, k.end, k.correlationId, k.globalPid, d.value, s.value,
-               k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ
+               k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, {stream}
         FROM {KERNEL_TABLE} k
         LEFT JOIN StringIds d ON d.id = k.demangledName
         LEFT JOIN StringIds s ON s.id = k.shortName
-        ORDER BY k.start""")
+        ORDER BY k.start""").fetchall()
+    clipped = clip((tuple(row[-3:]), row[0], row[1]) for row in rows)
     out = []
-    for start, end, corr, gpid, demangled, short, gx, gy, gz, bx, by, bz in rows:
+    for (start, end, corr, gpid, demangled, short, gx, gy, gz, bx, by, bz, *_), c in zip(rows, clipped):
         full = demangled or short or "?"
         call = calls.get((_pid(gpid), corr))
         out.append(_Kernel(kernel=short_name(full), kernel_full=full, grid=(gx, gy, gz), block=(bx, by, bz),
-                           start=start, end=end, call_start=call[0] if call else None,
-                           call_tid=call[1] if call else None))
+                           start=start, end=end, duration=c.duration_ns, overlap=c.overlap_ns,
+                           call_start=call[0] if call else None, call_tid=call[1] if call else None))
     return out
 
 
@@ -285,8 +307,8 @@ def _nvtx_range_types(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, 
 
 
 def _launch(k: _Kernel, iteration: int) -> Launch:
-    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=float(k.end - k.start),
-                  iteration=iteration, kernel_full=k.kernel_full)
+    return Launch(kernel=k.kernel, grid=k.grid, block=k.block, duration_ns=float(k.duration),
+                  iteration=iteration, kernel_full=k.kernel_full, overlap_ns=float(k.overlap))
 
 
 CAPTURE_RANGE = "cudaProfilerApi"
@@ -304,7 +326,8 @@ def _invocation(req: Request) -> Invocation:
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     export = read_export(inv.output.with_suffix(".sqlite"))
-    return Parsed(export.measurements, forward_from_stdout(stdout), stdout, timed_launches=export.launches,
+    return Parsed(export.measurements, forward_from_stdout(stdout), stdout,
+                  env=note(launch.overlap_ns for launch in export.launches), timed_launches=export.launches,
                   windows=export.windows)
 
 
