@@ -414,13 +414,14 @@ __device__ __forceinline__ void matvec_normalize_rows(float* normed, const float
 }
 
 // Resident blocks asked of the compiler: 1536 threads an SM at one row (at most
-// 40 registers, 48 warps, no spills), 1024 with the LayerNorm (the prefetched W
-// stays live across it, which spilled at 40 registers), 512 at eight rows (their
-// accumulators and A loads take registers); left to itself ptxas chose 64-80
-// registers and spilled.
+// 40 registers, 48 warps, no spills), 768 with the LayerNorm (at most 80: the six
+// float4s of W a lane loads first stay live across it; at 1024 threads, 64
+// registers, they spilled 20 bytes and decoding ran 3.5% slower on an H100 than
+// here, where 12 bytes spill), 512 at eight rows (their accumulators and A loads
+// take registers); left to itself ptxas chose 64-80 registers and spilled.
 template <int BLOCK, int ROWS, bool LN>
 constexpr int matvec_splitk_min_blocks() {
-    constexpr int blocks = (ROWS > 1 ? 512 : LN ? 1024 : 1536) / BLOCK;
+    constexpr int blocks = (ROWS > 1 ? 512 : LN ? 768 : 1536) / BLOCK;
     return blocks < 1 ? 1 : blocks > 32 ? 32 : blocks;  // an SM holds at most 32 blocks
 }
 
@@ -432,7 +433,11 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
     matvec_splitk_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
                          const float* residual, int M, int N, int K, int split, RowNorm ln, KVWrite kv) {
     constexpr int NW = BLOCK / 32;
-    constexpr int PRE = 4;  // float4s of W a lane loads before it reads A
+    // float4s of W a lane loads before it reads A: with the LayerNorm, all of a K of 768 at
+    // one warp a column (GPT-2 124M's qkv, fc and LM head), so no load waits behind it
+    // (LM head 58.5 -> 52.1 us, the copy bandwidth, on an H100); else all of K at the splits
+    // matvec_split_for gives the other layers.
+    constexpr int PRE = LN ? 6 : 4;
     extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
     __shared__ float part[NW][ROWS];
     __shared__ float scratch[32];
@@ -745,7 +750,7 @@ int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const
 // grid of one wave has no tail, where a second wave of a few blocks doubles a
 // few-microsecond kernel. On an H100 (132 SMs) at 8 warps a block, the build
 // without the LayerNorm holds 48 warps an SM (40 registers: target 3168) and
-// the one with it 32 (64 registers: 2112), which gives GPT-2 124M's decoding
+// the one with it 24 (80 registers: 1584), which gives GPT-2 124M's decoding
 // layers: qkv (2304 x 768, LayerNorm) 1, attention projection (768 x 768) 4, fc
 // (3072 x 768, LayerNorm) 1, MLP projection (768 x 3072) 8, LM head (50257 x
 // 768, LayerNorm) 1. Plain numbers, so tests check it without a GPU
