@@ -207,13 +207,18 @@ int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, i
     const size_t n = (size_t)c.num_layers * B * maxT * c.channels;
     const int NH = c.num_heads, HS = c.channels / NH;
     const size_t counters = attention_decode_counters(B, NH) * sizeof(unsigned int);
+    const size_t slots = argmax_scratch_slots(B), argmax_counters = (B + 1) * sizeof(unsigned int);
     cache.B = B;
     cache.maxT = maxT;
     if (cudaCheck(cudaMalloc(&cache.k, n * sizeof(float))) || cudaCheck(cudaMalloc(&cache.v, n * sizeof(float))) ||
         cudaCheck(cudaMalloc(&cache.scratch, attention_decode_scratch_floats(B, NH, HS, maxT) * sizeof(float))) ||
         cudaCheck(cudaMalloc(&cache.counters, counters)) || cudaCheck(cudaMemset(cache.counters, 0, counters)) ||
         cudaCheck(cudaMalloc(&state.token, B * sizeof(int))) || cudaCheck(cudaMalloc(&state.pos, sizeof(int))) ||
-        cudaCheck(cudaMalloc(&state.sequence, (size_t)B * maxT * sizeof(int))))
+        cudaCheck(cudaMalloc(&state.sequence, (size_t)B * maxT * sizeof(int))) ||
+        cudaCheck(cudaMalloc(&state.argmax.value, slots * sizeof(float))) ||
+        cudaCheck(cudaMalloc(&state.argmax.index, slots * sizeof(int))) ||
+        cudaCheck(cudaMalloc(&state.argmax.counters, argmax_counters)) ||
+        cudaCheck(cudaMemset(state.argmax.counters, 0, argmax_counters)))
         return -1;
     return 0;
 }
@@ -227,7 +232,8 @@ void gpt2_free(GPT2& m) {
 
 void gpt2_free_cache(KVCache& cache, DecodeState& state) {
     for (void* p : {(void*)cache.k, (void*)cache.v, (void*)cache.scratch, (void*)cache.counters, (void*)state.token,
-                    (void*)state.pos, (void*)state.sequence})
+                    (void*)state.pos, (void*)state.sequence, (void*)state.argmax.value, (void*)state.argmax.index,
+                    (void*)state.argmax.counters})
         if (p) cudaFree(p);
     cache = KVCache{};
     state = DecodeState{};
@@ -400,8 +406,7 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
                                   KVWrite{}));
     }
     TRY(normed_linear(Epilogue::None, a.logits, m.params.lnfw, m.params.lnfb, m.params.wte, nullptr, V, KVWrite{}));
-    TRY(argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, s));
-    return decode_advance(st.pos, s);
+    return argmax_forward(st.token, st.sequence, st.pos, a.logits, B, V, V, cache.maxT, st.argmax, /*advance=*/true, s);
 }
 
 // ---------------------------------------------------------------------------

@@ -80,6 +80,7 @@ struct DecodeState {
     int* token = nullptr;     // [B] the token fed next
     int* pos = nullptr;       // [1] its position
     int* sequence = nullptr;  // [B * maxT] prompt + generated tokens
+    ArgmaxScratch argmax;     // argmax's per-part bests and counters (launchers.h)
 };
 
 struct GPT2 {

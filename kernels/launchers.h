@@ -47,6 +47,7 @@ size_t attention_decode_scratch_floats(int B, int NH, int HS, int maxT);
 size_t attention_decode_counters(int B, int NH);
 int kv_cache_write_forward(float* kcache, float* vcache, const float* qkv, const int* start, int B, int T, int NH, int HS,
                            int maxT, cudaStream_t stream);
-int argmax_forward(int* next_token, int* sequence, const int* pos, const float* logits, int B, int V, long long stride,
-                   int maxT, cudaStream_t stream);
-int decode_advance(int* pos, cudaStream_t stream);
+// advance: also move *pos on by one once every row has read it (the end of a decoding step).
+int argmax_forward(int* next_token, int* sequence, int* pos, const float* logits, int B, int V, long long stride, int maxT,
+                   ArgmaxScratch scratch, bool advance, cudaStream_t stream);
+size_t argmax_scratch_slots(int B);

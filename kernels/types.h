@@ -15,6 +15,15 @@ struct RowNorm {
     float eps = 1e-5f;
 };
 
+// Where argmax's blocks leave their bests: value and index [B][ARGMAX_MAX_BLOCKS], and
+// counters [B + 1] (per row, then rows done) that pick the block finishing a row and the
+// one finishing the launch; they start at zero and every launch leaves them there.
+struct ArgmaxScratch {
+    float* value = nullptr;
+    int* index = nullptr;
+    unsigned int* counters = nullptr;
+};
+
 // Where the decoding QKV matvec also stores the k and v thirds of its output (k
 // nullptr: nowhere): this layer's caches, (B, heads, maxT, C / heads), at position *pos.
 struct KVWrite {

@@ -149,10 +149,8 @@ inline int prefill(GPT2& model, KVCache& cache, DecodeState& st, int P, int maxT
                    cudaStream_t s) {
     const int V = model.config.vocab_size;
     if (gpt2_forward(model, model.acts.tokens, 1, P, opt, s, &cache)) return -1;
-    return argmax_forward(st.token, st.sequence, st.pos, model.acts.logits + (size_t)(P - 1) * V, 1, V, 0, maxT, s) ||
-                   decode_advance(st.pos, s)
-               ? -1
-               : 0;
+    return argmax_forward(st.token, st.sequence, st.pos, model.acts.logits + (size_t)(P - 1) * V, 1, V, 0, maxT, st.argmax,
+                          /*advance=*/true, s);
 }
 
 // n_new greedy tokens after `prompt`, into `tokens`. Allocates the activations for

@@ -474,7 +474,9 @@ void check_decode(int B, int T, int NH, int HS) {
         return attention_decode_split_sized<1024, 1000>(o, dlast.p, kc.p, vc.p, dpos, scratch.p, counters, B, NH, HS, maxT, 0);
     });
     cudaFree(counters);
-    // argmax with a planted tie: the first maximum must win.
+    // argmax with a planted tie in different parts of a row (at 1024 threads, 4 parts): the first
+    // maximum must win; then at 64 threads (the most parts, 32) moving the position on, which
+    // must leave every counter at zero.
     const int V = 50257;
     std::vector<float> logits = random_vec((size_t)B * V);
     for (int b = 0; b < B; ++b) {
@@ -483,23 +485,46 @@ void check_decode(int B, int T, int NH, int HS) {
     }
     Dev dl(logits);
     int *dnext, *dseq;
+    ArgmaxScratch am;
+    const size_t am_counters = (B + 1) * sizeof(unsigned int);
     cudaCheck(cudaMalloc(&dnext, B * 4));
     cudaCheck(cudaMalloc(&dseq, (size_t)B * maxT * 4));
-    st = argmax_forward(dnext, dseq, dpos, dl.p, B, V, V, maxT, 0);
-    std::vector<int> next(B), seq((size_t)B * maxT);
-    cudaCheck(cudaMemcpy(next.data(), dnext, B * 4, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(seq.data(), dseq, seq.size() * 4, cudaMemcpyDeviceToHost));
-    std::vector<float> got(2 * B);
-    std::vector<double> want2(2 * B);
-    for (int b = 0; b < B; ++b) {
-        got[2 * b] = (float)next[b];
-        got[2 * b + 1] = (float)seq[(size_t)b * maxT + pos + 1];
-        want2[2 * b] = want2[2 * b + 1] = 777 + b;
-    }
-    expect("argmax (first of tied maxima) B=" + std::to_string(B), st, got, want2, std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    cudaCheck(cudaMalloc(&am.value, argmax_scratch_slots(B) * sizeof(float)));
+    cudaCheck(cudaMalloc(&am.index, argmax_scratch_slots(B) * sizeof(int)));
+    cudaCheck(cudaMalloc(&am.counters, am_counters));
+    cudaCheck(cudaMemset(am.counters, 0, am_counters));
+    auto argmax_check = [&](const std::string& what, int want_pos, auto&& launch) {
+        cudaCheck(cudaMemset(dseq, 0xff, (size_t)B * maxT * 4));
+        int st = launch();
+        std::vector<int> next(B), seq((size_t)B * maxT), left(B + 1);
+        int pos_after = -1;
+        cudaCheck(cudaMemcpy(next.data(), dnext, B * 4, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(seq.data(), dseq, seq.size() * 4, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(left.data(), am.counters, am_counters, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(&pos_after, dpos, 4, cudaMemcpyDeviceToHost));
+        std::vector<float> got(2 * B + 2);
+        std::vector<double> want2(2 * B + 2, 0.0);
+        for (int b = 0; b < B; ++b) {
+            got[2 * b] = (float)next[b];
+            got[2 * b + 1] = (float)seq[(size_t)b * maxT + pos + 1];
+            want2[2 * b] = want2[2 * b + 1] = 777 + b;
+        }
+        got[2 * B] = (float)pos_after;
+        want2[2 * B] = want_pos;
+        for (int c : left) got[2 * B + 1] += (float)c;  // counters left: 0
+        expect(what + " B=" + std::to_string(B), st, got, want2, std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    };
+    argmax_check("argmax (first of tied maxima, parts of 1024 threads)", pos, [&] {
+        return argmax_forward(dnext, dseq, dpos, dl.p, B, V, V, maxT, am, false, 0);
+    });
+    argmax_check("argmax (first of tied maxima, 32 parts of 64 threads) advancing the position, counters left at zero",
+                 pos + 1, [&] { return argmax_sized<64>(dnext, dseq, dpos, dl.p, B, V, V, maxT, am, true, 0); });
     cudaFree(dpos);
     cudaFree(dnext);
     cudaFree(dseq);
+    cudaFree(am.value);
+    cudaFree(am.index);
+    cudaFree(am.counters);
 }
 
 }  // namespace

@@ -28,15 +28,15 @@ def decoding_calls(steps: int, layers: int, prefill: bool = False) -> dict[str, 
     gpt2_decode_step), for `steps` steps: at batch 1 the LayerNorms are folded into
     the matvecs after them and the KV-cache write into the qkv matvec, so a step runs
     the encoder, per layer four split-K matvecs and one flash-decoding attention,
-    then the LM head's matvec, argmax and the position's advance. With the prefill,
+    then the LM head's matvec and argmax (which moves the position on). With the prefill,
     plus its own launches: at fusion `full` one LayerNorm (the rest are fused with
     the residual), with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
     layers as matvec_kernel launches, and its KV-cache writes."""
     calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1),
-             "attention_decode_split_kernel": steps * layers, "argmax_kernel": steps, "decode_advance_kernel": steps}
+             "attention_decode_split_kernel": steps * layers, "argmax_kernel": steps}
     if prefill:
         for k, extra in (("encoder_kernel", 1), ("layernorm_kernel", 1), ("matvec_kernel", 4 * layers + 1),
-                         ("kv_cache_write_kernel", layers), ("argmax_kernel", 1), ("decode_advance_kernel", 1)):
+                         ("kv_cache_write_kernel", layers), ("argmax_kernel", 1)):
             calls[k] = calls.get(k, 0) + extra
     return calls
 
