@@ -6,7 +6,7 @@
 //                          contiguously. One thread per (b, t, channel), so
 //                          neighbouring threads read and write neighbouring floats;
 //                          KVCACHE_BLOCK_SIZE threads a block. The prefill's
-//                          writes; a decoding step's qkv matvec (matmul.cuh,
+//                          writes; a decoding step's qkv matvec (matvec.cuh,
 //                          KVWrite) stores its k and v into the cache itself.
 //   argmax_kernel          picks each batch row's next token (the first maximum,
 //                          as torch.argmax), appends it to the sequence and, at a

@@ -20,6 +20,7 @@
 #include "../kvcache.cuh"
 #include "../layernorm.cuh"
 #include "../matmul.cuh"
+#include "../matvec.cuh"
 #include "../prepare.cuh"
 #include "../residual.cuh"
 #include "../residual_layernorm.cuh"

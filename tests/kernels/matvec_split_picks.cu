@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "matmul.cuh"
+#include "matvec.cuh"
 
 int main(int argc, char** argv) {
     if (argc != 6) {

@@ -141,11 +141,11 @@ def test_gpt2_generate_refuses_a_batch_other_than_1_before_touching_the_gpu(deco
 
 
 DECODE_ILLEGAL = [
-    ("MATVEC_BLOCK_SIZE 48", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
-    ("MATVEC_BLOCK_SIZE 0", "matmul", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
-    ("MATVEC_MAX_ROWS 17", "matmul", "MATVEC_MAX_ROWS must be 1..16"),
-    ("MATVEC_DECODE_BLOCK_SIZE 80", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
-    ("MATVEC_DECODE_BLOCK_SIZE 2048", "matmul", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_BLOCK_SIZE 48", "matvec", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_BLOCK_SIZE 0", "matvec", "MATVEC_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_MAX_ROWS 17", "matvec", "MATVEC_MAX_ROWS must be 1..16"),
+    ("MATVEC_DECODE_BLOCK_SIZE 80", "matvec", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("MATVEC_DECODE_BLOCK_SIZE 2048", "matvec", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("ATTENTION_DECODE_CHUNK 0", "attention", "ATTENTION_DECODE_CHUNK (keys a decoding block takes) must be 1..1024"),
     ("ATTENTION_DECODE_CHUNK 1000", "attention", "the keys each warp scores in registers, must be at most 32"),

@@ -1,0 +1,346 @@
+// matvec.cuh: the linear layers of a few rows, out[M, N] = inp[M, K] . weight[N, K]^T
+// for M <= MATVEC_MAX_ROWS (decoding steps, short prefills), weights as matmul.cuh
+// stores them. A tile of BM rows would be mostly empty there: these kernels give
+// each output column a warp (or several) instead, read every weight once for all M
+// rows, and fuse the bias/gelu/residual epilogue (a launch per step matters). Their
+// own family, so a sweep of their launch sizes recompiles this unit, not the GEMM.
+//
+//   1. matvec_kernel: for M <= MATVEC_MAX_ROWS (decoding, short prefills with
+//      --matmul own), one warp per output column, so all of N's columns run at
+//      once instead of N/BN blocks; each weight row is read once for all M rows.
+//      The bias/gelu/residual epilogue is fused: a launch per step matters there.
+//   2. matvec_splitk_kernel: version 1 for decoding steps (gpt2_decode_step),
+//      with several warps sharing one output column's K (split-K inside the
+//      block). One warp per column left a decoding step's small layers with too
+//      few loads in flight: the MLP projection (N=768, K=3072) ran 768 warps on
+//      132 SMs at 0.7 TB/s. A block of MATVEC_DECODE_BLOCK_SIZE/32 warps takes
+//      (warps / split) columns; the `split` warps of a column read interleaved
+//      32-float4 strips of its K (so each warp's loads stay coalesced), keep the
+//      first few float4s of their strip in registers before touching A, and add
+//      their warp sums in shared memory in a fixed order, after which one thread
+//      per output applies the epilogue. The launcher picks the split per shape
+//      from the device (matvec_split_for): the fewest warps per column that put
+//      half the GPU's resident warps to work, each lane keeping at least one
+//      float4 of K. At split 1 it sums exactly as version 1.
+//      With a RowNorm (LN=true), every block first normalizes the M input rows
+//      into shared memory (rownorm.cuh, the LayerNorm kernel's own steps), so a
+//      decoding step launches no LayerNorm before qkv, fc and the LM head; the
+//      first float4s of W are already in flight while it does. With a KVWrite,
+//      the qkv layer's stores also put k and v into the cache at the step's
+//      position, so no kv_cache_write runs in a decoding step either.
+#pragma once
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "common.cuh"
+#include "rownorm.cuh"
+
+// ---- launch sizes (conf.cuh) ----------------------------------------------
+// matvec: MATVEC_BLOCK_SIZE/32 output columns per block (a warp each), so the
+// block size sets how many blocks a layer's N columns make (2304 columns of the
+// QKV layer: 288 blocks at 256 threads) against the blocks an SM can hold;
+// MATVEC_MAX_ROWS is the rows one launch takes (a register accumulator per row
+// and lane; a forward pass with more rows takes the warp-tiled kernel, a
+// decoding batch may not have more), not a launch size.
+#ifndef MATVEC_BLOCK_SIZE
+#define MATVEC_BLOCK_SIZE 256
+#endif
+#ifndef MATVEC_MAX_ROWS
+#define MATVEC_MAX_ROWS 8
+#endif
+static_assert(MATVEC_BLOCK_SIZE % 32 == 0 && MATVEC_BLOCK_SIZE >= 32 && MATVEC_BLOCK_SIZE <= 1024,
+              "MATVEC_BLOCK_SIZE must be a multiple of 32 (one warp per output column) up to 1024");
+static_assert(MATVEC_MAX_ROWS >= 1 && MATVEC_MAX_ROWS <= 16, "MATVEC_MAX_ROWS must be 1..16");
+
+// matvec_splitk_kernel (decoding steps): MATVEC_DECODE_BLOCK_SIZE/32 warps a
+// block, which the launcher's split (a divisor of the warps) groups into
+// columns; a larger block allows a deeper split (up to every warp on one column).
+#ifndef MATVEC_DECODE_BLOCK_SIZE
+#define MATVEC_DECODE_BLOCK_SIZE 256
+#endif
+static_assert(MATVEC_DECODE_BLOCK_SIZE % 32 == 0 && MATVEC_DECODE_BLOCK_SIZE >= 32 && MATVEC_DECODE_BLOCK_SIZE <= 1024,
+              "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32 (whole warps share a column) up to 1024");
+
+// ---- version 1: matvec (M <= MATVEC_MAX_ROWS) -----------------------------
+template <int BLOCK, int ROWS, bool VEC, Epilogue E>
+__global__ void __launch_bounds__(BLOCK) matvec_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W,
+                                                       const float* __restrict__ bias, const float* residual, int M, int N, int K) {
+    const int n = blockIdx.x * (BLOCK / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (n >= N) return;  // whole warps leave together
+    float acc[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
+    const float* wrow = W + (size_t)n * K;
+    if constexpr (VEC) {
+        const float4* w4 = reinterpret_cast<const float4*>(wrow);
+#pragma unroll 4
+        for (int k = lane; k < K / 4; k += 32) {
+            const float4 wv = w4[k];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                if (r < M) {
+                    const float4 av = reinterpret_cast<const float4*>(A + (size_t)r * K)[k];
+                    acc[r] += wv.x * av.x + wv.y * av.y + wv.z * av.z + wv.w * av.w;
+                }
+            }
+        }
+    } else {
+        for (int k = lane; k < K; k += 32) {
+            const float wv = wrow[k];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+                if (r < M) acc[r] += wv * A[(size_t)r * K + k];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const float v = warp_sum<32>(acc[r]);
+        if (lane == r && r < M) {
+            const long long i = (long long)r * N + n;
+            out[i] = epilogue_apply<E>(v, bias, n, residual, i);
+        }
+    }
+}
+
+// ---- version 2: split-K matvec for decoding steps ------------------------
+// The M rows of A, LayerNorm-ed into `normed` (shared, M x K) with the LayerNorm
+// kernel's steps and order (rownorm.cuh), so at equal block sizes the values are
+// the ones layernorm_kernel writes; ends with a barrier, after which any thread
+// may read any element.
+template <int BLOCK, bool VEC>
+__device__ __forceinline__ void matvec_normalize_rows(float* normed, const float* A, int M, int K, const RowNorm& ln,
+                                                      float* scratch) {
+    for (int r = 0; r < M; ++r) {
+        float* row = normed + (size_t)r * K;
+        const float sum = rownorm_stage<BLOCK, VEC>(row, A + (size_t)r * K, nullptr, nullptr, K);
+        rownorm_finish<BLOCK, VEC>(row, nullptr, row, sum, ln.weight, ln.bias, K, ln.eps, scratch);
+    }
+    __syncthreads();
+}
+
+// Resident blocks asked of the compiler: 1536 threads an SM at one row (at most
+// 40 registers, 48 warps, no spills), 768 with the LayerNorm (at most 80: the six
+// float4s of W a lane loads first stay live across it; at 1024 threads, 64
+// registers, they spilled 20 bytes and decoding ran 3.5% slower on an H100 than
+// here, where 12 bytes spill), 512 at eight rows (their accumulators and A loads
+// take registers); left to itself ptxas chose 64-80 registers and spilled.
+template <int BLOCK, int ROWS, bool LN>
+constexpr int matvec_splitk_min_blocks() {
+    constexpr int blocks = (ROWS > 1 ? 512 : LN ? 768 : 1536) / BLOCK;
+    return blocks < 1 ? 1 : blocks > 32 ? 32 : blocks;  // an SM holds at most 32 blocks
+}
+
+// Warp w of the block works on column blockIdx.x * (NW / split) + w / split and
+// on strip w % split of its K: float4 (or float) indices strip*32 + lane, then
+// every 32*split. Warps past N take no K but still reach the barriers.
+template <int BLOCK, int ROWS, bool VEC, Epilogue E, bool LN>
+__global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, LN>())
+    matvec_splitk_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
+                         const float* residual, int M, int N, int K, int split, RowNorm ln, KVWrite kv) {
+    constexpr int NW = BLOCK / 32;
+    // float4s of W a lane loads before it reads A: with the LayerNorm, all of a K of 768 at
+    // one warp a column (GPT-2 124M's qkv, fc and LM head), so no load waits behind it
+    // (LM head 58.5 -> 52.1 us, the copy bandwidth, on an H100); else all of K at the splits
+    // matvec_split_for gives the other layers.
+    constexpr int PRE = LN ? 6 : 4;
+    extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
+    __shared__ float part[NW][ROWS];
+    __shared__ float scratch[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int cols = NW / split;
+    const int n = blockIdx.x * cols + warp / split;
+    const int first = (warp % split) * 32 + lane, stride = 32 * split;
+    const float* wrow = W + (size_t)(n < N ? n : 0) * K;
+    float acc[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
+    if constexpr (VEC) {
+        const int end = n < N ? K / 4 : 0;
+        const float4* w4 = reinterpret_cast<const float4*>(wrow);
+        float4 wp[PRE];
+#pragma unroll
+        for (int i = 0; i < PRE; ++i) {
+            const int k = first + i * stride;
+            wp[i] = k < end ? w4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        // The weights are no kernel's output: loaded before the previous kernel ends
+        // when launched as its dependent (common.cuh); A only after.
+        grid_dependency_sync();
+        if constexpr (LN) matvec_normalize_rows<BLOCK, true>(normed, A, M, K, ln, scratch);
+        const float* a = LN ? normed : A;
+        auto fma_row = [&](const float4& wv, int k) {
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                if (r < M) {
+                    const float4 av = reinterpret_cast<const float4*>(a + (size_t)r * K)[k];
+                    acc[r] += wv.x * av.x + wv.y * av.y + wv.z * av.z + wv.w * av.w;
+                }
+            }
+        };
+#pragma unroll
+        for (int i = 0; i < PRE; ++i)
+            if (first + i * stride < end) fma_row(wp[i], first + i * stride);
+#pragma unroll 4
+        for (int k = first + PRE * stride; k < end; k += stride) fma_row(w4[k], k);
+    } else {
+        const int end = n < N ? K : 0;
+        grid_dependency_sync();
+        if constexpr (LN) matvec_normalize_rows<BLOCK, false>(normed, A, M, K, ln, scratch);
+        const float* a = LN ? normed : A;
+        for (int k = first; k < end; k += stride) {
+            const float wv = wrow[k];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+                if (r < M) acc[r] += wv * a[(size_t)r * K + k];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const float v = warp_sum<32>(acc[r]);
+        if (lane == 0) part[warp][r] = v;
+    }
+    __syncthreads();
+    // One thread per (row, column) of the block adds the column's strips in order.
+    for (int t = threadIdx.x; t < cols * M; t += BLOCK) {
+        const int c = t % cols, r = t / cols, nn = blockIdx.x * cols + c;
+        if (nn >= N) continue;
+        float v = part[c * split][r];
+        for (int j = 1; j < split; ++j) v += part[c * split + j][r];
+        const long long i = (long long)r * N + nn;
+        v = epilogue_apply<E>(v, bias, nn, residual, i);
+        out[i] = v;
+        if (kv.k && nn >= N / 3) {  // k or v, channel ch of C (head h): into the cache at the step's position
+            const int C = N / 3, HS = C / kv.heads, ch = nn % C, h = ch / HS;
+            float* cache = nn < 2 * C ? kv.k : kv.v;
+            cache[(((size_t)r * kv.heads + h) * kv.maxT + *kv.pos) * HS + (ch - h * HS)] = v;
+        }
+    }
+}
+
+// ---- launchers ------------------------------------------------------------
+template <int BLOCK, int ROWS>
+int matvec_forward_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                         int M, int N, int K, cudaStream_t stream) {
+    if (M > ROWS) { fprintf(stderr, "matvec: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, ROWS); return -1; }
+    const dim3 grid(CEIL_DIV(N, BLOCK / 32)), block(BLOCK);
+    const bool vec = K % 4 == 0 && aligned16(A, W);
+    return with_epilogue(e, [&](auto ep) {
+        const auto kernel = vec ? matvec_kernel<BLOCK, ROWS, true, ep.value> : matvec_kernel<BLOCK, ROWS, false, ep.value>;
+        return engine_launch("matmul", "matvec_kernel", kernel, grid, block, 0, stream, out, A, W, bias, residual, M, N, K);
+    });
+}
+
+int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                   int N, int K, cudaStream_t stream) {
+    return matvec_forward_sized<MATVEC_BLOCK_SIZE, MATVEC_MAX_ROWS>(e, out, A, W, bias, residual, M, N, K, stream);
+}
+
+// How many warps share one output column in the decoding matvec (a divisor of
+// the block's `block_warps`): the fewest that give N * split >= half the warps
+// the GPU holds of this kernel at once (sms * warps_per_sm / 2, warps_per_sm the
+// kernel's own occupancy, not the device's most), so every SM has loads in
+// flight while the blocks stay one wave; no more than leave each lane at least
+// one float4 of K (split <= K / 128), else the largest such. Half, not all,
+// the resident warps: a lane already keeps up to four float4s in flight, and a
+// grid of one wave has no tail, where a second wave of a few blocks doubles a
+// few-microsecond kernel. On an H100 (132 SMs) at 8 warps a block, the build
+// without the LayerNorm holds 48 warps an SM (40 registers: target 3168) and
+// the one with it 24 (80 registers: 1584), which gives GPT-2 124M's decoding
+// layers: qkv (2304 x 768, LayerNorm) 1, attention projection (768 x 768) 4, fc
+// (3072 x 768, LayerNorm) 1, MLP projection (768 x 3072) 8, LM head (50257 x
+// 768, LayerNorm) 1. Plain numbers, so tests check it without a GPU
+// (tests/kernels/matvec_split_picks.cu).
+inline int matvec_split_for(int sms, int warps_per_sm, int block_warps, long long N, int K) {
+    const long long target = (long long)std::max(sms, 1) * std::max(warps_per_sm, 1) / 2;
+    const int cap = std::max(1, K / 128);
+    int best = 1;
+    for (int s = 1; s <= block_warps && s <= cap; ++s) {
+        if (block_warps % s) continue;
+        best = s;
+        if (N * s >= target) break;
+    }
+    return best;
+}
+
+// This GPU's multiprocessors, read once.
+inline int matvec_device_sms() {
+    static const int sms = [] {
+        int dev = 0, n = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+        cudaGetLastError();  // an attribute the device lacks leaves 0: the split stays small
+        return n;
+    }();
+    return sms;
+}
+
+// Warps of `kernel` (blocks of `block` threads, `smem` bytes of dynamic shared
+// memory) one multiprocessor holds at once, as the occupancy calculator says
+// for its registers and shared memory; asked once per kernel and size.
+template <typename Kernel>
+int matvec_resident_warps(Kernel kernel, int block, size_t smem) {
+    static std::map<std::pair<const void*, size_t>, int> known;
+    const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), smem);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, smem) != cudaSuccess) blocks = 1;
+    cudaGetLastError();
+    return known[key] = std::max(blocks, 1) * block / 32;
+}
+
+// Whether a LayerNorm of M rows of K fits the decoding matvec's shared memory
+// (the default 48 KB: M * K floats); if not, the caller runs layernorm first.
+bool matvec_decode_folds_layernorm(int M, int K) { return (size_t)M * K * sizeof(float) <= 48 * 1024; }
+
+// `split` > 0 forces that many warps per column (kernel_check tries several); it must divide BLOCK/32.
+template <int BLOCK, int ROWS>
+int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                        int M, int N, int K, cudaStream_t stream, int split = 0, RowNorm ln = {}, KVWrite kv = {}) {
+    constexpr int NW = BLOCK / 32;
+    if (M > ROWS) { fprintf(stderr, "matvec_splitk: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, ROWS); return -1; }
+    if (e != Epilogue::None && !bias) { fprintf(stderr, "matvec_splitk: a bias epilogue needs a bias\n"); return -1; }
+    const bool norm = ln.weight != nullptr;
+    if (norm && (!ln.bias || !matvec_decode_folds_layernorm(M, K))) {
+        fprintf(stderr, "matvec_splitk: a LayerNorm of %d rows of %d needs a bias and at most 48 KB of shared memory\n", M, K);
+        return -1;
+    }
+    if (kv.k && (!kv.v || !kv.pos || kv.heads <= 0 || N % 3 || (N / 3) % kv.heads)) {
+        fprintf(stderr, "matvec_splitk: a KV-cache write needs both caches, a position and N = 3 x heads x head size (N=%d, heads=%d)\n",
+                N, kv.heads);
+        return -1;
+    }
+    if (split > 0 && NW % split) {
+        fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, NW);
+        return -1;
+    }
+    const bool vec = K % 4 == 0 && aligned16(A, W) && (!norm || aligned16(ln.weight, ln.bias));
+    const size_t smem = norm ? (size_t)M * K * sizeof(float) : 0;
+    // One row (batch 1, what gpt2_generate decodes) has its own build: eight rows'
+    // accumulators and A loads would cost registers, so fewer resident warps.
+    auto launch = [&](auto ep, auto with_norm) {
+        constexpr Epilogue E = decltype(ep)::value;
+        constexpr bool LN = decltype(with_norm)::value;
+        const auto kernel = M == 1 ? (vec ? matvec_splitk_kernel<BLOCK, 1, true, E, LN>
+                                          : matvec_splitk_kernel<BLOCK, 1, false, E, LN>)
+                                   : (vec ? matvec_splitk_kernel<BLOCK, ROWS, true, E, LN>
+                                          : matvec_splitk_kernel<BLOCK, ROWS, false, E, LN>);
+        const int s = split > 0 ? split
+                                : matvec_split_for(matvec_device_sms(), matvec_resident_warps(kernel, BLOCK, smem), NW, N, K);
+        const dim3 grid(CEIL_DIV(N, NW / s)), block(BLOCK);
+        return engine_launch("matmul", "matvec_splitk_kernel", kernel, grid, block, smem, stream, out, A, W, bias, residual, M,
+                             N, K, s, ln, kv);
+    };
+    return with_epilogue(e, [&](auto ep) {
+        return norm ? launch(ep, std::true_type{}) : launch(ep, std::false_type{});
+    });
+}
+
+int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv) {
+    return matvec_splitk_sized<MATVEC_DECODE_BLOCK_SIZE, MATVEC_MAX_ROWS>(e, out, A, W, bias, residual, M, N, K, stream, 0, ln,
+                                                                         kv);
+}
+
+int matmul_max_matvec_rows() { return MATVEC_MAX_ROWS; }
