@@ -178,21 +178,16 @@ def test_the_committed_captures_are_all_found():
     assert len(NSYS_EXPORTS) == 3 and len([p for p in CUPTI_CAPTURES if has_finished_kernel(p)]) == 10
 
 
-@pytest.mark.parametrize("path", [p for p in CUPTI_CAPTURES if has_finished_kernel(p)],
-                         ids=lambda p: str(p.relative_to(DATA)))
-def test_every_committed_cupti_capture_parses_to_the_same_times_as_without_the_clip(path, monkeypatch):
-    now = cupti.parse(path)
-    monkeypatch.setattr(cupti_parse, "clip", spans_only)
-    was = cupti.parse(path)
-    assert now.measurements == was.measurements and now.timed_launches == was.timed_launches
-    assert not any(launch.overlap_ns for launch in now.timed_launches)
+# (capture, the module whose `clip` to undo, its reader, the reader's launches)
+BEFORE_PDL = ([(p, cupti_parse, cupti.parse, "timed_launches") for p in CUPTI_CAPTURES if has_finished_kernel(p)]
+              + [(p, nsys, nsys.read_export, "launches") for p in NSYS_EXPORTS])
 
 
-@pytest.mark.parametrize("path", NSYS_EXPORTS, ids=lambda p: str(p.relative_to(DATA)))
-def test_every_committed_nsys_export_parses_to_the_same_times_as_without_the_clip(path, monkeypatch):
-    now = nsys.read_export(path)
-    monkeypatch.setattr(nsys, "clip", spans_only)
-    was = nsys.read_export(path)
-    assert now.measurements == was.measurements and now.launches == was.launches
-    assert not any(launch.overlap_ns for launch in now.launches)
+@pytest.mark.parametrize("path, module, read, launches", BEFORE_PDL, ids=[str(c[0].relative_to(DATA)) for c in BEFORE_PDL])
+def test_every_committed_capture_parses_to_the_same_times_as_without_the_clip(path, module, read, launches, monkeypatch):
+    now = read(path)
+    monkeypatch.setattr(module, "clip", spans_only)
+    was = read(path)
+    assert now.measurements == was.measurements and getattr(now, launches) == getattr(was, launches)
+    assert not any(launch.overlap_ns for launch in getattr(now, launches))
 
