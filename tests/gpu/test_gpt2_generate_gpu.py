@@ -1,7 +1,8 @@
 """gpt2_generate, the decoding path's profile target, on a real GPU (the odd model:
 2 layers, 3 heads, n_embd 96): the check against transformers' greedy tokens before
-any timing, the timed iterations, per-kernel event timing of the decoding steps, and
-the profilers' attribution of a replayed CUDA graph's kernels to the iterations."""
+any timing, the timed iterations, overlapped launches (sm_90) decoding what ordinary
+ones do, per-kernel event timing of the decoding steps, and the profilers'
+attribution of a replayed CUDA graph's kernels to the iterations."""
 
 from __future__ import annotations
 
@@ -82,6 +83,17 @@ def test_generate_decodes_the_same_seeded_prompt_with_and_without_the_check_on_e
     assert [p.returncode for p in runs] == [0, 0, 0, 0], [p.stderr[-2000:] for p in runs]
     outs = [json.loads(p.stdout) for p in runs]
     assert {o["run"]["prompt_len"] for o in outs} == {8}
+    assert len({tuple(o["tokens"]) for o in outs}) == 1
+
+
+def test_generate_overlaps_a_steps_launches_on_sm90_and_decodes_the_same_tokens_without(engine_build, odd_model):
+    ref = ["--ref", str(odd_model.reference)]
+    runs = [generate(engine_build, odd_model, "-n", "1", "-w", "0", "--new", "24", *extra)
+            for extra in (ref, [*ref, "--no-overlap"], ["--no-graph", *ref], ["--no-graph", *ref, "--no-overlap"])]
+    assert [p.returncode for p in runs] == [0, 0, 0, 0], [p.stderr[-2000:] for p in runs]
+    outs = [json.loads(p.stdout) for p in runs]
+    sm90 = int(outs[0]["device"]["compute_capability"].split(".")[0]) >= 9   # programmatic dependent launch
+    assert [o["run"]["overlap"] for o in outs] == [sm90, False, sm90, False]
     assert len({tuple(o["tokens"]) for o in outs}) == 1
 
 
