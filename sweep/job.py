@@ -263,7 +263,8 @@ class Job:
     def parse(self, taken: list[sampling.Taken]) -> tuple[list[Measurement], dict[str, float]]:
         """Turn each workload's runs into Measurements (a single run's parse is CPU only: it runs
         outside the GPU lock, unless its clock fell after it had boosted: see sweep.sampling). The
-        forward time and the device facts are the first workload's."""
+        forward time and the device facts are the first workload's; each workload's entry in
+        env["workloads"] says how it was sampled and, when its launches overlapped (PDL), how."""
         t1, start = time.monotonic(), time.time()
         ms: list[Measurement] = []
         parts, per = [], {}
@@ -278,7 +279,8 @@ class Job:
             ms.extend(got)
             parts.append((m.spec.name, sampled))
             per[m.spec.name] = {"capture": m.inv.capture, "runs": sampled.runs, "samples": sampled.samples,
-                                "noise": sampled.noise, "profile_s": round(m.seconds, 3)}
+                                "noise": sampled.noise, "profile_s": round(m.seconds, 3),
+                                **({"overlap": m.parsed.env["overlap"]} if m.parsed and "overlap" in m.parsed.env else {})}
         self.sampled = measure.combined(parts)
         self.timings["parse"] = time.monotonic() - t1
         self.mark("parse", start)

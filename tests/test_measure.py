@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -41,6 +42,22 @@ def test_a_job_is_built_once_and_measures_every_workload_naming_its_rows(job_for
     assert not (d / "events.json").exists() and (d / "build.log").is_file()
     assert set(r.env["workloads"]) == {"big", "small"} and r.sampling.runs == 2 and r.sampling.samples == 3
     assert "--size" in (d / measure.WORKLOADS / "small" / "profile.log").read_text()
+
+
+def test_each_workloads_env_says_whether_its_launches_overlapped(job_for):
+    d = two_workloads(job_for)
+    job = Job(d)
+    plain = job.backend.parse
+
+    def parse(inv, stdout):   # as cupti or nsys report a run whose kernels overlapped (sweep.profile.overlap)
+        p = plain(inv, stdout)
+        return replace(p, env={**p.env, "overlap": "3 launches started before the kernel ahead"}) \
+            if inv.output.parent.name == "small" else p
+
+    job.backend = replace(job.backend, parse=parse)
+    r = job.run()
+    assert r.status == "ok", r.reason
+    assert r.env["workloads"]["small"]["overlap"].startswith("3 launches") and "overlap" not in r.env["workloads"]["big"]
 
 
 def test_the_check_commands_run_once_with_the_first_workloads_placeholders(job_for):
