@@ -19,15 +19,18 @@
 //      first few float4s of their strip in registers before touching A, and add
 //      their warp sums in shared memory in a fixed order, after which one thread
 //      per output applies the epilogue. The launcher picks the split per shape
-//      from the device (matvec_split_for): the fewest warps per column that put
-//      half the GPU's resident warps to work, each lane keeping at least one
-//      float4 of K. At split 1 it sums exactly as version 1.
+//      (matvec_split_for): the fewest warps per column that put half the warps
+//      the GPU holds of this kernel (its own occupancy) to work, so the grid is
+//      one wave, each lane keeping at least one float4 of K. At split 1 it sums
+//      exactly as version 1.
 //      With a RowNorm (LN=true), every block first normalizes the M input rows
 //      into shared memory (rownorm.cuh, the LayerNorm kernel's own steps), so a
-//      decoding step launches no LayerNorm before qkv, fc and the LM head; the
-//      first float4s of W are already in flight while it does. With a KVWrite,
-//      the qkv layer's stores also put k and v into the cache at the step's
-//      position, so no kv_cache_write runs in a decoding step either.
+//      decoding step launches no LayerNorm before qkv, fc and the LM head; all
+//      of a 768 K of W is already in flight while it does. With a KVWrite, the
+//      qkv layer's stores also put k and v into the cache at the step's
+//      position, so no kv_cache_write runs in a decoding step either. Launched
+//      as a programmatic dependent (common.cuh), it loads its first float4s of
+//      W before it waits for the kernel ahead of it.
 #pragma once
 #include <algorithm>
 #include <map>
