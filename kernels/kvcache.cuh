@@ -60,6 +60,13 @@ __device__ __forceinline__ void argmax_take(float& bv, int& bi, float v, int i) 
     if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
 }
 
+// The warp's best (value, index) in every lane.
+__device__ __forceinline__ void argmax_warp(float& bv, int& bi) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, off), __shfl_xor_sync(0xffffffffu, bi, off));
+}
+
 // Blocks a row of V logits takes: about 16 logits a thread (four float4 loads in flight),
 // at most ARGMAX_MAX_BLOCKS. One block read a row of 50257 alone in about 6 us on an H100.
 constexpr int ARGMAX_MAX_BLOCKS = 32;
@@ -101,9 +108,7 @@ __global__ void __launch_bounds__(BLOCK) argmax_kernel(int* __restrict__ next_to
         argmax_take(bv, bi, v.z, i + 2);
         argmax_take(bv, bi, v.w, i + 3);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, off), __shfl_xor_sync(0xffffffffu, bi, off));
+    argmax_warp(bv, bi);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0) { best_v[warp] = bv; best_i[warp] = bi; }
     __syncthreads();
@@ -111,9 +116,7 @@ __global__ void __launch_bounds__(BLOCK) argmax_kernel(int* __restrict__ next_to
     bv = lane < BLOCK / 32 ? best_v[lane] : -INFINITY;
     bi = lane < BLOCK / 32 ? best_i[lane] : 0x7fffffff;
     if (G > 1) {  // this part's best out, then the row's last part to be counted picks among them
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-            argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, off), __shfl_xor_sync(0xffffffffu, bi, off));
+        argmax_warp(bv, bi);
         if (lane == 0) {
             scratch.value[b * ARGMAX_MAX_BLOCKS + g] = bv;
             scratch.index[b * ARGMAX_MAX_BLOCKS + g] = bi;
@@ -126,9 +129,7 @@ __global__ void __launch_bounds__(BLOCK) argmax_kernel(int* __restrict__ next_to
         bv = lane < G ? __ldcg(scratch.value + b * ARGMAX_MAX_BLOCKS + lane) : -INFINITY;
         bi = lane < G ? __ldcg(scratch.index + b * ARGMAX_MAX_BLOCKS + lane) : 0x7fffffff;
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, off), __shfl_xor_sync(0xffffffffu, bi, off));
+    argmax_warp(bv, bi);
     if (lane != 0) return;
     if (G > 1) scratch.counters[b] = 0;  // ready for the next launch
     next_token[b] = bi;
