@@ -2,8 +2,9 @@
 
 The format is documented in cupti_inject.cpp's header comment: a header line,
 then one tab-separated record per line (`clock`, `name`, `kern`, `call`, `mark`, `api`,
-`limits`, `fail`, `drop`, `signal`, `end`). This module turns a file into a `Capture` and knows
-nothing of Measurements; sweep/profile/cupti.py does that. Files of the library's
+`limits`, `fail`, `drop`, `turn`, `signal`, `end`). This module turns a file into a `Capture`
+(`read_capture`), or follows one as the library writes it (`Follower`, for the race's turns),
+and knows nothing of Measurements; sweep/profile/cupti.py does that. Files of the library's
 first format, "sweep-cupti/1", read the same: they have no `clock` records, so
 their times cannot be placed on the wall clock (`Capture.realtime` is None).
 
@@ -87,6 +88,16 @@ class ClockPair:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """Turn mode: the program's timed iteration `index` ran on the GPU between go_ns (the turn
+    given) and done_ns (its work finished), CUPTI ns."""
+
+    index: int
+    go_ns: int
+    done_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class Capture:
     path: Path
     header: Mapping[str, str]
@@ -101,18 +112,13 @@ class Capture:
     dropped: int = 0
     torn: bool = False          # the last line was cut short and ignored
     clock_pairs: tuple[ClockPair, ...] = ()    # at the start, and at the final flush when it ran
+    turns: tuple[TurnRecord, ...] = ()         # turn mode only
 
     def realtime(self) -> Callable[[int], int] | None:
         """CUPTI ns -> wall-clock ns (CLOCK_REALTIME): the first pair's offset, and with a second
         pair (the final flush) the line through both, which follows any drift between the two
         clocks over the run. None without pairs (a sweep-cupti/1 file)."""
-        if not self.clock_pairs:
-            return None
-        a, b = self.clock_pairs[0], self.clock_pairs[-1]
-        if b.cupti_ns == a.cupti_ns:
-            return lambda t: t + a.realtime_ns - a.cupti_ns
-        rate = (b.realtime_ns - a.realtime_ns) / (b.cupti_ns - a.cupti_ns)
-        return lambda t: a.realtime_ns + round((t - a.cupti_ns) * rate)
+        return to_realtime(self.clock_pairs)
 
     @property
     def pid(self) -> int | None:
@@ -142,6 +148,17 @@ class Capture:
                 closed.append((start, m.ns))
         ranges = [Range(s.ns, end, s.tid) for s, end in closed if s.name == name]
         return ranges, sum(1 for s in open_.values() if s.name == name)
+
+
+def to_realtime(pairs: tuple[ClockPair, ...] | list[ClockPair]) -> Callable[[int], int] | None:
+    """CUPTI ns -> wall-clock ns through the clock pairs (see Capture.realtime); None without any."""
+    if not pairs:
+        return None
+    a, b = pairs[0], pairs[-1]
+    if b.cupti_ns == a.cupti_ns:
+        return lambda t: t + a.realtime_ns - a.cupti_ns
+    rate = (b.realtime_ns - a.realtime_ns) / (b.cupti_ns - a.cupti_ns)
+    return lambda t: a.realtime_ns + round((t - a.cupti_ns) * rate)
 
 
 def read_capture(path: Path) -> Capture:
@@ -179,7 +196,47 @@ def read_capture(path: Path) -> Capture:
     return Capture(path=path, header=header, kernels=tuple(reader.kernels), calls=reader.calls,
                    marks=tuple(reader.marks), apis=reader.apis, failures=tuple(reader.failures), limits=reader.limits,
                    complete=reader.complete, signal=reader.signal,
-                   dropped=reader.dropped, torn=torn, clock_pairs=tuple(reader.clock_pairs))
+                   dropped=reader.dropped, torn=torn, clock_pairs=tuple(reader.clock_pairs),
+                   turns=tuple(reader.turns))
+
+
+class Follower:
+    """A capture file read as the library writes it: each `poll()` reads the whole lines appended
+    since the last one (a line still being written waits for the next poll). The records so far
+    are in `records` (kernels, turns, clock pairs, ... as `read_capture` reads them)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.records = _Reader(self.path)
+        self._offset = 0
+        self._line = 0      # lines read so far (the header is line 1)
+        self._header = False
+
+    def poll(self) -> None:
+        """Read what was appended; SweepError on a line the library would not write."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return
+        self._offset += end + 1
+        for line in data[:end].decode("utf-8", errors="replace").split("\n"):
+            self._line += 1
+            if not self._header:
+                if line.split("\t", 1)[0] not in FORMATS:
+                    raise SweepError(f"{self.path} is not a capture of the CUPTI injection library in "
+                                     f"{' or '.join(FORMATS)} (line 1: {line[:80]!r})")
+                self._header = True
+                continue
+            try:
+                self.records.record(line.split("\t"))
+            except (ValueError, IndexError, KeyError):
+                raise SweepError(f"{self.path} line {self._line}: not a valid {line.split(chr(9), 1)[0]!r} "
+                                 f"record ({line[:120]!r}); the file was changed or damaged") from None
 
 
 class _Reader:
@@ -196,6 +253,7 @@ class _Reader:
         self.signal: int | None = None
         self.dropped = 0
         self.clock_pairs: list[ClockPair] = []
+        self.turns: list[TurnRecord] = []
 
     def record(self, f: list[str]) -> None:
         tag = f[0]
@@ -240,6 +298,8 @@ class _Reader:
             self.signal = int(f[1])
         elif tag == "clock":
             self.clock_pairs.append(ClockPair(int(f[1]), int(f[2])))
+        elif tag == "turn":
+            self.turns.append(TurnRecord(int(f[1]), int(f[2]), int(f[3])))
         elif tag == "end":
             self.complete = True
         # other tags: records a later library of this format may add; skipped

@@ -12,6 +12,26 @@
 //   SWEEP_CUPTI_OUT   the file to write (truncated first). "%p" in it becomes the
 //                     process id, for programs that start several CUDA processes.
 //                     Unset: the library records nothing and says so on stderr.
+//   SWEEP_CUPTI_TURN  "<read fd>,<write fd>": turn mode (below), for the sweep's
+//                     certification race (sweep/lockstep.py). Unset: no turns.
+//   SWEEP_CUPTI_RANGE the NVTX range that is one timed iteration ("iteration").
+//
+// Turn mode. Several programs run on one GPU and take turns, one timed
+// iteration each, so each iteration has the GPU to itself and they pay their
+// start-up once. At the start of each NVTX range named SWEEP_CUPTI_RANGE
+// (nvtxRangePushA/Ex, nvtxRangeStartA/Ex and their domain versions, ASCII
+// messages) the library synchronises the thread's CUDA context (the program's
+// work so far is done), writes "ready <n>" to the write fd and blocks reading
+// lines from the read fd: "go" runs iteration n; "flush" writes every record
+// CUPTI holds to the capture and answers "flushed" (the kernels of the turns so
+// far are then all there), and the wait goes on; "stop", or end of file (the
+// coordinator is gone), flushes the records and ends the process (_exit(0)). At
+// the end of the range it synchronises again, writes a `turn` record and then
+// "done <n> <go_ns> <done_ns>". Every kernel of iteration n therefore ran on
+// the GPU between the turn's go and done times, while every other program
+// waited at the start of an iteration. A thread with no current context cannot
+// be synchronised: "error <why>" goes to the write fd instead of "ready", and
+// the library waits for "stop".
 //
 // What it records (CUPTI Activity API, nothing else):
 //   - CONCURRENT_KERNEL: every kernel execution (CUpti_ActivityKernel10, the
@@ -48,6 +68,8 @@
 //                                                    once, before the first fail line: the device's per-block limits
 //   fail   R <cbid> <corr> <cudaError_t> <gx> <gy> <gz> <bx> <by> <bz> <dynamic_smem_B> <mangled> <demangled>
 //                                                    a launch the runtime refused, with the error it returned
+//   turn   <n> <go_ns> <done_ns>                    turn mode: iteration n ran from go (the turn given) to done
+//                                                    (its work finished)
 //   signal <number>                                  a fatal signal arrived; what was buffered was flushed
 //   end    kernels=<n> calls=<n> marks=<n> dropped=<n> fails=<n>   the final flush at exit completed
 // `kern` start = end = 0: CUPTI had no times for it (still queued when flushed).
@@ -68,6 +90,7 @@
 // quick_exit() leave only the buffers CUPTI had already handed back.
 
 #include <cupti.h>
+#include <generated_nvtx_meta.h>
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -85,6 +108,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -399,8 +423,7 @@ void limits_line(std::string& out) {
 }
 
 // At the exit of a launch call: a refused launch becomes a `fail` line.
-void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+void on_launch(CUpti_CallbackId cbid, const void* data) {
     auto info = static_cast<const CUpti_CallbackData*>(data);
     if (info->callbackSite != CUPTI_API_EXIT || !info->functionReturnValue) return;
     cudaError_t rc = *static_cast<const cudaError_t*>(info->functionReturnValue);
@@ -427,19 +450,6 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     write_all(out);
 }
 
-// Subscribes on_launch to the runtime launch functions with a launch configuration.
-void watch_failed_launches() {
-    CUpti_SubscriberHandle subscriber;
-    if (!cupti_ok(cuptiSubscribe(&subscriber, on_launch, nullptr), "subscribing to launch callbacks")) return;
-    for (CUpti_CallbackId cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060})
-        cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid), "enabling a launch callback");
-}
-
 // Gives kernels already queued up to `ms` to finish, so that their records
 // carry times: records an event on the legacy default stream (which follows
 // every blocking stream) and polls it. The driver is already loaded (it loaded
@@ -459,6 +469,208 @@ void drain(unsigned ms) {
         destroy(event);
     }
     dlclose(cuda);
+}
+
+// ---------------------------------------------------------------------------
+// Turn mode (see the header): the program's timed iterations, one turn each
+// ---------------------------------------------------------------------------
+
+int g_turn_in = -1, g_turn_out = -1;          // the coordinator's pipe: read "go"/"stop", write "ready"/"done"
+std::string g_turn_range = "iteration";       // the NVTX range that is one timed iteration
+uint64_t g_turn = 0;                          // iterations given so far
+uint64_t g_go_ns = 0;                         // CUPTI time the current turn was given
+thread_local std::vector<bool> t_pushed;      // this thread's pushed ranges: is each a turn range?
+std::mutex g_started_mutex;
+std::unordered_set<uint64_t> g_started;       // start/end range ids that are turn ranges
+
+void turn_write(const std::string& line) {
+    const char* p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+        ssize_t n = write(g_turn_out, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        p += n;
+        left -= size_t(n);
+    }
+}
+
+// One line from the coordinator, without its newline; "" at end of file or on an error.
+std::string turn_read() {
+    std::string line;
+    char c;
+    for (;;) {
+        ssize_t n = read(g_turn_in, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0 || c == '\n') return line;
+        line += c;
+    }
+}
+
+// The program's work so far finished: synchronises the calling thread's current context
+// (driver API through dlsym, as drain()). False when the thread has none.
+bool sync_context() {
+    static void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);   // kept open: called every turn
+    static auto get = cuda ? reinterpret_cast<decltype(&cuCtxGetCurrent)>(dlsym(cuda, "cuCtxGetCurrent")) : nullptr;
+    static auto sync = cuda ? reinterpret_cast<decltype(&cuCtxSynchronize)>(dlsym(cuda, "cuCtxSynchronize")) : nullptr;
+    CUcontext ctx = nullptr;
+    return get && sync && get(&ctx) == CUDA_SUCCESS && ctx && sync() == CUDA_SUCCESS;
+}
+
+[[noreturn]] void turn_exit() {
+    drain(kSignalDrainMs);
+    flush_and_finish(0);
+    _exit(0);
+}
+
+// At the start of a turn range: wait for the turn (flushing when asked), or stop.
+void turn_begin() {
+    if (!sync_context()) {
+        turn_write("error no current CUDA context on the thread that opened the " + g_turn_range +
+                   " range: its work cannot be synchronised, so its turns cannot be kept apart\n");
+        while (turn_read() != "stop") {
+        }
+        turn_exit();
+    }
+    turn_write("ready " + std::to_string(g_turn) + "\n");
+    for (;;) {
+        std::string order = turn_read();
+        if (order == "go") break;
+        if (order != "flush") turn_exit();   // "stop", or the coordinator is gone
+        cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        turn_write("flushed\n");
+    }
+    cuptiGetTimestamp(&g_go_ns);
+}
+
+// At the end of a turn range: the iteration's work finished; its `turn` record, then "done".
+void turn_end() {
+    sync_context();
+    uint64_t done_ns = 0;
+    cuptiGetTimestamp(&done_ns);
+    std::string out = "turn";
+    field(out, g_turn);
+    field(out, g_go_ns);
+    field(out, done_ns);
+    out += '\n';
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        write_all(out);
+    }
+    turn_write("done " + std::to_string(g_turn) + " " + std::to_string(g_go_ns) + " " + std::to_string(done_ns) + "\n");
+    ++g_turn;
+}
+
+bool is_turn_range(const nvtxEventAttributes_t* a) {
+    return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii && g_turn_range == a->message.ascii;
+}
+
+bool is_turn_range(const char* message) {
+    return message && g_turn_range == message;
+}
+
+// An NVTX call: a turn range opening or closing. A push and a start of a turn range
+// begin a turn; the pop (this thread's innermost push) and the end (by range id) of
+// one end it. Ranges nest: only the turn ranges themselves count.
+void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* d) {
+    const void* p = d->functionParams;
+    bool turn = false;
+    switch (cbid) {
+        case CUPTI_CBID_NVTX_nvtxRangePushA:
+            turn = is_turn_range(static_cast<const nvtxRangePushA_params*>(p)->message);
+            t_pushed.push_back(turn);
+            if (turn) turn_begin();
+            return;
+        case CUPTI_CBID_NVTX_nvtxRangePushEx:
+            turn = is_turn_range(static_cast<const nvtxRangePushEx_params*>(p)->eventAttrib);
+            t_pushed.push_back(turn);
+            if (turn) turn_begin();
+            return;
+        case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
+            turn = is_turn_range(static_cast<const nvtxDomainRangePushEx_params*>(p)->core.eventAttrib);
+            t_pushed.push_back(turn);
+            if (turn) turn_begin();
+            return;
+        case CUPTI_CBID_NVTX_nvtxRangePop:
+        case CUPTI_CBID_NVTX_nvtxDomainRangePop:
+            if (t_pushed.empty()) return;
+            turn = t_pushed.back();
+            t_pushed.pop_back();
+            if (turn) turn_end();
+            return;
+        case CUPTI_CBID_NVTX_nvtxRangeStartA:
+            turn = is_turn_range(static_cast<const nvtxRangeStartA_params*>(p)->message);
+            break;
+        case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+            turn = is_turn_range(static_cast<const nvtxRangeStartEx_params*>(p)->eventAttrib);
+            break;
+        case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx:
+            turn = is_turn_range(static_cast<const nvtxDomainRangeStartEx_params*>(p)->core.eventAttrib);
+            break;
+        case CUPTI_CBID_NVTX_nvtxRangeEnd:
+        case CUPTI_CBID_NVTX_nvtxDomainRangeEnd: {
+            nvtxRangeId_t id = cbid == CUPTI_CBID_NVTX_nvtxRangeEnd
+                                   ? static_cast<const nvtxRangeEnd_params*>(p)->id
+                                   : static_cast<const nvtxDomainRangeEnd_params*>(p)->core.id;
+            bool ours = false;
+            {
+                std::lock_guard<std::mutex> lock(g_started_mutex);
+                ours = g_started.erase(id) > 0;
+            }
+            if (ours) turn_end();
+            return;
+        }
+        default:
+            return;
+    }
+    if (!turn) return;   // a start of another range
+    if (d->functionReturnValue) {
+        std::lock_guard<std::mutex> lock(g_started_mutex);
+        g_started.insert(*static_cast<const nvtxRangeId_t*>(d->functionReturnValue));
+    }
+    turn_begin();
+}
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) on_launch(cbid, data);
+    else if (domain == CUPTI_CB_DOMAIN_NVTX) on_nvtx(cbid, static_cast<const CUpti_NvtxData*>(data));
+}
+
+// One subscriber (CUPTI takes one a process): the runtime launch functions with a launch
+// configuration, for refused launches; in turn mode, the NVTX range calls too.
+void subscribe(bool turns) {
+    CUpti_SubscriberHandle subscriber;
+    if (!cupti_ok(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribing to callbacks")) return;
+    for (CUpti_CallbackId cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060})
+        cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid), "enabling a launch callback");
+    if (turns)
+        for (CUpti_CallbackId cbid : {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,
+                                      CUPTI_CBID_NVTX_nvtxDomainRangePushEx, CUPTI_CBID_NVTX_nvtxRangePop,
+                                      CUPTI_CBID_NVTX_nvtxDomainRangePop, CUPTI_CBID_NVTX_nvtxRangeStartA,
+                                      CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx,
+                                      CUPTI_CBID_NVTX_nvtxRangeEnd, CUPTI_CBID_NVTX_nvtxDomainRangeEnd})
+            cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, cbid), "enabling an NVTX callback");
+}
+
+// SWEEP_CUPTI_TURN="<read fd>,<write fd>": turn mode. False (no turns) when unset; a value
+// that names no open pipe ends the program, since running it untimed would spoil the race.
+bool turn_mode() {
+    const char* spec = getenv("SWEEP_CUPTI_TURN");
+    if (!spec || !*spec) return false;
+    if (sscanf(spec, "%d,%d", &g_turn_in, &g_turn_out) != 2 || fcntl(g_turn_in, F_GETFD) < 0 ||
+        fcntl(g_turn_out, F_GETFD) < 0) {
+        fprintf(stderr, "sweep-cupti: SWEEP_CUPTI_TURN=%s names no open pipe (\"<read fd>,<write fd>\"); "
+                        "only the sweep's race sets it\n", spec);
+        _exit(70);
+    }
+    const char* range = getenv("SWEEP_CUPTI_RANGE");
+    if (range && *range) g_turn_range = range;
+    return true;
 }
 
 // At exit: a program need not synchronise before it returns.
@@ -566,7 +778,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         std::lock_guard<std::mutex> lock(g_mutex);
         write_all(out);
     }
-    watch_failed_launches();
+    subscribe(turn_mode());
     atexit(at_exit);
     install_signal_handlers();
     return 1;

@@ -21,6 +21,7 @@ kernels on different streams are never clipped against each other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +145,12 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         counted=len(launches), unfinished=finished.count(False), partial_iterations=partial,
         unclosed_ranges=unclosed, dropped=cap.dropped, pid=cap.pid, failures=cap.failures,
         timed_launches=tuple(launches), windows=windows)
+
+
+def turn_launches(kernels: Sequence[KernelRecord]) -> list[Launch]:
+    """The kernels of one turn (turn mode: the program's iteration alone on the GPU, every one
+    finished), each timed on its stream as `parse` times it, as iteration 0."""
+    return [_launch(k, c, 0) for k, c in zip(kernels, clip(_span(k) for k in kernels))]
 
 
 def _span(k: KernelRecord) -> Span:
