@@ -18,7 +18,8 @@ it), so every rerun is warm. For every parameter group it then reports:
                     a certified pick the measurements of another rerun contradict
 
 and, per rerun, the race's GPU seconds (race.json's gpu_s: the race job holding
-the GPU) as a share of the sweep's (verify + profile of every job, the end-to-end
+the GPU, plus the verify and profile of combined entrant configurations built for
+it) as a share of the sweep's (verify + profile of its other jobs, the end-to-end
 confirmation jobs included) (target: < 20%). --certify KEY=VALUE (repeatable)
 sets the space's certify: settings for the reruns (a copy of the space is run),
 e.g. budget_s=120 to give each race that many seconds. --first N numbers the
@@ -44,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-from sweep.certify import latest_outcome  # noqa: E402
+from sweep.certify import ENTRANT_ROLE, latest_outcome  # noqa: E402
 
 
 def space_copy(space: Path, certify: dict[str, Any], where: Path) -> Path:
@@ -70,8 +71,10 @@ def run_sweep(space: Path, name: str, args: argparse.Namespace, extra: list[str]
     return time.monotonic() - t0
 
 
-def gpu_seconds(configs: pd.DataFrame) -> float:
-    ok = configs[configs["status"] == "ok"]
+def gpu_seconds(configs: pd.DataFrame, race: bool = False) -> float:
+    """The ok jobs' verify + profile seconds: the sweep's own (race=False: its configurations, baseline
+    and confirmation), or those run only for the race (race=True: combined entrant configurations)."""
+    ok = configs[(configs["status"] == "ok") & ((configs["role"] == ENTRANT_ROLE) == race)]
     return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
 
 
@@ -90,9 +93,10 @@ def one(name: str, jobs_dir: Path, results_dir: Path) -> dict[str, Any]:
                                           "tied": cert.get("tied", []), "rule": cert.get("rule"),
                                           "verdict": ch.get("verdict")}
     sweep_s = gpu_seconds(configs)
-    race_s = float(race.get("gpu_s", 0.0))
+    race_s = float(race.get("gpu_s", 0.0)) + gpu_seconds(configs, race=True)
     return {"name": name, "groups": groups, "sweep_gpu_s": sweep_s, "race_gpu_s": race_s,
             "race_share": race_s / sweep_s if sweep_s else None, "race_rounds": race.get("rounds"),
+            "race_mode": race.get("mode", "runs"), "race_processes": race.get("runs"),
             "race_throttled_runs": race.get("throttled_runs"), "node": race.get("node", {})}
 
 
@@ -140,7 +144,8 @@ def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     lines = [f"{summary['reruns']} reruns"]
     for r in runs:
         lines.append(f"  {r['name']}: sweep GPU {r['sweep_gpu_s']:.1f} s, race {r['race_gpu_s']:.1f} s "
-                     f"({pct(r['race_share'])}), {r['race_rounds']} rounds")
+                     f"({pct(r['race_share'])}), {r['race_rounds']} rounds, {r.get('race_mode', 'runs')} "
+                     f"({r.get('race_processes')} processes)")
     for g, x in summary["groups"].items():
         picks = "; ".join(f"{','.join(str(v) for v in p.values())}{'*' if c else ''}"
                           for p, c in zip(x["picks"], x["certified"]))

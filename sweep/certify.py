@@ -18,19 +18,17 @@ The default entrant: the candidate whose values are the group's declared
 defaults, else the baseline job (the target's own launch sizes), which then
 runs before the race. Budget: certify.budget_s seconds; or (0, the default)
 certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
-jobs), shared by all groups. A race whose budget ends before 3 rounds has no
-evidence: select keeps the sweep's own pick and evidence, and says so; a budget
-that cannot buy 3 rounds (at the sweep's own seconds per run) races nothing at all
-and says what budget would certify.
+jobs), shared by all groups. A race whose budget ends before the first round at
+which it could decide anything (stats.Race.decisive_looks: 9 rounds with two
+entrants, 12 with three or four) has no evidence: select keeps the sweep's own
+pick and evidence, and says so; a budget that cannot buy that many rounds races
+nothing at all and says what budget would certify.
 
-What a race costs: a round runs every needed program once, start-up included
-(about 1-2 s for the engine): top + 1 programs when the groups race together on
-combined configurations (`combined`), else one per entrant of every group. No pick
-can be certified before the first look at which a leader that won every round would
-be (9 rounds with two entrants, 12 with three or four, at the default 30 rounds and
-alpha 0.05). On a sweep of a few configurations 20% of its GPU time buys a round or
-two: `run` says how long the race would need (`needed_s`), and certify.budget_s
-gives it that time.
+How the rounds run: in lockstep (`in_lockstep`: certify.lockstep, and every
+entrant's job sampled per iteration) a fresh process of each entrant's own job a
+round, taking turns (sweep.lockstep); else a run of each needed program a round,
+the groups together on combined configurations (`wants_combined`). What either
+costs, and so what a budget buys: sweep.race_cost.
 
 With workloads the race runs on the weighted objective the overall pick was made
 by: a round runs every workload of every needed job once, and an entrant's sample
@@ -54,21 +52,19 @@ from sweep.collect import Collected
 from sweep.evidence import Certification
 from sweep.progress import Progress
 from sweep.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
+from sweep.race_cost import affordable_rounds, first_certifiable_round, needed_s
 from sweep.records import Best, Choice, read_result
 from sweep.select import group_rows, patterns
 from sweep.space import Space, check, make_config, tag
 from sweep.space.workloads import weights
-from sweep.stats import Entrant, Race, contenders
-from sweep.stats.compare import signed_rank_count
+from sweep.stats import Entrant, contenders
 
 if TYPE_CHECKING:
     from sweep.pipeline import Sweep
 
 ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
-MIN_EVIDENCE_ROUNDS = 3   # fewer rounds say nothing (evidence.Certification.verdict "unknown"): not worth the GPU
 MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
-ALPHA = 0.05
 
 
 def sweep_gpu_s(configs: pd.DataFrame) -> float:
@@ -79,28 +75,6 @@ def sweep_gpu_s(configs: pd.DataFrame) -> float:
     return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
 
 
-def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA) -> int:
-    """The first look at which a race of `entrants` could certify at all: one whose leader won every round."""
-    r = Race([Entrant(str(i), 1) for i in range(entrants)], alpha=alpha, max_rounds=max_rounds, budget_s=1.0)
-    half = r.pair_alpha / 2
-    return next((n for n in r.looks if signed_rank_count(n, half) >= 0), max_rounds)
-
-
-def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
-    """Each job's profile seconds per profiled run (its runs count every workload's), by row."""
-    runs = configs["runs"].fillna(1).clip(lower=1) if "runs" in configs else 1
-    return configs["profile_s"].fillna(0) / runs
-
-
-def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float:
-    """Seconds one round should take: each job's profiled run of every workload, from the sweep's own
-    profile time per run (a job's runs count every workload's, so a round takes `workloads` of them)."""
-    if configs.empty or "profile_s" not in configs:
-        return 0.0
-    per_run = seconds_per_run(configs.drop_duplicates("tag").set_index("tag")).to_dict()
-    return float(sum(per_run.get(t, 0.0) for t in tags)) * max(1, workloads)
-
-
 def budget(space: Space, configs: pd.DataFrame) -> float:
     """The race's seconds (0.1 s steps): certify.budget_s when set, else budget_share of the sweep's GPU seconds."""
     c = space.certify
@@ -108,22 +82,22 @@ def budget(space: Space, configs: pd.DataFrame) -> float:
     return round(max(seconds, MIN_BUDGET_S), 1)
 
 
-def affordable_rounds(p: RacePlan, configs: pd.DataFrame, jobs_per_round: int) -> float:
-    """Rounds the budget buys, at the sweep's median seconds per profiled run (inf when unknown);
-    a job's round runs each of its workloads once."""
-    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
-    if ok.empty or "profile_s" not in ok:
-        return math.inf
-    per_run = float(seconds_per_run(ok).median())
-    runs_per_round = jobs_per_round * max(1, len(p.weights))
-    return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
+def in_lockstep(space: Space, c: Collected, tags: list[str]) -> bool:
+    """Whether a race of these jobs goes in lockstep: certify.lockstep, and every one of them took
+    its samples from the iterations of a run (its program times NVTX iterations; a program of
+    fewer than 3 has nothing to take turns at)."""
+    cf = c.configs
+    if not space.certify.lockstep or cf.empty or "noise_source" not in cf:
+        return False
+    source = cf.drop_duplicates("tag").set_index("tag")["noise_source"]
+    return all(source.get(t) == "iterations" for t in tags)
 
 
-def needed_s(p: RacePlan, configs: pd.DataFrame) -> float:
-    """About how long the race must run before it could certify anything (the rounds up to the
-    first look that could, times one round of the entrants' own profile runs)."""
-    k = max(len(x.entrants) for x in p.lanes)
-    return first_certifiable_round(k, p.max_rounds, p.alpha) * round_s(configs, p.tags(), max(1, len(p.weights)))
+def wants_combined(space: Space, p: RacePlan | None) -> bool:
+    """Whether the race goes on combined configurations: certify.combine, and a run a sample (in
+    lockstep the entrants' own jobs race, unless one round's processes outnumber certify.processes)."""
+    return (p is not None and space.certify.combine
+            and (not p.lockstep or len(p.tags()) * max(1, len(p.weights)) > space.certify.processes))
 
 
 def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
@@ -168,7 +142,9 @@ def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | 
     for t in tags:
         hashes[t] = str(by_tag.get(t, ""))
     return RacePlan(lanes, {t: str(Path(sweep_dir) / t) for t in tags}, hashes, budget(space, c.configs),
-                    space.certify.max_rounds, weights=weights(space) if space.workloads else {})
+                    space.certify.max_rounds, weights=weights(space) if space.workloads else {},
+                    lockstep=in_lockstep(space, c, tags), turns=space.certify.turns,
+                    processes=space.certify.processes)
 
 
 def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str, int]]] | None:
@@ -235,7 +211,7 @@ def find_entrants(space: Space, ranks: list[tuple[str, dict[str, int]]], c: Coll
 
 def shared(space: Space, best: Best, c: Collected, sweep_dir: Path, p: RacePlan | None) -> RacePlan | None:
     """The race of p on combined configurations, when every one of them was measured ok; else None."""
-    ranks = combined(space, best, p) if p is not None and space.certify.combine else None
+    ranks = combined(space, best, p) if wants_combined(space, p) else None
     if not ranks:
         return None
     found = find_entrants(space, ranks, c, sweep_dir)
@@ -289,7 +265,8 @@ def certifications(p: RacePlan, out: Mapping[str, Any]) -> dict[tuple[str, ...],
             host=str(node.get("host", "")), gpu_uuid=str(node.get("gpu_uuid", "") or ""),
             throttled_runs=int(out.get("throttled_runs", 0)), leader=r["leader"],
             comparisons={k: {"margin": cmp["margin"], "ci_low": _finite(cmp["ci_low"]), "ci_high": _finite(cmp["ci_high"]),
-                             "verdict": cmp["verdict"]} for k, cmp in r.get("comparisons", {}).items()})
+                             "verdict": cmp["verdict"]} for k, cmp in r.get("comparisons", {}).items()},
+            decisive_from=int(r.get("decisive", 3)))
     return certs
 
 
@@ -325,12 +302,14 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected, partition: str = ""
     p = plan(space, best, c, sw.sweep_dir)
     if p is None:
         return {}
-    ranks = combined(space, best, p) if space.certify.combine else None
-    rounds = affordable_rounds(p, c.configs, len(ranks) if ranks else len(p.tags()))
-    if rounds < MIN_EVIDENCE_ROUNDS and not recorded(space, sw.sweep_dir, best, c):
-        need = needed_s(p, c.configs)
-        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s), and a race says nothing "
-              f"before {MIN_EVIDENCE_ROUNDS} (certifying takes about {need:.0f} s here): the sweep's picks stand "
+    ranks = combined(space, best, p) if wants_combined(space, p) else None
+    rounds = affordable_rounds(p, c, len(ranks) if ranks else len(p.tags()))
+    first = min(first_certifiable_round(len(x.entrants), p.max_rounds, p.alpha) for x in p.lanes)
+    if rounds < first and not recorded(space, sw.sweep_dir, best, c):
+        need = needed_s(p, c)
+        how = " in lockstep" if p.lockstep else ""
+        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s){how}, and a race decides "
+              f"nothing before round {first} (certifying takes about {need:.0f} s here): the sweep's picks stand "
               f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
         return {}
     if ranks:
@@ -348,9 +327,11 @@ def run(space: Space, sw: "Sweep", best: Best, c: Collected, partition: str = ""
     out = read_outcome(d)
     if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
         (d / OUTCOME).unlink(missing_ok=True)
-        n, need = len(p.tags()), needed_s(p, c.configs)
+        n, need = len(p.tags()), needed_s(p, c)
+        how = (f"in lockstep, a process of each of {n} jobs a round, {p.turns} turns each" if p.lockstep
+               else f"{n} jobs a round")
         print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
-              f"({n} jobs a round) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
+              f"({how}) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
         if need > p.budget_s:
             print(f"  note: certifying a pick takes about {need:.0f} s of rounds here; with {p.budget_s:.0f} s "
                   f"expect ties (set certify.budget_s: {need * 1.25:.0f} to give the race that time)", file=sys.stderr)

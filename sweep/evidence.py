@@ -90,7 +90,9 @@ class Certification:
     (margin, ci_low, ci_high, verdict). rounds, elapsed_s, stopped: how long it ran and
     why it ended ("separated", "max_rounds", "budget"). entrants: tag, values, threads,
     is_default and median_ns of each. host, gpu_uuid: the one GPU it ran on.
-    throttled_runs: runs repeated because the GPU throttled.
+    throttled_runs: runs repeated because the GPU throttled. decisive_from: the first round
+    at which the race could have decided anything (a race stopped sooner says nothing; 3 in
+    races recorded before it was kept).
     """
 
     status: str
@@ -111,6 +113,7 @@ class Certification:
     throttled_runs: int = 0
     leader: str = ""
     comparisons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    decisive_from: int = 3
 
     @property
     def certified(self) -> bool:
@@ -118,10 +121,11 @@ class Certification:
 
     @property
     def verdict(self) -> str:
-        """faster (certified), unknown (fewer than 3 rounds: no evidence) or tie."""
+        """faster (certified), unknown (stopped before decisive_from rounds, the first at which it
+        could have decided anything: no evidence) or tie."""
         if self.certified:
             return "faster"
-        return "unknown" if self.rounds < 3 else "tie"
+        return "unknown" if self.rounds < self.decisive_from else "tie"
 
     def tag_of(self, values: Mapping[str, int]) -> str:
         """The entrant (job tag) that raced with these values ("" when none did)."""

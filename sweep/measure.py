@@ -112,11 +112,14 @@ class Measuring:
                 "seq_len": s.seq_len, "iterations": s.iterations, "warmup": s.warmup,
                 "events_json": str(self.out / "events.json")}
 
-    def program(self, extra: Sequence[str] = (), iterations: int | None = None) -> list[str]:
-        """Its timing command (with the check arguments when `check`), then `extra`."""
+    def program(self, extra: Sequence[str] = (), iterations: int | None = None, warmup: int | None = None) -> list[str]:
+        """Its timing command (with the check arguments when `check`), then `extra`; `iterations` and
+        `warmup` in place of the workload's, where the command takes them ({iterations}, {warmup})."""
         values = self.values()
         if iterations is not None:
             values["iterations"] = iterations
+        if warmup is not None:
+            values["warmup"] = warmup
         check = list(self.spec.check_args) if self.check else []
         return expand(list(self.spec.profile) + check + list(extra), values, list(self.spec.args))
 

@@ -28,8 +28,9 @@ Only one GPU model is compared: with measurements from several, the model with
 the most jobs is used and the others are named in a note. A pick whose
 candidates were measured on different GPUs says so (Choice.nodes). A group that
 was raced (sweep.certify) takes its pick and evidence from the race
-(noise_source "race"), unless the race ended before 3 rounds: then it said
-nothing, and the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
+(noise_source "race"), unless the race ended before the first round at which it
+could decide anything (Certification.decisive_from): then it said nothing, and
+the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
 each shape's best value and the pick's regret there (sweep.shapes). With a
 baseline job (the target's own defaults) each pick also gets its speed-up over
 the default launch sizes.

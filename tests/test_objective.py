@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import certify, collect, race, select, target
+from sweep import certify, collect, race, race_cost, select, target
 from sweep.objective import weighted_times
 from sweep.profile import Measurement
 from sweep.records import Best, load_record
@@ -165,7 +165,7 @@ def test_the_race_samples_every_workload_of_each_entrant_and_certifies_the_weigh
         return [Measurement("k", (1, 1, 1), (b, 1, 1), 1, 0, 0, 0, 0, 0, (GELU[b][i],), workload="gelu"),
                 Measurement("k", (1, 1, 1), (b, 1, 1), 1, 0, 0, 0, 0, 0, (LN[b][i],), workload="ln")]
 
-    result = race.race(plan, run).results[("P",)]
+    result = race.race(plan, race.each_run(run)).results[("P",)]
     assert result.pick == "P2" and result.certified
     assert result.medians["P2"] == pytest.approx(med([g + n for g, n in zip(GELU[64], LN[64])]))
 
@@ -176,6 +176,9 @@ def test_a_race_plan_weighs_workloads_only_when_the_space_has_them():
     assert "weights" not in plain.to_dict()                 # a plan without workloads keeps its digest
     weighted = dataclasses.replace(plain, weights={"x": 2.0})
     assert race.RacePlan.from_dict(weighted.to_dict()) == weighted and weighted.digest() != plain.digest()
+    assert "lockstep" not in plain.to_dict() and "turns" not in plain.to_dict()   # nor of a race a run a round
+    lockstep = dataclasses.replace(plain, lockstep=True, turns=5, processes=8)
+    assert race.RacePlan.from_dict(lockstep.to_dict()) == lockstep and lockstep.digest() != plain.digest()
     ms = [Measurement("k", (1, 1, 1), (32, 1, 1), 1, 0, 0, 0, 0, 0, (10.0,), workload="x"),
           Measurement("k", (1, 1, 1), (32, 1, 1), 1, 0, 0, 0, 0, 0, (5.0,), workload="y")]
     assert race.group_ns(ms, ("k",), {"x": 2.0, "y": 1.0}) == 25.0 and race.group_ns(ms, ("k",)) == 15.0
@@ -183,8 +186,8 @@ def test_a_race_plan_weighs_workloads_only_when_the_space_has_them():
 
 def test_a_round_of_a_race_over_workloads_is_expected_to_take_one_run_per_workload():
     configs = pd.DataFrame([{"tag": "a", "profile_s": 4.0, "runs": 2}])   # two workloads, one run each
-    assert certify.round_s(configs, ["a"], workloads=2) == pytest.approx(4.0)
-    assert certify.round_s(configs, ["a"]) == pytest.approx(2.0)
+    assert race_cost.round_s(configs, ["a"], workloads=2) == pytest.approx(4.0)
+    assert race_cost.round_s(configs, ["a"]) == pytest.approx(2.0)
 
 
 # ---------------------------------------------------------------------------

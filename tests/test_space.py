@@ -166,6 +166,12 @@ BAD = [
      ["certify.top", "0 must be an integer from 1 to 64"]),
     ("certify_unknown_key", ONE + "certify: {budget: 60}\n",
      ["certify", "unknown key(s) budget", "budget_s"]),
+    ("certify_turns_zero", ONE + "certify: {turns: 0}\n",
+     ["certify.turns", "0 must be an integer from 1 to 1000"]),
+    ("certify_processes_zero", ONE + "certify: {processes: 0}\n",
+     ["certify.processes", "0 must be an integer from 1 to 256"]),
+    ("certify_lockstep_not_bool", ONE + "certify: {lockstep: sometimes}\n",
+     ["certify.lockstep", "sometimes"]),
     ("slurm_unknown_key", ONE + "slurm: {partion: gpu}\n",
      ["slurm", "unknown key(s) partion", "valid keys are:", "partition"]),
     ("slurm_mem_not_a_string", ONE + "slurm: {mem: 16}\n",
@@ -217,6 +223,9 @@ def test_run_repeats_stopping_and_certify_read_with_their_defaults(tmp_path):
     assert s.run.stopping.budget_s == 15.0 and s.certify.top == 2 and s.certify.budget_s == 60.0
     d = target.load(write(tmp_path, ONE + "run: {stopping: false}\n", "d.yaml"))
     assert d.run.repeats == 0 and d.run.stopping.when == "never" and d.certify.enabled and d.certify.top == 3
+    assert d.certify.lockstep and d.certify.turns == 3 and d.certify.processes == 16
+    e = target.load(write(tmp_path, ONE + "certify: {lockstep: false, turns: 5, processes: 8}\n", "e.yaml"))
+    assert not e.certify.lockstep and e.certify.turns == 5 and e.certify.processes == 8
 
 
 def test_config_hash_changes_only_when_a_job_samples_more_than_one_plain_run(tmp_path):

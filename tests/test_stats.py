@@ -331,6 +331,26 @@ def test_race_splits_alpha_over_comparisons_and_looks():
     assert timed.pair_alpha == pytest.approx(0.05 / (15 * 3))
 
 
+@pytest.mark.parametrize("entrants,max_rounds,first", [(2, 30, 9), (4, 30, 12), (3, 12, 9), (4, 12, 12), (2, 100, 12)])
+def test_a_race_can_decide_from_the_first_look_where_a_leader_winning_every_round_would_separate(
+        entrants, max_rounds, first):
+    race = Race(ENTRANTS[:entrants], max_rounds=max_rounds, budget_s=60.0)
+    assert race.decisive_looks[0] == first and set(race.decisive_looks) <= set(race.looks)
+    for k in range(first):      # the leader wins every round by 10%: certified right at that look, not before
+        result = race.add_round({e.id: (1000.0 if e.id == "A" else 1100.0) + k for e in race.entrants}, 0.0)
+        assert (result is None) == (k < first - 1)
+    assert result.certified and result.rounds == first == result.decisive and result.evidence
+
+
+def test_a_race_stopped_by_its_budget_before_it_could_decide_has_no_evidence():
+    race = Race(ENTRANTS[:2], budget_s=1.0)
+    results = [race.add_round({"A": 1000.0 + k, "B": 1100.0 + k}, elapsed_s=0.5 * k) for k in range(3)]
+    assert results[:2] == [None, None]
+    result = results[-1]
+    assert result.status == "tie" and result.stopped == "budget" and result.rounds == 3
+    assert result.decisive == 12 and not result.evidence and result.to_dict()["decisive"] == 12
+
+
 def test_race_only_evaluates_at_scheduled_looks():
     race = Race(ENTRANTS[:2])
     for k in range(6):

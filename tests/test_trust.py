@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import certify, clocks, job as job_mod, manage, pipeline, race, select
+from sweep import certify, clocks, job as job_mod, manage, pipeline, race, race_cost, select
 from sweep.profile import Measurement
 from sweep.records import JobResult
 from sweep.stats import Entrant
@@ -163,7 +163,7 @@ def test_race_certifies_the_known_winner_on_recorded_samples(space):
     ln = recorded("layernorm_kernel")                 # 256 threads: 2.27 us; 128: 2.62 us; 512: 2.50 us
     x = lane("layernorm_kernel", (128, 256, 512), default=128)
     p = race_plan(x)
-    raced = race.race(p, replay("layernorm_kernel", {f"B{b}": ln[b] for b in (128, 256, 512)}))
+    raced = race.race(p, race.each_run(replay("layernorm_kernel", {f"B{b}": ln[b] for b in (128, 256, 512)})))
     res = raced.results[("P",)]
     assert res.certified and res.pick == "B256" and res.rounds == 12 and res.margin == pytest.approx(0.0972, abs=0.01)
     certs = certify.certifications(p, {"lanes": [{"result": res.to_dict()}], "node": {"host": "h100"}})
@@ -180,7 +180,7 @@ def test_race_reports_a_tie_on_samples_from_one_distribution_and_picks_the_defau
     samples = {f"B{b}": list(rng.choice(pool, 30)) for b in (128, 256, 512)}
     x = lane("residual_kernel", (128, 256, 512), default=512)
     p = race_plan(x)
-    res = race.race(p, replay("residual_kernel", samples)).results[("P",)]
+    res = race.race(p, race.each_run(replay("residual_kernel", samples))).results[("P",)]
     assert res.status == "tie" and res.stopped == "max_rounds" and res.rounds == 30
     assert set(res.tied) == {"B128", "B256", "B512"} and res.pick == "B512" and res.rule == "default in tied set"
     cert = certify.certifications(p, {"lanes": [{"result": res.to_dict()}]})[("P",)]
@@ -193,17 +193,22 @@ def test_race_reports_a_tie_on_samples_from_one_distribution_and_picks_the_defau
     assert "tied P=" in c.note and "default in tied set" in c.note
 
 
-def test_a_race_that_ends_before_three_rounds_says_nothing_and_the_sweeps_pick_stands(space):
+@pytest.mark.parametrize("budget_s,rounds", [(2.0, 2), (8.0, 8)])
+def test_a_race_that_ends_before_it_could_decide_says_nothing_and_the_sweeps_pick_stands(space, budget_s, rounds):
+    """Two entrants decide nothing before round 9 (the Bonferroni-corrected signed rank), so a
+    budget spent sooner leaves a "tie" that tested nothing: the sweep's pick stands, not the tie rule's."""
     ln = recorded("layernorm_kernel")
     x = lane("layernorm_kernel", (128, 256), default=None)
-    p = race_plan(x, budget_s=2.0)
+    p = race_plan(x, budget_s=budget_s)
     t = iter(range(100))
-    res = race.race(p, replay("layernorm_kernel", {f"B{b}": ln[b] for b in (128, 256)}), clock=lambda: next(t))
+    res = race.race(p, race.each_run(replay("layernorm_kernel", {f"B{b}": ln[b] for b in (128, 256)})),
+                    clock=lambda: next(t))
     cert = certify.certifications(p, {"lanes": [{"result": res.results[("P",)].to_dict()}]})[("P",)]
-    assert cert.status == "tie" and cert.rounds == 2 and cert.verdict == "unknown" and cert.rule == "fewest threads"
+    assert cert.status == "tie" and cert.rounds == rounds and cert.decisive_from == 9 and cert.verdict == "unknown"
+    assert cert.rule == "fewest threads"
     c = select.choose(space, rows([("B128", 1, ln[128]), ("B256", 2, ln[256])]), ("P",), certification=cert)
     assert c.values == {"P": 2} and c.noise_source == "iterations" and c.verdict == "faster"   # not fewest threads
-    assert c.certification == cert and not c.certified and "the race ran 2 round(s)" in c.note
+    assert c.certification == cert and not c.certified and f"the race ran {rounds} round(s)" in c.note
 
 
 def test_rounds_run_each_job_once_rotated_and_only_for_groups_still_racing():
@@ -221,7 +226,7 @@ def test_rounds_run_each_job_once_rotated_and_only_for_groups_still_racing():
         return [Measurement("layernorm_kernel", (1, 1, 1), (lb, 1, 1), 1, 0, 0, 0, 0, 0, (ln[lb][i],)),
                 Measurement("gelu_kernel", (1, 1, 1), (gb, 1, 1), 1, 0, 0, 0, 0, 0, (ge[gb][i],))]
 
-    raced = race.race(race_plan(a, b), run)
+    raced = race.race(race_plan(a, b), race.each_run(run))
     assert calls[:8] == ["j1", "j2", "j3", "j4", "j2", "j3", "j4", "j1"]     # each job once a round, rotated by one
     g, l = raced.results[("G",)], raced.results[("L",)]
     assert g.certified and g.pick == "j3" and l.certified and l.pick == "j2"
@@ -238,7 +243,7 @@ def test_an_entrant_beaten_beyond_the_noise_stops_running_while_the_others_race_
     calls = []
     run = replay("residual_kernel", samples)
     res = race.race(race_plan(lane("residual_kernel", (128, 256, 512), default=512)),
-                    lambda tag: calls.append(tag) or run(tag)).results[("P",)]
+                    race.each_run(lambda tag: calls.append(tag) or run(tag))).results[("P",)]
     assert res.status == "tie" and res.rounds == 30 and set(res.tied) == {"B256", "B512"} and res.pick == "B512"
     assert calls.count("B128") == 12 and calls.count("B256") == calls.count("B512") == 30
     assert res.comparisons["B128"].verdict == "faster" and res.medians["B128"] > res.medians["B512"]
@@ -291,14 +296,20 @@ def test_a_combination_that_breaks_a_constraint_leaves_each_group_to_race_its_ow
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def one_iteration_sweep(tmp_path_factory):
-    """The toy at one timed iteration per run, three rows, raced: (space path, jobs, results, RunSummary)."""
+def raced_toy_sweep(root: Path, iterations: int, budget_s: float):
+    """The toy, three rows, at `iterations` timed iterations per run, raced: (space path, jobs, results,
+    RunSummary)."""
     d = toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
                                                   "rows": [[64, 32], [128, 64], [256, 32]]},
-                       run={"iterations": 1}, certify={"budget_s": 30})
+                       run={"iterations": iterations}, certify={"budget_s": budget_s})
     d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
-    return run_toy_sweep(tmp_path_factory.mktemp("trust"), d)
+    return run_toy_sweep(root, d)
+
+
+@pytest.fixture(scope="module")
+def one_iteration_sweep(tmp_path_factory):
+    """The toy at one timed iteration per run, raced."""
+    return raced_toy_sweep(tmp_path_factory.mktemp("trust"), 1, 30)
 
 
 def test_a_one_iteration_program_is_run_five_times_and_its_runs_kept(one_iteration_sweep):
@@ -373,3 +384,66 @@ def test_a_budget_that_cannot_buy_three_rounds_races_nothing_and_says_what_would
     assert not (tmp_path / "jobs" / "toy" / certify.RACES).exists()
     assert not list((tmp_path / "jobs" / "toy").glob("entrant_*"))       # no entrant built for a race not run
     assert summary.best.choices and all(c.certification is None for c in summary.best.choices)
+
+
+# ---------------------------------------------------------------------------
+# lockstep: what a race costs, and the fallback for a program that cannot take turns
+# ---------------------------------------------------------------------------
+
+
+def _lockstep_plan(budget_s: float, backend: str = "nsys"):
+    from sweep.collect import Collected
+
+    tags = ["a", "b", "c", "d"]
+    cf = pd.DataFrame({"tag": tags, "role": "sweep", "status": "ok", "profile_s": [5.3, 5.4, 6.0, 5.5], "runs": 1,
+                       "backend": backend, "noise_source": "iterations"})
+    m = pd.DataFrame({"tag": tags, "workload": "", "total_median_ns": 11.4e6})
+    entrants = tuple(Entrant(t, 32 * (i + 1)) for i, t in enumerate(tags))
+    lane_ = race.Lane(("P",), ("k",), entrants, {t: {"P": i} for i, t in enumerate(tags)})
+    p = race.RacePlan((lane_,), {t: f"/jobs/{t}" for t in tags}, {}, budget_s, 12, lockstep=True)
+    return p, Collected(cf, m, None)
+
+
+def test_a_lockstep_race_costs_a_start_up_a_batch_of_rounds_and_its_turns_whatever_the_sweeps_profiler():
+    p, c = _lockstep_plan(25.0)
+    start_s, round_s = race_cost.lockstep_costs(p, c)
+    assert start_s == pytest.approx(5.3 * race_cost.PROGRAM_SHARE["nsys"])        # the program, not nsys around it
+    assert round_s == pytest.approx(4 * 3 * (0.0114 + race_cost.TURN_OVERHEAD_S))  # 4 programs, 3 turns each
+    batch = start_s * (1 + race_cost.PROCESS_START_SHARE * 15)                     # 16 processes: 4 rounds of 4
+    assert race_cost.lockstep_seconds(p, c, 12) == pytest.approx(3 * batch + 12 * round_s)
+    assert race_cost.needed_s(p, c) == race_cost.lockstep_seconds(p, c, 12)          # 4 entrants decide from round 12
+    assert race_cost.affordable_rounds(p, c, 4) == 12                              # max_rounds
+    short, _ = _lockstep_plan(10.0)
+    assert race_cost.affordable_rounds(short, c, 4) == 7                           # the 2nd batch fits 3 rounds
+
+
+def test_a_race_goes_in_lockstep_only_where_every_entrant_measured_per_iteration_samples(write_space):
+    from sweep import target
+
+    _, c = _lockstep_plan(25.0)
+    space = target.load(write_space())
+    assert certify.in_lockstep(space, c, ["a", "b"])
+    c.configs.loc[c.configs["tag"] == "b", "noise_source"] = "runs"          # a one-iteration program, run 5 times
+    assert not certify.in_lockstep(space, c, ["a", "b"]) and certify.in_lockstep(space, c, ["a", "c"])
+    off = target.load(write_space("off.yaml", certify={"lockstep": False}))
+    assert not certify.in_lockstep(off, c, ["a", "c"])
+
+
+@pytest.fixture(scope="module")
+def multi_iteration_sweep(tmp_path_factory):
+    """The toy at 5 timed iterations per run, raced."""
+    return raced_toy_sweep(tmp_path_factory.mktemp("lockstep"), 5, 60)
+
+
+def test_a_program_that_cannot_take_turns_is_raced_a_run_a_round_and_the_race_says_why(multi_iteration_sweep):
+    """The toy's programs time their iterations without CUDA (and without NVTX ranges): planned in
+    lockstep, since they sampled per iteration, they end before any turn; the race runs each a run a
+    round instead, on what is left of its budget, and race.json names the reason."""
+    _, jobs, _, summary = multi_iteration_sweep
+    outcome = certify.latest_outcome(jobs / "toy")
+    plan = json.loads(next((jobs / "toy" / certify.RACES).glob(f"*/{race.PLAN}")).read_text())
+    assert plan["lockstep"] and plan["turns"] == 3
+    assert outcome["mode"] == "runs" and outcome["runs"] >= 2 * outcome["rounds"]
+    assert "cannot take turns" in outcome["fallback"] or "could not be built" in outcome["fallback"]
+    assert all(c.certification is not None and 0 < c.certification.rounds <= outcome["rounds"]
+               for c in summary.best.choices)

@@ -130,9 +130,16 @@ class Certify:
 
     top: the fastest candidates raced (plus the default). budget_s: seconds the race
     may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
-    of its jobs). max_rounds: rounds at most. combine: race the groups together, one
-    configuration per rank holding every group's entrant of that rank (top + 1 programs a
-    round instead of one per entrant); false races each entrant's own job.
+    of its jobs). max_rounds: rounds at most. lockstep: take the rounds in lockstep
+    (sweep.lockstep: a fresh process of each entrant a round, the processes of several
+    rounds started at once, taking turns of one timed iteration) where the sweep measured
+    per-iteration samples; false takes a run of each a round. turns: a lockstep round's
+    process of each entrant takes this many turns (its sample is their median);
+    processes: the most lockstep processes started at once (on the GPU together; fewer
+    when a batch does not fit). combine: when racing a run a
+    sample (or more jobs than lockstep starts at once), race the groups together, one
+    configuration per rank holding every group's entrant of that rank (top + 1 programs
+    a round instead of one per entrant); false races each entrant's own job.
     """
 
     enabled: bool = True
@@ -141,6 +148,9 @@ class Certify:
     budget_share: float = 0.2
     max_rounds: int = 30
     combine: bool = True           # race every group at once on combined configurations (sweep.certify.combined)
+    lockstep: bool = True          # the entrants take turns, an iteration each (sweep.lockstep)
+    turns: int = 3                 # lockstep: a round's process of each entrant takes this many turns
+    processes: int = 16            # lockstep: most processes started at once (their GPU memory must fit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sweep.errors import SweepError
-from sweep.stats.compare import Comparison, compare
+from sweep.stats.compare import Comparison, compare, signed_rank_count
 
 RACE_TOP = 3    # a group races its 3 fastest candidates from the sweep, plus the default
 RACE_STATUSES = ("certified", "tie")
@@ -85,7 +85,8 @@ class RaceResult:
     unbounded or unknown). tied: the tied set (just the winner when certified).
     rounds: rounds used; elapsed_s: seconds spent; stopped: "separated",
     "max_rounds", "budget" (or "running" for an `evaluate` mid-race). medians: per entrant median time (the samples'
-    unit, e.g. ns). comparisons: the leader against each other entrant.
+    unit, e.g. ns). comparisons: the leader against each other entrant. decisive: the first
+    round at which the race could have decided anything (fewer rounds: no evidence).
     """
 
     status: str
@@ -104,6 +105,13 @@ class RaceResult:
     medians: dict[str, float]
     comparisons: dict[str, Comparison]
     entrants: tuple[Entrant, ...]
+    decisive: int = 3       # the first round at which this race could decide anything (decisive_looks)
+
+    @property
+    def evidence(self) -> bool:
+        """Whether the race ran long enough to decide anything: a race stopped before its first
+        decisive look (by its budget) ends "tie" with nothing tested, and says nothing."""
+        return self.certified or self.rounds >= self.decisive
 
     @property
     def certified(self) -> bool:
@@ -192,6 +200,14 @@ class Race:
         return max(len(v) for v in self._samples.values())
 
     @property
+    def decisive_looks(self) -> tuple[int, ...]:
+        """The looks at which the race can decide anything: from the first at which a leader
+        that won every round would separate from the others (paired signed-rank at pair_alpha).
+        At an earlier look nothing can be certified or eliminated, so its rounds are worth
+        taking together."""
+        return tuple(n for n in self.looks if signed_rank_count(n, self.pair_alpha / 2) >= 0) or self.looks[-1:]
+
+    @property
     def alive(self) -> tuple[str, ...]:
         """The ids still in the race: a round needs a time for each (and only these)."""
         return tuple(e.id for e in self._racing())
@@ -259,7 +275,7 @@ class Race:
             status, stopped = "tie", stop or "running"
         return RaceResult(status, pick.id, rule, leader.id, runner_up.id, closest.margin, closest.ci_low,
                           closest.ci_high, 1 - self.pair_alpha, tuple(e.id for e in tied), self.rounds,
-                          float(elapsed_s), stopped, medians, comps, self.entrants)
+                          float(elapsed_s), stopped, medians, comps, self.entrants, self.decisive_looks[0])
 
     def _eliminate(self, res: RaceResult) -> None:
         """After a look: every entrant the leader beat beyond the noise leaves the race."""

@@ -8,22 +8,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
-from sweep.build import detect_arch
 from sweep.profile import cupti
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def tiled_gemm(tmp_path_factory) -> tuple[Path, Path]:
-    """(the injection library, the example program) built for this GPU."""
-    out = tmp_path_factory.mktemp("cupti_gpu")
-    p = subprocess.run(["make", "-C", str(ROOT / "examples" / "tiled_gemm"), f"BUILD_DIR={out / 'build'}",
-                        f"ARCH={detect_arch()}"], capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return cupti.library(out / "cache"), out / "build" / "tiled_gemm"
 
 
 def run_under(lib: Path, capture: Path, *args: str) -> subprocess.CompletedProcess:
