@@ -97,7 +97,7 @@ class Program:
 class Turn:
     """One turn: iteration `index` of the program's process `start` (the Lockstep's count of
     processes started when it began), from go_ns to done_ns (CUPTI ns), and that window on the
-    wall clock (None: unknown). Its kernels: Lockstep.measure."""
+    wall clock (None: unknown). What it ran: Lockstep.sample."""
 
     key: str
     start: int
