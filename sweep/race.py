@@ -307,14 +307,19 @@ class LockstepRace:
                 "throttled_rounds": ls.throttled_rounds, "kept_throttled_rounds": ls.kept_throttled}
 
 
-def in_lockstep(job: Job, plan: RacePlan, reader: clocks.Reader | None,
+def lockstep_library(job: Job) -> tuple[Path | None, str]:
+    """The CUPTI library a lockstep race runs its programs under, built (nvcc, once per toolkit) before
+    the race takes the GPU: (its path, ""), or (None, why) when it cannot be built."""
+    try:
+        return cupti.library(cupti_cache(job)), ""
+    except SweepError as e:
+        return None, f"the CUPTI injection library could not be built: {e}"
+
+
+def in_lockstep(job: Job, plan: RacePlan, library: Path, reader: clocks.Reader | None,
                 facts: Mapping[str, Any]) -> tuple[Raced | None, dict[str, Any], str]:
     """The race in lockstep: (its outcome, the runner's summary, ""), or (None, {}, why) when its
     programs cannot take turns (the caller races them a run a sample instead)."""
-    try:
-        library = cupti.library(cupti_cache(job))
-    except SweepError as e:
-        return None, {}, f"the CUPTI injection library could not be built: {e}"
     try:
         with LockstepRace(job, plan, library, reader, facts) as lr:
             return race(plan, lr.round), lr.summary(), ""
@@ -360,18 +365,16 @@ def run_job(job: Job, stages: str, previous: JobResult | None) -> JobResult:
     env: dict[str, Any] = {}
     try:
         plan = RacePlan.from_dict(read_json(job.dir / PLAN), job.dir / PLAN)
-        if plan.lockstep:   # built before the GPU is taken (nvcc, once per toolkit)
-            try:
-                cupti.library(cupti_cache(job))
-            except SweepError:
-                pass        # in_lockstep says why, and the race falls back
+        library, fallback = lockstep_library(job) if plan.lockstep else (None, "")
         with gpu_lock(job.gpu_lock_path):
             job.state("race")
             held = time.monotonic()
             reader = clocks.reader()
             facts = clocks.fingerprint(reader)
             env = dict(facts)
-            raced, summary, fallback = in_lockstep(job, plan, reader, facts) if plan.lockstep else (None, {}, "")
+            raced, summary = None, {}
+            if library is not None:
+                raced, summary, fallback = in_lockstep(job, plan, library, reader, facts)
             if raced is None:   # a run a sample, on what is left of the budget
                 g = GpuRace(job, plan, reader, facts)
                 left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)

@@ -116,8 +116,8 @@ def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
 
 def needed_s(p: RacePlan, c: Collected) -> float:
     """About how long the race must run before it could certify anything: the rounds up to the
-    first look that could, each one iteration (lockstep, after one start-up) or one profiled run
-    (else) of every entrant."""
+    first look that could, at lockstep_seconds (lockstep) or one profiled run of every entrant a
+    round (else)."""
     k = max(len(x.entrants) for x in p.lanes)
     first = first_certifiable_round(k, p.max_rounds, p.alpha)
     if p.lockstep:
