@@ -29,8 +29,9 @@ Programs (Target.program(name); a workload names one, `program: generate`):
                launches, since a replayed graph has no host-side launches to put
                events around (kernels/programs/gpt2_generate.cu says more).
 
-The decoding kernels (split-K matvec with the LayerNorm and KV-cache write
-folded in, attention against the cache, argmax: MATVEC_*, ATTENTION_DECODE_*,
+The decoding kernels (split-K matvec with the LayerNorm, the KV-cache write and,
+in a short context, the attention folded in; attention against the cache in a
+long one; argmax: MATVEC_*, ATTENTION_DECODE_*,
 ARGMAX_BLOCK_SIZE) run in no forward pass at the reference's shape, so
 gpt2_forward --ref decodes the reference's tokens too (kernels/programs/checks.h:
 the same prefill, direct decoding steps, the kernels the step's graph replays):

@@ -21,16 +21,14 @@
 //   3. attention_decode_kernel: one query row per (b, h) against the KV cache
 //      (kvcache.cuh), reading the position from device memory so a captured
 //      CUDA graph can replay every decoding step. A block per (h, b), the grid
-//      NH x B: a decoding step has no more rows than that. In the block, a warp
-//      per key for the scores (the lanes split the head's HS dimensions, one
-//      warp-sum each), the softmax over the block, then a warp per key again for
-//      the weighted values, summed across warps in shared memory. Shared memory:
-//      maxT scores + (BLOCK/32) x HS partial sums. ATTENTION_DECODE_BLOCK_SIZE
-//      trades more warps over the keys (a long context) against more partial
-//      sums to add (a short one).
+//      NH x B, walks every key with attention_row (attention_row.cuh: each warp
+//      loads the k and v rows of several keys before it sums a score, keeps an
+//      online softmax, and the warps are combined in shared memory). The same
+//      helper runs in the decoding qkv matvec's tail (matvec.cuh), which is how
+//      a decoding step with a short context attends; kernel_check checks it here.
 //   4. attention_decode_split_kernel (flash-decoding; what gpt2_decode_step
-//      launches): version 3 had NH x B blocks for a whole GPU, each walking
-//      every key in turn. Here positions 0..pos are cut into chunks of
+//      launches for a long context): version 3 has NH x B blocks for a whole
+//      GPU, each walking every key in turn. Here positions 0..pos are cut into chunks of
 //      ATTENTION_DECODE_CHUNK keys, a block per (h, b, chunk); the grid is sized
 //      for maxT and blocks past pos leave at once (pos lives on the device, so a
 //      replayed CUDA graph sees each step's). In a block each warp takes keys
@@ -43,6 +41,7 @@
 //      that block for the next step) rescales and adds the chunks' outputs in
 //      chunk order. A context of one chunk writes its output directly.
 #pragma once
+#include "attention_row.cuh"
 #include "common.cuh"
 
 // ---- launch sizes (conf.cuh) ----------------------------------------------
@@ -287,53 +286,18 @@ __global__ void __launch_bounds__((BR / TM) * (BC / TN)) attention_flash_kernel(
 
 // ---- version 3: decode ----------------------------------------------------
 // kcache/vcache: this layer's (B, NH, maxT, HS) caches; keys 0..*pos are valid.
+// The block's work is attention_row's (attention_row.cuh), which the decoding qkv
+// matvec also runs in its tail.
 template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) attention_decode_kernel(float* __restrict__ out, const float* __restrict__ qkv,
                                                                  const float* __restrict__ kcache, const float* __restrict__ vcache,
                                                                  const int* __restrict__ pos, int NH, int HS, int maxT) {
-    constexpr int NW = BLOCK / 32;
-    extern __shared__ float sm[];
-    float* scores = sm;            // [maxT]
-    float* partial = sm + maxT;    // [NW][HS]
-    __shared__ float scratch[32];
-    const int h = blockIdx.x, b = blockIdx.y;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int C = NH * HS, last = *pos;
-    const float* q = qkv + (size_t)b * 3 * C + h * HS;
-    const float* K = kcache + ((size_t)b * NH + h) * maxT * HS;
-    const float* V = vcache + ((size_t)b * NH + h) * maxT * HS;
-    const float scale = 1.0f / sqrtf((float)HS);
-
-    for (int t = warp; t <= last; t += NW) {
-        float s = 0.0f;
-        for (int d = lane; d < HS; d += 32) s += q[d] * K[(size_t)t * HS + d];
-        s = warp_sum<32>(s);
-        if (lane == 0) scores[t] = s * scale;
-    }
-    __syncthreads();
-    float mx = -INFINITY;
-    for (int t = threadIdx.x; t <= last; t += BLOCK) mx = fmaxf(mx, scores[t]);
-    mx = block_max<BLOCK>(mx, scratch);
-    float sum = 0.0f;
-    for (int t = threadIdx.x; t <= last; t += BLOCK) {
-        const float p = expf(scores[t] - mx);
-        scores[t] = p;
-        sum += p;
-    }
-    sum = block_sum<BLOCK>(sum, scratch);
-    __syncthreads();  // publish the probabilities (a one-warp block_sum has no barrier)
-    for (int d = lane; d < HS; d += 32) {
-        float acc = 0.0f;
-        for (int t = warp; t <= last; t += NW) acc += scores[t] * V[(size_t)t * HS + d];
-        partial[warp * HS + d] = acc;
-    }
-    __syncthreads();
-    const float inv = 1.0f / sum;
-    for (int d = threadIdx.x; d < HS; d += BLOCK) {
-        float acc = 0.0f;
-        for (int w = 0; w < NW; ++w) acc += partial[w * HS + d];
-        out[(size_t)b * C + h * HS + d] = acc * inv;
-    }
+    extern __shared__ float sm[];  // attention_row_smem_floats(BLOCK, HS)
+    grid_dependency_sync();
+    const int h = blockIdx.x, b = blockIdx.y, C = NH * HS;
+    const size_t head = ((size_t)b * NH + h) * maxT * HS;
+    attention_row<BLOCK>(out + (size_t)b * C + h * HS, qkv + (size_t)b * 3 * C + h * HS, kcache + head, vcache + head, *pos + 1,
+                         HS, sm);
 }
 
 // ---- version 4: split decode (flash-decoding) ------------------------------
@@ -535,11 +499,11 @@ int attention_flash_forward(float* out, const float* qkv, int B, int T, int NH, 
 int attention_decode_forward(float* out, const float* qkv, const float* kcache, const float* vcache, const int* pos, int B,
                              int NH, int HS, int maxT, cudaStream_t stream) {
     constexpr int BLOCK = ATTENTION_DECODE_BLOCK_SIZE;
-    const size_t smem = sizeof(float) * ((size_t)maxT + (size_t)(BLOCK / 32) * HS);
-    if (smem > 48 * 1024) {
-        fprintf(stderr, "attention_decode: maxT=%d, HS=%d need %zu bytes of shared memory, over 48 KB\n", maxT, HS, smem);
+    if (!attention_row_supports(HS)) {
+        fprintf(stderr, "attention_decode: head size %d, over the %d a block's lanes hold\n", HS, 32 * ATTENTION_ROW_DIMS);
         return -1;
     }
+    const size_t smem = sizeof(float) * attention_row_smem_floats(BLOCK, HS);
     return engine_launch("attention", "attention_decode_kernel", attention_decode_kernel<BLOCK>, dim3(NH, B), dim3(BLOCK), smem,
                          stream, out, qkv, kcache, vcache, pos, NH, HS, maxT);
 }

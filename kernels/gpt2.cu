@@ -197,13 +197,20 @@ int gpt2_alloc_acts(GPT2& m, int B, int T, bool reference_attention) {
     return 0;
 }
 
-int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, int maxT) {
+int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, int maxT, DecodeAttention attention) {
     const GPT2Config& c = m.config;
     if (maxT > c.max_seq_len) {
         fprintf(stderr, "the KV cache needs %d positions, over the model's n_positions=%d: shorten the prompt or --new\n",
                 maxT, c.max_seq_len);
         return -1;
     }
+    if (attention == DecodeAttention::Fused && !matvec_decode_attends(B, c.channels, c.num_heads, 0)) {
+        fprintf(stderr, "decoding attention 'fused': batch %d of %d channels, %d heads cannot run it in the qkv matvec "
+                        "(its LayerNorm must fit 48 KB of shared memory, heads at most 128 wide); use auto or split\n",
+                B, c.channels, c.num_heads);
+        return -1;
+    }
+    cache.attention = gpt2_decode_attention(c, B, maxT, attention);
     const size_t n = (size_t)c.num_layers * B * maxT * c.channels;
     const int NH = c.num_heads, HS = c.channels / NH;
     const size_t counters = attention_decode_counters(B, NH) * sizeof(unsigned int);
@@ -383,6 +390,8 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
     // out = epilogue(LayerNorm(x) . w^T + bias): the LayerNorm inside the matvec's
     // blocks when B rows of C fit its shared memory (always at batch 1), else first.
     const bool fold = matvec_decode_folds_layernorm(B, C);
+    // The attention in the qkv matvec (needs the fold: gpt2_alloc_cache chose Fused only then).
+    const bool fused = cache.attention == DecodeAttention::Fused && fold;
     auto normed_linear = [&](Epilogue e, float* out, const float* lnw, const float* lnb, const float* w, const float* bias,
                              int OC, KVWrite kv) {
         if (fold) return matvec_decode_forward(e, out, a.x, w, bias, nullptr, B, OC, C, s, RowNorm{lnw, lnb, eps}, kv);
@@ -395,11 +404,17 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
     for (int l = 0; l < L; ++l) {
         const LayerParams p = layer(m, l);
         const size_t off = cache_layer_offset(m, cache, l);
-        // qkv, its k and v also stored into this layer's cache at the step's position
-        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
-                          KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT}));
-        TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters, B,
-                                           NH, HS, cache.maxT, s));
+        // qkv, its k and v also stored into this layer's cache at the step's position, and
+        // with a short context each head's attention in the block that completes the head
+        if (fused) {
+            TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
+                              KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT, a.atty, cache.counters}));
+        } else {
+            TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
+                              KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT}));
+            TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters,
+                                               B, NH, HS, cache.maxT, s));
+        }
         TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s, RowNorm{}, KVWrite{}));
         TRY(normed_linear(Epilogue::BiasGelu, a.fch, p.ln2w, p.ln2b, p.fcw, p.fcb, 4 * C, KVWrite{}));
         TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s, RowNorm{},
@@ -434,6 +449,23 @@ bool parse_attention(const std::string& s, AttentionImpl& out) {
     else if (s == "reference") out = AttentionImpl::Reference;
     else { fprintf(stderr, "--attention %s: expected flash or reference\n", s.c_str()); return false; }
     return true;
+}
+
+bool parse_decode_attention(const std::string& s, DecodeAttention& out) {
+    if (s == "auto") out = DecodeAttention::Auto;
+    else if (s == "fused") out = DecodeAttention::Fused;
+    else if (s == "split") out = DecodeAttention::Split;
+    else { fprintf(stderr, "--decode-attention %s: expected auto, fused or split\n", s.c_str()); return false; }
+    return true;
+}
+
+const char* decode_attention_name(DecodeAttention a) {
+    return a == DecodeAttention::Auto ? "auto" : a == DecodeAttention::Fused ? "fused" : "split";
+}
+
+DecodeAttention gpt2_decode_attention(const GPT2Config& c, int B, int maxT, DecodeAttention choice) {
+    if (choice != DecodeAttention::Auto) return choice;
+    return matvec_decode_attends(B, c.channels, c.num_heads, maxT) ? DecodeAttention::Fused : DecodeAttention::Split;
 }
 
 const char* matmul_name(MatmulImpl m) { return m == MatmulImpl::Own ? "own" : m == MatmulImpl::Tiled ? "tiled" : "cublas"; }

@@ -56,6 +56,7 @@ struct EngineOptions {
     MatmulImpl matmul = MatmulImpl::Own;
     Fusion fusion = Fusion::Full;
     AttentionImpl attention = AttentionImpl::Flash;
+    DecodeAttention decode_attention = DecodeAttention::Auto;  // a decoding step's (types.h)
 };
 
 struct GPT2Acts {
@@ -67,9 +68,11 @@ struct GPT2Acts {
 
 // Per-layer caches of shape (B, NH, maxT, HS), stacked along L, and the decoding
 // attention's scratch (its chunks' partial outputs, and per-head counters that
-// start at zero and that each step leaves at zero), shared by the layers.
+// start at zero and that each step leaves at zero), shared by the layers; how the
+// steps attend (gpt2_alloc_cache resolves Auto to Fused or Split).
 struct KVCache {
     int B = 0, maxT = 0;
+    DecodeAttention attention = DecodeAttention::Split;
     float *k = nullptr, *v = nullptr;
     float* scratch = nullptr;
     unsigned int* counters = nullptr;
@@ -99,7 +102,9 @@ int gpt2_alloc_acts(GPT2& model, int B, int T, bool reference_attention);
 // With `cache`, this layer's keys and values are also written at positions 0..T-1.
 int gpt2_forward(GPT2& model, const int* d_tokens, int B, int T, const EngineOptions& opt, cudaStream_t stream,
                  KVCache* cache = nullptr);
-int gpt2_alloc_cache(const GPT2& model, KVCache& cache, DecodeState& state, int B, int maxT);
+// `attention`: how the decoding steps attend; Fused where the model cannot is an error.
+int gpt2_alloc_cache(const GPT2& model, KVCache& cache, DecodeState& state, int B, int maxT,
+                     DecodeAttention attention = DecodeAttention::Auto);
 // One decoding step for state.token at *state.pos; appends the pick to state.sequence.
 // overlap: launch the step's kernels as programmatic dependents, each starting while
 // the one before it ends (common.cuh, DependentLaunches; sm_90+, else ignored).
@@ -120,9 +125,14 @@ int gpt2_load_reference(GPT2Reference& ref, const std::string& path);
 bool parse_matmul(const std::string& s, MatmulImpl& out);
 bool parse_fusion(const std::string& s, Fusion& out);
 bool parse_attention(const std::string& s, AttentionImpl& out);
+bool parse_decode_attention(const std::string& s, DecodeAttention& out);
 const char* matmul_name(MatmulImpl m);
 const char* fusion_name(Fusion f);
 const char* attention_name(AttentionImpl a);
+const char* decode_attention_name(DecodeAttention a);
+// What Auto becomes for decoding `B` rows with a cache of maxT positions (Fused or Split);
+// other choices stay as they are.
+DecodeAttention gpt2_decode_attention(const GPT2Config& config, int B, int maxT, DecodeAttention choice);
 
 // Device facts for result files: name, driver and runtime versions.
 std::string device_json();

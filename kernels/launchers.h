@@ -26,10 +26,13 @@ int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const
                    int N, int K, cudaStream_t stream);
 // The decoding step's matvec (split-K across the warps of a block, version 5): with a
 // RowNorm it LayerNorms A's rows first (if matvec_decode_folds_layernorm(M, K)); with a
-// KVWrite (the qkv layer) it also stores k and v into the cache.
+// KVWrite (the qkv layer) it also stores k and v into the cache, and with its `attention`
+// runs each head's attention in the block that completes the head.
 int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
                           int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv);
 bool matvec_decode_folds_layernorm(int M, int K);
+// Whether the decoding step folds a layer's attention into its qkv matvec (KVWrite::attention).
+bool matvec_decode_attends(int M, int C, int heads, int maxT);
 int matmul_max_matvec_rows();
 bool matmul_has_cublas();
 int softmax_forward(float* att, const float* preatt, int rows, int T, cudaStream_t stream);

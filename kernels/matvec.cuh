@@ -28,7 +28,11 @@
 //      decoding step launches no LayerNorm before qkv, fc and the LM head; all
 //      of a 768 K of W is already in flight while it does. With a KVWrite, the
 //      qkv layer's stores also put k and v into the cache at the step's
-//      position, so no kv_cache_write runs in a decoding step either. Launched
+//      position, so no kv_cache_write runs in a decoding step either; with its
+//      `attention`, the block that completes a head's q, k and v runs the head's
+//      attention (attention_row.cuh), so a short context launches no attention
+//      kernel (matvec_decode_attends). At one row, a warp a column and a grid of
+//      one wave, each warp LayerNorms the row itself (matvec_normalized_dot). Launched
 //      as a programmatic dependent (common.cuh), it loads its first float4s of
 //      W before it waits for the kernel ahead of it.
 #pragma once
@@ -36,6 +40,7 @@
 #include <map>
 #include <utility>
 
+#include "attention_row.cuh"
 #include "common.cuh"
 #include "rownorm.cuh"
 
@@ -123,6 +128,47 @@ __device__ __forceinline__ void matvec_normalize_rows(float* normed, const float
     __syncthreads();
 }
 
+// Whether the decoding matvec LayerNorms its one row in each warp (matvec_normalized_dot):
+// one warp a column and a K of at most 128 x 6 (GPT-2 124M's 768: qkv, fc, LM head).
+__host__ __device__ constexpr bool matvec_warp_norm(int M, int K, int split) { return M == 1 && split == 1 && K <= 128 * 6; }
+
+// acc += LayerNorm(x) . w over a row x of K <= 128 PRE floats, the lane's share: float4s
+// k = lane + 32 i of x, of the LayerNorm's weight g and bias b (shared memory), and of w
+// (wp[i], loaded already; those past `end` are not added). Mean and variance two-pass over
+// the warp, as rownorm_finish computes them over a block (the sums' order differs).
+template <int PRE>
+__device__ __forceinline__ void matvec_normalized_dot(float& acc, const float4 (&wp)[PRE], const float* x, const float* g,
+                                                      const float* b, int K, int lane, int end, float eps) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    float4 xv[PRE];
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PRE; ++i) {
+        const int k = lane + 32 * i;
+        xv[i] = k < K / 4 ? x4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+        sum += (xv[i].x + xv[i].y) + (xv[i].z + xv[i].w);
+    }
+    const float mean = warp_sum<32>(sum) / K;
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PRE; ++i) {
+        if (lane + 32 * i < K / 4) {
+            const float p = xv[i].x - mean, q = xv[i].y - mean, r = xv[i].z - mean, t = xv[i].w - mean;
+            ss += (p * p + q * q) + (r * r + t * t);
+        }
+    }
+    const float rstd = rsqrtf(warp_sum<32>(ss) / K + eps);
+#pragma unroll
+    for (int i = 0; i < PRE; ++i) {
+        const int k = lane + 32 * i;
+        if (k < end) {
+            const float4 gv = reinterpret_cast<const float4*>(g)[k], bv = reinterpret_cast<const float4*>(b)[k], w = wp[i];
+            acc += w.x * ((xv[i].x - mean) * rstd * gv.x + bv.x) + w.y * ((xv[i].y - mean) * rstd * gv.y + bv.y) +
+                   w.z * ((xv[i].z - mean) * rstd * gv.z + bv.z) + w.w * ((xv[i].w - mean) * rstd * gv.w + bv.w);
+        }
+    }
+}
+
 // Resident blocks asked of the compiler: 1536 threads an SM at one row (at most
 // 40 registers, 48 warps, no spills), 768 with the LayerNorm (at most 80: the six
 // float4s of W a lane loads first stay live across it; at 1024 threads, 64
@@ -135,13 +181,51 @@ constexpr int matvec_splitk_min_blocks() {
     return blocks < 1 ? 1 : blocks > 32 ? 32 : blocks;  // an SM holds at most 32 blocks
 }
 
+// The qkv matvec's attention (KVWrite::attention): after its q, k and v stores,
+// the block adds the columns it wrote to each head's count (columns first..first
+// + cols of the 3C: q, k or v of one head, or of a few where a block spans
+// several); the block whose columns complete a head's 3 x HS runs that head's
+// attention for every row (attention_row), then zeroes the count for the next
+// launch. The fence before the count publishes this block's stores to the block
+// that will read them; that block reads them through L2.
+template <int BLOCK>
+__device__ void matvec_attention_tail(const KVWrite& kv, const float* qkv, int M, int N, int first, int cols, float* smem) {
+    __shared__ int done[BLOCK / 32 + 2];  // heads this block completed: at most cols / HS + 2
+    __shared__ int n_done;
+    const int C = N / 3, HS = C / kv.heads;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        n_done = 0;
+        const int end = min(first + cols, N);
+        for (int c = first; c < end;) {
+            const int next = min(end, (c / HS + 1) * HS), h = (c % C) / HS;
+            const unsigned add = (unsigned)(next - c);
+            if (atomicAdd(kv.counters + h, add) + add == 3u * HS) done[n_done++] = h;
+            c = next;
+        }
+    }
+    __syncthreads();
+    const int keys = *kv.pos + 1;
+    for (int i = 0; i < n_done; ++i) {
+        const int h = done[i];
+        for (int r = 0; r < M; ++r) {
+            const size_t head = ((size_t)r * kv.heads + h) * kv.maxT * HS;
+            attention_row<BLOCK>(kv.attention + (size_t)r * C + h * HS, qkv + (size_t)r * N + h * HS, kv.k + head, kv.v + head,
+                                 keys, HS, smem);
+        }
+        if (threadIdx.x == 0) kv.counters[h] = 0;
+    }
+}
+
 // Warp w of the block works on column blockIdx.x * (NW / split) + w / split and
 // on strip w % split of its K: float4 (or float) indices strip*32 + lane, then
 // every 32*split. Warps past N take no K but still reach the barriers.
 template <int BLOCK, int ROWS, bool VEC, Epilogue E, bool LN>
 __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, LN>())
     matvec_splitk_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
-                         const float* residual, int M, int N, int K, int split, RowNorm ln, KVWrite kv) {
+                         const float* residual, int M, int N, int K, int split, bool warp_norm, RowNorm ln,
+                         KVWrite kv) {
     constexpr int NW = BLOCK / 32;
     // float4s of W a lane loads before it reads A: with the LayerNorm, all of a K of 768 at
     // one warp a column (GPT-2 124M's qkv, fc and LM head), so no load waits behind it
@@ -168,25 +252,42 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
             const int k = first + i * stride;
             wp[i] = k < end ? w4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
         }
+        // One row whose float4s a lane needs are those of W it holds (k = lane + 32 i, all of
+        // K): every warp LayerNorms the row itself, with warp sums, so no block barrier and
+        // no staging stand between the wait and the products; the LayerNorm's weight and
+        // bias go to shared memory first (registers hold W and the row).
+        // (warp_norm: the launcher's choice, which matvec_warp_norm(M, K, split) allows.)
+        const bool normalize_in_warps = LN && ROWS == 1 && warp_norm;
+        if (normalize_in_warps) {
+            for (int i = threadIdx.x; i < K / 4; i += BLOCK) {
+                reinterpret_cast<float4*>(normed)[i] = reinterpret_cast<const float4*>(ln.weight)[i];
+                reinterpret_cast<float4*>(normed + K)[i] = reinterpret_cast<const float4*>(ln.bias)[i];
+            }
+            __syncthreads();
+        }
         // The weights are no kernel's output: loaded before the previous kernel ends
         // when launched as its dependent (common.cuh); A only after.
         grid_dependency_sync();
-        if constexpr (LN) matvec_normalize_rows<BLOCK, true>(normed, A, M, K, ln, scratch);
-        const float* a = LN ? normed : A;
-        auto fma_row = [&](const float4& wv, int k) {
+        if (normalize_in_warps) {
+            matvec_normalized_dot<PRE>(acc[0], wp, A, normed, normed + K, K, lane, end, ln.eps);
+        } else {
+            if constexpr (LN) matvec_normalize_rows<BLOCK, true>(normed, A, M, K, ln, scratch);
+            const float* a = LN ? normed : A;
+            auto fma_row = [&](const float4& wv, int k) {
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                if (r < M) {
-                    const float4 av = reinterpret_cast<const float4*>(a + (size_t)r * K)[k];
-                    acc[r] += wv.x * av.x + wv.y * av.y + wv.z * av.z + wv.w * av.w;
+                for (int r = 0; r < ROWS; ++r) {
+                    if (r < M) {
+                        const float4 av = reinterpret_cast<const float4*>(a + (size_t)r * K)[k];
+                        acc[r] += wv.x * av.x + wv.y * av.y + wv.z * av.z + wv.w * av.w;
+                    }
                 }
-            }
-        };
+            };
 #pragma unroll
-        for (int i = 0; i < PRE; ++i)
-            if (first + i * stride < end) fma_row(wp[i], first + i * stride);
+            for (int i = 0; i < PRE; ++i)
+                if (first + i * stride < end) fma_row(wp[i], first + i * stride);
 #pragma unroll 4
-        for (int k = first + PRE * stride; k < end; k += stride) fma_row(w4[k], k);
+            for (int k = first + PRE * stride; k < end; k += stride) fma_row(w4[k], k);
+        }
     } else {
         const int end = n < N ? K : 0;
         grid_dependency_sync();
@@ -219,6 +320,9 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
             float* cache = nn < 2 * C ? kv.k : kv.v;
             cache[(((size_t)r * kv.heads + h) * kv.maxT + *kv.pos) * HS + (ch - h * HS)] = v;
         }
+    }
+    if constexpr (LN) {  // the qkv layer is LayerNorm-ed whenever its attention is folded in
+        if (kv.attention) matvec_attention_tail<BLOCK>(kv, out, M, N, blockIdx.x * cols, cols, normed);
     }
 }
 
@@ -297,6 +401,19 @@ int matvec_resident_warps(Kernel kernel, int block, size_t smem) {
 // (the default 48 KB: M * K floats); if not, the caller runs layernorm first.
 bool matvec_decode_folds_layernorm(int M, int K) { return (size_t)M * K * sizeof(float) <= 48 * 1024; }
 
+// Whether a decoding step runs its attention in the qkv matvec's tail (KVWrite::attention)
+// rather than as attention_decode_split_kernel: the LayerNorm is folded in (the tail is
+// built with it), the head fits attention_row, and the context is at most
+// MATVEC_ATTENTION_MAX_KEYS positions, where one block per head walking every key ends
+// sooner than the split kernel's launch and its chunks' combine.
+// On an H100 (GPT-2 124M, 64 steps a run): fused 5% faster at 73 positions, 2% at 185,
+// 4.5% slower at 245 (gpt2_generate --decode-attention).
+constexpr int MATVEC_ATTENTION_MAX_KEYS = 192;
+bool matvec_decode_attends(int M, int C, int heads, int maxT) {
+    return heads > 0 && C % heads == 0 && matvec_decode_folds_layernorm(M, C) && attention_row_supports(C / heads) &&
+           maxT <= MATVEC_ATTENTION_MAX_KEYS;
+}
+
 // `split` > 0 forces that many warps per column (kernel_check tries several); it must divide BLOCK/32.
 template <int BLOCK, int ROWS>
 int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
@@ -314,12 +431,21 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
                 N, kv.heads);
         return -1;
     }
+    const int head_size = kv.heads > 0 ? N / 3 / kv.heads : 0;
+    if (kv.attention && (!kv.k || !kv.counters || !norm || !attention_row_supports(head_size))) {
+        fprintf(stderr, "matvec_splitk: attention in the qkv matvec needs the KV-cache write, per-head counters, the LayerNorm "
+                        "folded in and a head size of at most %d (head size %d)\n", 32 * ATTENTION_ROW_DIMS, head_size);
+        return -1;
+    }
     if (split > 0 && NW % split) {
         fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, NW);
         return -1;
     }
     const bool vec = K % 4 == 0 && aligned16(A, W) && (!norm || aligned16(ln.weight, ln.bias));
-    const size_t smem = norm ? (size_t)M * K * sizeof(float) : 0;
+    // A LayerNorm stages M rows, or its weight and bias where the warps normalize one row each.
+    const size_t norm_rows = matvec_warp_norm(M, K, 1) ? 2 : (size_t)M;
+    const size_t smem = std::max(norm ? norm_rows * K * sizeof(float) : 0,
+                                 kv.attention ? sizeof(float) * attention_row_smem_floats(BLOCK, head_size) : 0);
     // One row (batch 1, what gpt2_generate decodes) has its own build: eight rows'
     // accumulators and A loads would cost registers, so fewer resident warps.
     auto launch = [&](auto ep, auto with_norm) {
@@ -329,11 +455,16 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
                                           : matvec_splitk_kernel<BLOCK, 1, false, E, LN>)
                                    : (vec ? matvec_splitk_kernel<BLOCK, ROWS, true, E, LN>
                                           : matvec_splitk_kernel<BLOCK, ROWS, false, E, LN>);
-        const int s = split > 0 ? split
-                                : matvec_split_for(matvec_device_sms(), matvec_resident_warps(kernel, BLOCK, smem), NW, N, K);
+        const int resident = matvec_resident_warps(kernel, BLOCK, smem), sms = matvec_device_sms();
+        const int s = split > 0 ? split : matvec_split_for(sms, resident, NW, N, K);
         const dim3 grid(CEIL_DIV(N, NW / s)), block(BLOCK);
+        // Warps LayerNorm the row themselves (matvec_warp_norm) only where the grid is one
+        // wave: every warp then reads the row from L2, as much as its column of W, which the
+        // LM head's 6,283 blocks paid for (53.1 -> 57.7 us a step on an H100) and qkv and fc
+        // do not.
+        const bool warp_norm = norm && matvec_warp_norm(M, K, s) && (long long)grid.x * NW <= (long long)resident * sms;
         return engine_launch("matmul", "matvec_splitk_kernel", kernel, grid, block, smem, stream, out, A, W, bias, residual, M,
-                             N, K, s, ln, kv);
+                             N, K, s, warp_norm, ln, kv);
     };
     return with_epilogue(e, [&](auto ep) {
         return norm ? launch(ep, std::true_type{}) : launch(ep, std::false_type{});

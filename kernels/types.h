@@ -26,9 +26,19 @@ struct ArgmaxScratch {
 
 // Where the decoding QKV matvec also stores the k and v thirds of its output (k
 // nullptr: nowhere): this layer's caches, (B, heads, maxT, C / heads), at position *pos.
+// With `attention` too, the block that completes a head's q, k and v columns (counted
+// in `counters`, one per head, zero before and after every launch) then runs that
+// head's attention over positions 0..*pos into attention (B, C): no attention kernel.
 struct KVWrite {
     float* k = nullptr;
     float* v = nullptr;
     const int* pos = nullptr;
     int heads = 0, maxT = 0;
+    float* attention = nullptr;
+    unsigned int* counters = nullptr;
 };
+
+// How a decoding step attends: in the qkv matvec's tail where the context is short
+// (matvec_decode_attends), else the split kernel; or forced either way (kernel_check,
+// gpt2_generate --decode-attention).
+enum class DecodeAttention { Auto, Fused, Split };

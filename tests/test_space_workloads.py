@@ -170,7 +170,8 @@ def _check_inference(space) -> None:
 
 
 def _check_decode(space) -> None:
-    assert [(w.name, w.program, w.batch) for w in space.workloads] == [("decode", "generate", 1)]
+    assert [(w.name, w.program, w.batch, w.args) for w in space.workloads] == [
+        ("decode", "generate", 1, ()), ("decode_long", "generate", 1, ("--prompt-len", "400"))]
     macros = {p.macro for p in space.parameters}
     assert macros == {"MATVEC_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_CHUNK", "ARGMAX_BLOCK_SIZE"}
     v = {p.macro: p.values for p in space.parameters}

@@ -160,7 +160,7 @@ inline int greedy_tokens(GPT2& model, const std::vector<int>& prompt, int n_new,
     const int P = (int)prompt.size(), maxT = P + n_new;
     KVCache cache;
     DecodeState st;
-    if (gpt2_alloc_acts(model, 1, P, false) || gpt2_alloc_cache(model, cache, st, 1, maxT)) return -1;
+    if (gpt2_alloc_acts(model, 1, P, false) || gpt2_alloc_cache(model, cache, st, 1, maxT, opt.decode_attention)) return -1;
     int err = start_decoding(model, st, prompt, 0) || prefill(model, cache, st, P, maxT, opt, 0);
     for (int i = 1; i < n_new && !err; ++i) err = gpt2_decode_step(model, cache, st, 1, 0);
     std::vector<int> sequence(maxT);

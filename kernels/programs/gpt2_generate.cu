@@ -22,7 +22,10 @@
 // weights meanwhile (programmatic dependent launch, common.cuh); --no-overlap launches
 // them one after another, as before sm_90 (the JSON's run.overlap says which ran).
 // --matmul, --fusion and --attention choose the prefill's paths, as gpt2_forward's;
-// a decoding step has one path (matvec, attention against the cache).
+// a decoding step has one matvec path and two for attention against the cache
+// (--decode-attention: fused into the qkv matvec, split into its own kernel, or auto,
+// fused up to MATVEC_ATTENTION_MAX_KEYS positions; the JSON's run.decode_attention
+// says which ran).
 //
 // Phases:
 //   check (--ref FILE): transformers' prompt and greedy tokens from the reference
@@ -78,7 +81,7 @@ static const char* kUsage =
     "usage: gpt2_generate --weights FILE [-b 1] [--new N] [-n ITERATIONS] [-w WARMUP]\n"
     "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph] [--no-overlap]\n"
     "                     [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
-    "                     [--kernel-timing] [--json FILE] [--ref FILE]";
+    "                     [--decode-attention auto|fused|split] [--kernel-timing] [--json FILE] [--ref FILE]";
 
 namespace {
 
@@ -108,7 +111,7 @@ public:
             return 2;
         }
         if (gpt2_alloc_acts(model_, 1, P_, opt_.attention == AttentionImpl::Reference) ||
-            gpt2_alloc_cache(model_, cache_, st_, 1, maxT_))
+            gpt2_alloc_cache(model_, cache_, st_, 1, maxT_, opt_.decode_attention))
             return 1;
         if (!with_graph) return 0;
         cudaGraph_t graph;
@@ -207,7 +210,7 @@ std::vector<int> seeded_tokens(int n, int seed, int vocab_size) {
 
 int main(int argc, char** argv) {
     Args args(kUsage, {"--weights", "-b", "--new", "-n", "-w", "--prompt-len", "--prompt", "--seed", "--matmul", "--fusion",
-                       "--attention", "--json", "--ref"},
+                       "--attention", "--decode-attention", "--json", "--ref"},
               {"--prefill", "--no-graph", "--no-overlap", "--kernel-timing"});
     if (!args.parse(argc, argv) || !args.require("--weights")) return 2;
     bool ok = true;
@@ -219,7 +222,8 @@ int main(int argc, char** argv) {
     const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
     EngineOptions opt;
     ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
-         parse_attention(args.str("--attention", "flash"), opt.attention);
+         parse_attention(args.str("--attention", "flash"), opt.attention) &&
+         parse_decode_attention(args.str("--decode-attention", "auto"), opt.decode_attention);
     if (!ok) return 2;
     if (B != 1) {
         fprintf(stderr, "-b %d: gpt2_generate decodes one sequence, so its batch must be 1 (in a sweep, a generate "
@@ -257,6 +261,9 @@ int main(int argc, char** argv) {
     if (cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) || cudaCheck(cudaEventCreate(&e0)) ||
         cudaCheck(cudaEventCreate(&e1)) || cudaCheck(cudaEventCreate(&e2)))
         return 1;
+    // How the timed steps attend (auto resolved at their cache's length), so the check
+    // decodes the reference's tokens the same way whatever its prompt's length.
+    opt.decode_attention = gpt2_decode_attention(model.config, 1, (int)prompt.size() + 1 + steps, opt.decode_attention);
     if (args.has("--ref")) {
         const int failed = check_against_reference(model, args.str("--ref"), opt, overlap, with_graph, !with_graph || kernel_timing, s);
         if (failed) return failed;
@@ -341,11 +348,11 @@ int main(int argc, char** argv) {
             c.vocab_size, c.max_seq_len, c.num_layers, c.num_heads, c.channels);
     fprintf(out, "  \"run\": {\"batch\": 1, \"seq_len\": %d, \"iterations\": %d, \"warmup\": %d, \"prompt_len\": %d, "
                  "\"new_tokens\": %d, \"prefill\": %s, \"graph\": %s, \"overlap\": %s, \"kernel_timing\": %s, \"matmul\": \"%s\", "
-                 "\"fusion\": \"%s\", \"attention\": \"%s\"},\n",
+                 "\"fusion\": \"%s\", \"attention\": \"%s\", \"decode_attention\": \"%s\"},\n",
             steps, iters, warmup, d.prompt_len(), new_tokens, with_prefill ? "true" : "false", with_graph ? "true" : "false",
             overlap && DependentLaunches::supported() ? "true" : "false",
             kernel_timing ? "\"direct steps, each behind a hold kernel\"" : "null", matmul_name(opt.matmul),
-            fusion_name(opt.fusion), attention_name(opt.attention));
+            fusion_name(opt.fusion), attention_name(opt.attention), decode_attention_name(opt.decode_attention));
     fprintf(out, "  \"forward_ms\": {%s},\n", stats_json(it, "ms").c_str());
     if (with_prefill) fprintf(out, "  \"prefill_ms\": {%s},\n", stats_json(summarize(prefill_ms), "ms").c_str());
     fprintf(out, "  \"decode_ms\": {%s},\n", stats_json(dec, "ms").c_str());

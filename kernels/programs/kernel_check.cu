@@ -356,6 +356,73 @@ void check_matvec_kv(int M, int NH, int HS, int K, int pos, int offset) {
     cudaFree(dpos);
 }
 
+// The decoding qkv matvec with each head's attention in its tail (KVWrite::attention):
+// LayerNorm, q k v plus bias, k and v into the cache at pos, then attention of q over
+// positions 0..pos (earlier positions: random cache rows) against double precision.
+// Launched three times on the same counters, as a graph's replays are, which the
+// blocks that ran a head must leave at zero. `split` 0: the launcher's.
+template <int BLOCK>
+void check_matvec_attention(int M, int NH, int HS, int K, int pos, int split, int offset) {
+    const int C = NH * HS, N = 3 * C, maxT = pos + 2;
+    const float w = 1.0f / std::sqrt((float)K);  // q, k and v of order 1, so the softmax is not one-hot
+    std::vector<float> x = random_vec((size_t)M * K, 2.f, 4.f), g = random_vec(K, 0.5f, 1.5f), gb = random_vec(K),
+                       W = random_vec((size_t)N * K, -w, w), bias = random_vec(N),
+                       kh = random_vec((size_t)M * NH * maxT * HS), vh = random_vec((size_t)M * NH * maxT * HS);
+    std::vector<double> xn((size_t)M * K), qkv((size_t)M * N), want((size_t)M * C);
+    for (int r = 0; r < M; ++r) layernorm_ref(&x[(size_t)r * K], g.data(), gb.data(), K, 1e-5, &xn[(size_t)r * K]);
+    for (int r = 0; r < M; ++r)
+        for (int n = 0; n < N; ++n) {
+            double v = bias[n];
+            for (int k = 0; k < K; ++k) v += xn[(size_t)r * K + k] * W[(size_t)n * K + k];
+            qkv[(size_t)r * N + n] = v;
+        }
+    std::vector<double> p(pos + 1);
+    for (int r = 0; r < M; ++r)
+        for (int h = 0; h < NH; ++h) {
+            const double* q = &qkv[(size_t)r * N + h * HS];
+            const size_t head = ((size_t)r * NH + h) * maxT * HS;
+            auto key = [&](int t, int d) { return t == pos ? qkv[(size_t)r * N + C + h * HS + d] : (double)kh[head + (size_t)t * HS + d]; };
+            auto val = [&](int t, int d) { return t == pos ? qkv[(size_t)r * N + 2 * C + h * HS + d] : (double)vh[head + (size_t)t * HS + d]; };
+            double mx = -INFINITY, sum = 0;
+            for (int t = 0; t <= pos; ++t) {
+                double s = 0;
+                for (int d = 0; d < HS; ++d) s += q[d] * key(t, d);
+                mx = std::fmax(mx, p[t] = s / std::sqrt((double)HS));
+            }
+            for (int t = 0; t <= pos; ++t) sum += (p[t] = std::exp(p[t] - mx));
+            for (int d = 0; d < HS; ++d) {
+                double o = 0;
+                for (int t = 0; t <= pos; ++t) o += p[t] * val(t, d);
+                want[(size_t)r * C + h * HS + d] = o / sum;
+            }
+        }
+    Dev dx(x, offset), dg(g, offset), dgb(gb, offset), dW(W, offset), db(bias, offset), kc(kh), vc(vh);
+    int* dpos;
+    unsigned int* counters;
+    cudaCheck(cudaMalloc(&dpos, 4));
+    cudaCheck(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&counters, NH * sizeof(unsigned int)));
+    cudaCheck(cudaMemset(counters, 0, NH * sizeof(unsigned int)));
+    const std::string tag = " block " + std::to_string(BLOCK) + " split " + std::to_string(split) + " M=" + std::to_string(M) +
+                            " NH=" + std::to_string(NH) + " HS=" + std::to_string(HS) + " K=" + std::to_string(K) + " pos=" +
+                            std::to_string(pos) + (offset ? " unaligned" : "");
+    for (int rep = 0; rep < 3; ++rep) {
+        Dev out((size_t)M * N, offset), att((size_t)M * C);
+        const int st = matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(Epilogue::Bias, out.p, dx.p, dW.p, db.p, nullptr, M, N, K, 0,
+                                                                   split, RowNorm{dg.p, dgb.p, 1e-5f},
+                                                                   KVWrite{kc.p, vc.p, dpos, NH, maxT, att.p, counters});
+        expect("matvec_splitk layernorm + qkv + attention" + tag + " run " + std::to_string(rep + 1), st, att.get(), want,
+               std::vector<double>(want.size(), 1.0), 1e-5, 1e-5);
+    }
+    std::vector<unsigned int> left(NH);
+    cudaCheck(cudaMemcpy(left.data(), counters, NH * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+    std::vector<float> got(left.begin(), left.end());
+    expect("matvec_splitk attention counters left at zero" + tag, 0, got, std::vector<double>(NH, 0.0),
+           std::vector<double>(NH, 0.0), 0.0, 0.0);
+    cudaFree(dpos);
+    cudaFree(counters);
+}
+
 // The own kernel at tiles other than conf.cuh's (kernel_bench and matmul_tiles
 // time such), with `splits` K slices (0: the launcher's choice).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int ST>
@@ -590,11 +657,19 @@ int main() {
     check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(1, 50257, 768, 0, 0);  // lnf -> LM head
     check_matvec_norm<MATVEC_DECODE_BLOCK_SIZE>(3, 301, 768, 0, 0);
     check_matvec_norm<256>(2, 37, 516, 4, 0);
+    check_matvec_norm<256>(1, 37, 516, 1, 0);    // one row, a warp a column: each warp LayerNorms it (129 float4s)
+    check_matvec_norm<64>(1, 13, 200, 1, 0);     // 50 float4s: most lanes hold one or two
     check_matvec_norm<96>(1, 50, 99, 3, 1);                          // the scalar path, three warps a column
     check_matvec_norm<32>(5, 13, 200, 1, 0);
     check_matvec_kv(1, 12, 64, 768, 70, 0);   // GPT-2 124M's qkv
     check_matvec_kv(3, 3, 32, 96, 0, 0);      // the odd preset's heads, three rows
     check_matvec_kv(2, 5, 20, 99, 9, 1);      // K not a multiple of 4, unaligned
+    check_matvec_attention<MATVEC_DECODE_BLOCK_SIZE>(1, 12, 64, 768, 70, 0, 0);  // GPT-2 124M's qkv, the launcher's split
+    check_matvec_attention<MATVEC_DECODE_BLOCK_SIZE>(1, 12, 64, 768, 0, 0, 0);   // the first position: one key
+    check_matvec_attention<256>(1, 12, 64, 768, 300, 2, 0);  // more keys than a block's warps take at once, two warps a column
+    check_matvec_attention<96>(3, 5, 20, 99, 9, 1, 1);       // three columns a block straddle heads of 20; scalar path
+    check_matvec_attention<1024>(2, 4, 128, 512, 40, 1, 0);  // 32 columns a block, the widest head
+    check_matvec_attention<32>(1, 3, 16, 64, 17, 1, 0);      // one warp: one column a block
     check_attention(2, 37, 3, 32);
     check_attention(2, 130, 3, 64);
     check_attention(1, 200, 2, 64);

@@ -1,7 +1,7 @@
 """gpt2_generate, the decoding path's profile target, on a real GPU (the odd model:
 2 layers, 3 heads, n_embd 96): the check against transformers' greedy tokens before
 any timing, the timed iterations, overlapped launches (sm_90) decoding what ordinary
-ones do, per-kernel event timing of the decoding steps, and the profilers'
+ones do, attention in the qkv matvec or in its own kernel decoding the same tokens, per-kernel event timing of the decoding steps, and the profilers'
 attribution of a replayed CUDA graph's kernels to the iterations."""
 
 from __future__ import annotations
@@ -24,17 +24,19 @@ def generate(engine_build: Path, odd_model, *args: str) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=600)
 
 
-def decoding_calls(steps: int, layers: int, prefill: bool = False) -> dict[str, int]:
+def decoding_calls(steps: int, layers: int, prefill: bool = False, attention: str = "fused") -> dict[str, int]:
     """Launches per iteration of each kernel a decoding step launches (gpt2.cu's
     gpt2_decode_step), for `steps` steps: at batch 1 the LayerNorms are folded into
     the matvecs after them and the KV-cache write into the qkv matvec, so a step runs
-    the encoder, per layer four split-K matvecs and one flash-decoding attention,
-    then the LM head's matvec and argmax (which moves the position on). With the prefill,
+    the encoder, per layer four split-K matvecs (and, with `attention` split, one
+    flash-decoding attention; fused, what a short context gets, the qkv matvec
+    attends), then the LM head's matvec and argmax (which moves the position on). With the prefill,
     plus its own launches: at fusion `full` one LayerNorm (the rest are fused with
     the residual), with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
     layers as matvec_kernel launches, and its KV-cache writes."""
-    calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1),
-             "attention_decode_split_kernel": steps * layers, "argmax_kernel": steps}
+    calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1), "argmax_kernel": steps}
+    if attention == "split":
+        calls["attention_decode_split_kernel"] = steps * layers
     if prefill:
         for k, extra in (("encoder_kernel", 1), ("layernorm_kernel", 1), ("matvec_kernel", 4 * layers + 1),
                          ("kv_cache_write_kernel", layers), ("argmax_kernel", 1)):
@@ -97,6 +99,33 @@ def test_generate_overlaps_a_steps_launches_on_sm90_and_decodes_the_same_tokens_
     assert len({tuple(o["tokens"]) for o in outs}) == 1
 
 
+def test_generate_attends_in_the_qkv_matvec_or_in_its_own_kernel_and_decodes_the_same_tokens(engine_build, odd_model,
+                                                                                               tmp_path):
+    from sweep.profile import events
+
+    ref = ["--ref", str(odd_model.reference)]
+    runs, rows = {}, {}
+    for mode in ("auto", "fused", "split"):
+        out = tmp_path / f"{mode}.json"
+        runs[mode] = generate(engine_build, odd_model, *ref, "-n", "1", "-w", "0", "--new", str(STEPS),
+                              "--decode-attention", mode, "--kernel-timing", "--json", str(out))
+        assert runs[mode].returncode == 0, runs[mode].stderr[-3000:]
+        doc = json.loads(out.read_text())
+        runs[mode] = doc
+        rows[mode] = calls_by_kernel(events.parse_json(out.read_text()))
+    # 8 prompt tokens and 8 steps: a short context, which auto attends in the qkv matvec
+    assert [runs[m]["run"]["decode_attention"] for m in ("auto", "fused", "split")] == ["fused", "fused", "split"]
+    layers = runs["auto"]["model"]["num_layers"]
+    assert rows["fused"] == rows["auto"] == decoding_calls(STEPS, layers)
+    assert rows["split"] == decoding_calls(STEPS, layers, attention="split")
+    assert len({tuple(runs[m]["tokens"]) for m in runs}) == 1
+
+
+def test_generate_refuses_an_unknown_decode_attention(engine_build, odd_model):
+    p = generate(engine_build, odd_model, "--decode-attention", "flash")
+    assert p.returncode == 2 and "--decode-attention flash: expected auto, fused or split" in p.stderr
+
+
 def test_generate_kernel_timing_writes_per_kernel_rows_of_the_decoding_steps_only(engine_build, odd_model, tmp_path):
     from sweep.profile import events
 
@@ -111,7 +140,7 @@ def test_generate_kernel_timing_writes_per_kernel_rows_of_the_decoding_steps_onl
     rows = events.parse_json(text)
     assert calls_by_kernel(rows) == decoding_calls(STEPS, doc["model"]["num_layers"])
     assert all(len(m.iter_total_ns) == 3 and m.min_ns >= 0 for m in rows)
-    assert all(m.median_ns > 0 for m in rows if m.kernel in ("matvec_splitk_kernel", "attention_decode_split_kernel"))
+    assert all(m.median_ns > 0 for m in rows if m.kernel == "matvec_splitk_kernel")
     assert events.forward_ms(text)["median_ms"] > 0
 
 
