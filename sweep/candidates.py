@@ -27,7 +27,6 @@ from sweep.stats import MIN_SAMPLES_FOR_NOISE, compare, summarize
 
 NOISE_SIGMAS = 2.0
 ALPHA = 0.05
-EVIDENCE_WORDS = {"faster": "beyond noise", "tie": "within noise", "unknown": "noise unknown"}
 TIE_NOTE = "within run-to-run noise of the runner-up: either is as good"
 UNKNOWN_NOTE = ("noise unknown: fewer than 3 samples per candidate (one timed iteration per run and no repeats), "
                 "so the margin is no evidence; set run.repeats, or time more iterations")

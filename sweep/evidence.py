@@ -26,6 +26,19 @@ NOISE_SOURCES = ("iterations", "runs", "race", "unknown")
 VERDICTS = ("faster", "tie", "unknown")
 
 
+def verdict_words(verdict: str | None, noise_source: str | None = None) -> str:
+    """How a pick's verdict reads (terminal, report). A margin beyond the noise of one run's
+    timed iterations has not weighed what a run itself adds: on an H100, copies of one build
+    in separate processes had residual_kernel medians 2.4-7.5% apart while one process's
+    iterations varied by 0.8% (tests/data/h100/lockstep). Only samples from several runs,
+    or a certification race, make a margin "beyond noise"."""
+    if verdict == "faster":
+        return "beyond one run's noise" if noise_source == "iterations" else "beyond noise"
+    if verdict == "tie":
+        return "within noise"
+    return "noise unknown"
+
+
 def _pick(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     """The keys of `d` that are fields of `cls` (a record of a later minor version reads)."""
     names = {f.name for f in fields(cls)}
@@ -182,7 +195,8 @@ class WorkloadPick:
     workload's own pick (its fastest candidate there alone), the job that measured it fastest,
     and its per-iteration time there (ns, median over the jobs of those values). runner_up,
     margin, verdict: that pick's own evidence on the workload (as a Choice's: runner-up / pick
-    - 1 and "faster", "tie" or "unknown"). candidates: value combinations measured there.
+    - 1 and "faster", "tie" or "unknown", from noise_source's samples). candidates: value
+    combinations measured there.
     overall_ns: the overall pick's time on this workload (None where it has none, e.g. a
     default raced from the baseline job); regret: overall_ns / ns - 1 (0 where the overall
     pick is this workload's own; None with no overall_ns).
@@ -199,6 +213,7 @@ class WorkloadPick:
     margin: float | None = None
     verdict: str = "unknown"
     candidates: int = 0
+    noise_source: str = "unknown"     # where the verdict's samples came from (NOISE_SOURCES)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -125,4 +125,4 @@ def workload_pick(name: str, weight: float, own: Choice, overall: Mapping[str, i
     regret = overall_ns / own.best.ns - 1 if overall_ns is not None and own.best.ns > 0 else None
     return WorkloadPick(name, weight, dict(own.values), own.best.tag, own.best.ns, overall_ns, regret,
                         dict(own.runner_up.values) if own.runner_up is not None else None, own.margin, own.verdict,
-                        len(own.candidates))
+                        len(own.candidates), own.noise_source)

@@ -52,7 +52,7 @@ import pandas as pd
 from sweep import atomic, objective
 from sweep.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows,  # noqa: F401
                               group_times, patterns)
-from sweep.evidence import Certification, WorkloadPick
+from sweep.evidence import Certification, WorkloadPick, verdict_words
 from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.shapes import shape_bests
@@ -60,7 +60,6 @@ from sweep.space import Config, Space, check, make_config
 from sweep.space import groups as parameter_groups
 from sweep.space.workloads import weights
 
-EVIDENCE_WORDS = {"faster": "beyond noise", "tie": "within noise", "unknown": "noise unknown"}
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
 
 
@@ -195,7 +194,7 @@ def summary_lines(best: Best) -> list[str]:
         ru = ""
         if c.runner_up is not None and c.margin is not None:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
-            ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({EVIDENCE_WORDS.get(c.verdict, c.verdict)})"
+            ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
         sp = f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
         lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
                      f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")

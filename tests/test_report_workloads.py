@@ -118,3 +118,16 @@ def test_a_confirmation_written_before_workloads_reads_with_none():
     assert old["schema"] == "sweep-confirmation/1"
     conf = Confirmation.from_dict(old)
     assert conf.workloads == {} and conf.best_total_ns == old["best_total_ns"]
+
+
+def test_each_workloads_evidence_reads_by_where_its_samples_came_from(results):
+    from sweep.evidence import verdict_words
+    from sweep.report.per_workload import workload_rows
+
+    choice = json.loads((results / "best.json").read_text())["choices"][0]
+    picks = [p for p in choice["workloads"] if p["verdict"] != "unknown"]
+    assert picks and all(p["noise_source"] in ("iterations", "runs") for p in picks)   # best.json keeps it
+    rows_ = {r["workload"]: r for r in workload_rows(choice, [])}
+    for p in picks:
+        assert rows_[p["workload"]]["evidence"].endswith(verdict_words(p["verdict"], p["noise_source"]))
+    assert any("one run's noise" in r["evidence"] for r in rows_.values())   # one run's iterations: said so

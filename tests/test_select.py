@@ -104,3 +104,21 @@ def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_r
     assert "GELU_BLOCK_SIZE=512" in line and "the sweep's pick stands" in line and "by rule" not in line
     line, = summary_lines(Best("s", (_raced_choice(rounds=12),), {"GELU_BLOCK_SIZE": 512}))
     assert "race tie (2 tied, picked by rule: default in tied set)" in line
+
+
+@pytest.mark.parametrize("verdict, source, words", [
+    ("faster", "iterations", "(beyond one run's noise)"),   # a run's own offset not weighed (evidence.verdict_words)
+    ("faster", "runs", "(beyond noise)"),
+    ("tie", "iterations", "(within noise)"),
+    ("unknown", "unknown", "(noise unknown)"),
+])
+def test_a_margin_reads_beyond_noise_only_when_several_runs_were_weighed(verdict, source, words):
+    from sweep.records import Best, Candidate, Choice
+    from sweep.select import summary_lines
+
+    pick = Candidate({"GELU_BLOCK_SIZE": 512}, "G512", 10.0, 0.1, 1, samples=5)
+    runner_up = Candidate({"GELU_BLOCK_SIZE": 128}, "G128", 10.6, 0.1, 1, samples=5)
+    choice = Choice(("GELU_BLOCK_SIZE",), ("gelu_kernel",), {"GELU_BLOCK_SIZE": 512}, pick, runner_up, 0.06, 0.2,
+                    verdict == "faster", noise_source=source, verdict=verdict)
+    line, = summary_lines(Best("s", (choice,), {"GELU_BLOCK_SIZE": 512}))
+    assert f"runner-up 128 +6.0% {words}" in line

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweep.evidence import verdict_words
 from sweep.report.fmt import fmt_ns, fmt_pct, fmt_values
 from sweep.report.loading import SweepData
 
-VERDICT = {"faster": "beyond noise", "tie": "within noise", "unknown": "noise unknown"}
 
 
 def declared(sw: SweepData) -> list[dict[str, Any]]:
@@ -55,7 +55,7 @@ def workload_rows(ch: dict, workloads: list[dict[str, Any]]) -> list[dict[str, A
             continue
         ru = f"runner-up {fmt_values(p['runner_up'])} {fmt_pct(p.get('margin'))}, " if p.get("runner_up") else ""
         rows.append({**base, "pick": fmt_values(p["values"]), "ns": fmt_ns(p["ns"]),
-                     "evidence": ru + VERDICT.get(p.get("verdict") or "unknown", "noise unknown"),
+                     "evidence": ru + verdict_words(p.get("verdict"), p.get("noise_source")),
                      "overall_ns": fmt_ns(p.get("overall_ns")), "regret": fmt_pct(p.get("regret")),
                      "is_overall": p["values"] == ch["values"]})
     return rows

@@ -268,6 +268,8 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
     for ch in (sw.best or {}).get("choices", []):
         ru = ch.get("runner_up")
         beyond = "—" if ru is None else VERDICT_WORDS.get(ch.get("verdict") or "", "yes" if ch.get("beyond_noise") else "no")
+        if beyond == "yes" and ch.get("noise_source") == "iterations":
+            beyond = "yes, one run's"   # evidence.verdict_words: a run's own offset not weighed
         noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
         rows.append({
             "evidence": evidence(ch) if ru is not None else "", "certified": certified(ch),

@@ -92,8 +92,12 @@ def test_the_readme_table_lists_every_launch_macro_with_its_default():
     assert {k: int(v) for k, v in table.items()} == defaults
 
 
+# Device helpers with no launch sizes of their own, included by the families that use them.
+HELPERS = {"common", "rownorm", "attention_row"}
+
+
 def test_every_family_header_is_compiled_as_its_own_unit():
-    families = {p.stem for p in KERNELS.glob("*.cuh")} - {"common", "rownorm"}
+    families = {p.stem for p in KERNELS.glob("*.cuh")} - HELPERS
     units = {p.stem for p in (KERNELS / "units").glob("*.cu")}
     assert families == units
     makefile = (KERNELS / "Makefile").read_text()
@@ -158,3 +162,9 @@ DECODE_ILLEGAL = [
 @pytest.mark.parametrize("define, family, message", DECODE_ILLEGAL, ids=[i[0].replace(" ", "=") for i in DECODE_ILLEGAL])
 def test_an_illegal_decode_launch_size_fails_to_compile_with_its_static_assert(tmp_path, define, family, message):
     test_illegal_conf_cuh_fails_to_compile_with_the_static_assert_message(tmp_path, define, family, message)
+
+
+def test_device_helpers_define_no_launch_size_a_conf_cuh_could_set():
+    for name in sorted(HELPERS - {"common"}):   # common.cuh reads conf.cuh itself
+        text = (KERNELS / f"{name}.cuh").read_text()
+        assert not re.search(r"^#ifndef (\w+)\n#define \1", text, re.M), f"{name}.cuh defines a launch size"
