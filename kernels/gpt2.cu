@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "common.cuh"
@@ -428,49 +429,53 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
 // Options and device facts
 // ---------------------------------------------------------------------------
 
-bool parse_matmul(const std::string& s, MatmulImpl& out) {
-    if (s == "own") out = MatmulImpl::Own;
-    else if (s == "tiled") out = MatmulImpl::Tiled;
-    else if (s == "cublas") out = MatmulImpl::Cublas;
-    else { fprintf(stderr, "--matmul %s: expected own, tiled or cublas\n", s.c_str()); return false; }
-    return true;
+namespace {
+
+// Each option's values by name, in the order the error message lists them.
+template <typename E>
+using Named = std::pair<const char*, E>;
+constexpr Named<MatmulImpl> kMatmuls[] = {{"own", MatmulImpl::Own}, {"tiled", MatmulImpl::Tiled}, {"cublas", MatmulImpl::Cublas}};
+constexpr Named<Fusion> kFusions[] = {{"none", Fusion::None}, {"prepare", Fusion::Prepare}, {"full", Fusion::Full}};
+constexpr Named<AttentionImpl> kAttentions[] = {{"flash", AttentionImpl::Flash}, {"reference", AttentionImpl::Reference}};
+constexpr Named<DecodeAttention> kDecodeAttentions[] = {
+    {"auto", DecodeAttention::Auto}, {"fused", DecodeAttention::Fused}, {"split", DecodeAttention::Split}};
+
+// `out` = the value named `s`; else prints "FLAG S: expected a, b or c" and returns false.
+template <typename E, size_t N>
+bool parse_named(const char* flag, const std::string& s, const Named<E> (&values)[N], E& out) {
+    for (const auto& [name, value] : values)
+        if (s == name) { out = value; return true; }
+    std::string expected;
+    for (size_t i = 0; i < N; ++i) expected += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + values[i].first;
+    fprintf(stderr, "%s %s: expected %s\n", flag, s.c_str(), expected.c_str());
+    return false;
 }
 
-bool parse_fusion(const std::string& s, Fusion& out) {
-    if (s == "none") out = Fusion::None;
-    else if (s == "prepare") out = Fusion::Prepare;
-    else if (s == "full") out = Fusion::Full;
-    else { fprintf(stderr, "--fusion %s: expected none, prepare or full\n", s.c_str()); return false; }
-    return true;
+template <typename E, size_t N>
+const char* name_of(const Named<E> (&values)[N], E value) {
+    for (const auto& [name, v] : values)
+        if (v == value) return name;
+    return "?";
 }
 
-bool parse_attention(const std::string& s, AttentionImpl& out) {
-    if (s == "flash") out = AttentionImpl::Flash;
-    else if (s == "reference") out = AttentionImpl::Reference;
-    else { fprintf(stderr, "--attention %s: expected flash or reference\n", s.c_str()); return false; }
-    return true;
-}
+}  // namespace
 
+bool parse_matmul(const std::string& s, MatmulImpl& out) { return parse_named("--matmul", s, kMatmuls, out); }
+bool parse_fusion(const std::string& s, Fusion& out) { return parse_named("--fusion", s, kFusions, out); }
+bool parse_attention(const std::string& s, AttentionImpl& out) { return parse_named("--attention", s, kAttentions, out); }
 bool parse_decode_attention(const std::string& s, DecodeAttention& out) {
-    if (s == "auto") out = DecodeAttention::Auto;
-    else if (s == "fused") out = DecodeAttention::Fused;
-    else if (s == "split") out = DecodeAttention::Split;
-    else { fprintf(stderr, "--decode-attention %s: expected auto, fused or split\n", s.c_str()); return false; }
-    return true;
+    return parse_named("--decode-attention", s, kDecodeAttentions, out);
 }
 
-const char* decode_attention_name(DecodeAttention a) {
-    return a == DecodeAttention::Auto ? "auto" : a == DecodeAttention::Fused ? "fused" : "split";
-}
+const char* matmul_name(MatmulImpl m) { return name_of(kMatmuls, m); }
+const char* fusion_name(Fusion f) { return name_of(kFusions, f); }
+const char* attention_name(AttentionImpl a) { return name_of(kAttentions, a); }
+const char* decode_attention_name(DecodeAttention a) { return name_of(kDecodeAttentions, a); }
 
 DecodeAttention gpt2_decode_attention(const GPT2Config& c, int B, int maxT, DecodeAttention choice) {
     if (choice != DecodeAttention::Auto) return choice;
     return matvec_decode_attends(B, c.channels, c.num_heads, maxT) ? DecodeAttention::Fused : DecodeAttention::Split;
 }
-
-const char* matmul_name(MatmulImpl m) { return m == MatmulImpl::Own ? "own" : m == MatmulImpl::Tiled ? "tiled" : "cublas"; }
-const char* fusion_name(Fusion f) { return f == Fusion::None ? "none" : f == Fusion::Prepare ? "prepare" : "full"; }
-const char* attention_name(AttentionImpl a) { return a == AttentionImpl::Flash ? "flash" : "reference"; }
 
 std::string device_json() {
     int dev = 0, driver = 0, runtime = 0;
