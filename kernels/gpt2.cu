@@ -407,15 +407,15 @@ int gpt2_decode_step(GPT2& m, KVCache& cache, DecodeState& st, int B, cudaStream
         const size_t off = cache_layer_offset(m, cache, l);
         // qkv, its k and v also stored into this layer's cache at the step's position, and
         // with a short context each head's attention in the block that completes the head
+        KVWrite kv{cache.k + off, cache.v + off, st.pos, NH, cache.maxT};
         if (fused) {
-            TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
-                              KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT, a.atty, cache.counters}));
-        } else {
-            TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C,
-                              KVWrite{cache.k + off, cache.v + off, st.pos, NH, cache.maxT}));
+            kv.attention = a.atty;
+            kv.counters = cache.counters;
+        }
+        TRY(normed_linear(Epilogue::Bias, a.qkv, p.ln1w, p.ln1b, p.qkvw, p.qkvb, 3 * C, kv));
+        if (!fused)
             TRY(attention_decode_split_forward(a.atty, a.qkv, cache.k + off, cache.v + off, st.pos, cache.scratch, cache.counters,
                                                B, NH, HS, cache.maxT, s));
-        }
         TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.atty, p.attprojw, p.attprojb, a.x, B, C, C, s, RowNorm{}, KVWrite{}));
         TRY(normed_linear(Epilogue::BiasGelu, a.fch, p.ln2w, p.ln2b, p.fcw, p.fcb, 4 * C, KVWrite{}));
         TRY(matvec_decode_forward(Epilogue::BiasResidual, a.x, a.fch, p.fcprojw, p.fcprojb, a.x, B, C, 4 * C, s, RowNorm{},

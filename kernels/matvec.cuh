@@ -128,9 +128,17 @@ __device__ __forceinline__ void matvec_normalize_rows(float* normed, const float
     __syncthreads();
 }
 
+// float4s of W a lane of the decoding matvec loads before it reads A: with the LayerNorm,
+// all of a K of 768 at one warp a column (GPT-2 124M's qkv, fc and LM head), so no load
+// waits behind it (LM head 58.5 -> 52.1 us, the copy bandwidth, on an H100); else all of K
+// at the splits matvec_split_for gives the other layers.
+__host__ __device__ constexpr int matvec_preloads(bool layernorm) { return layernorm ? 6 : 4; }
+
 // Whether the decoding matvec LayerNorms its one row in each warp (matvec_normalized_dot):
-// one warp a column and a K of at most 128 x 6 (GPT-2 124M's 768: qkv, fc, LM head).
-__host__ __device__ constexpr bool matvec_warp_norm(int M, int K, int split) { return M == 1 && split == 1 && K <= 128 * 6; }
+// one warp a column whose lanes hold all of K in their preloaded float4s of W.
+__host__ __device__ constexpr bool matvec_warp_norm(int M, int K, int split) {
+    return M == 1 && split == 1 && K <= 128 * matvec_preloads(true);
+}
 
 // acc += LayerNorm(x) . w over a row x of K <= 128 PRE floats, the lane's share: float4s
 // k = lane + 32 i of x, of the LayerNorm's weight g and bias b (shared memory), and of w
@@ -227,11 +235,7 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
                          const float* residual, int M, int N, int K, int split, bool warp_norm, RowNorm ln,
                          KVWrite kv) {
     constexpr int NW = BLOCK / 32;
-    // float4s of W a lane loads before it reads A: with the LayerNorm, all of a K of 768 at
-    // one warp a column (GPT-2 124M's qkv, fc and LM head), so no load waits behind it
-    // (LM head 58.5 -> 52.1 us, the copy bandwidth, on an H100); else all of K at the splits
-    // matvec_split_for gives the other layers.
-    constexpr int PRE = LN ? 6 : 4;
+    constexpr int PRE = matvec_preloads(LN);
     extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
     __shared__ float part[NW][ROWS];
     __shared__ float scratch[32];

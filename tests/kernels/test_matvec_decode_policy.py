@@ -11,20 +11,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from host_programs import build_host_program
 
-HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "kernels"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 @pytest.fixture(scope="module")
 def decode_policy(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("decode_policy") / "decode_policy"
-    p = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS}", str(HERE / "decode_policy.cu"), "-o", str(exe)],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return exe
+    return build_host_program(tmp_path_factory, "decode_policy")
 
 
 def policy(exe: Path, M: int, C: int, heads: int, maxT: int) -> tuple[bool, bool]:

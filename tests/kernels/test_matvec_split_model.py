@@ -9,9 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from host_programs import build_host_program
 
-HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "kernels"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -26,11 +25,7 @@ BLOCK_WARPS = 8  # MATVEC_DECODE_BLOCK_SIZE 256
 
 @pytest.fixture(scope="module")
 def matvec_split_picks(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("matvec_split") / "matvec_split_picks"
-    p = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS}", str(HERE / "matvec_split_picks.cu"), "-o",
-                        str(exe)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return exe
+    return build_host_program(tmp_path_factory, "matvec_split_picks")
 
 
 def pick(exe: Path, device: tuple, N: int, K: int, block_warps: int = BLOCK_WARPS) -> int:

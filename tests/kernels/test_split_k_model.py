@@ -10,9 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from host_programs import build_host_program
 
-HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "kernels"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -24,11 +23,7 @@ TILES = (128, 128, 32)
 
 @pytest.fixture(scope="module")
 def split_k_picks(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("splitk") / "split_k_picks"
-    p = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS}", str(HERE / "split_k_picks.cu"), "-o", str(exe)],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return exe
+    return build_host_program(tmp_path_factory, "split_k_picks")
 
 
 def pick(exe: Path, device: tuple, M: int, N: int, K: int, tiles: tuple = TILES) -> int:
