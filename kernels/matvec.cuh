@@ -181,8 +181,9 @@ __device__ __forceinline__ void matvec_normalized_dot(float& acc, const float4 (
 // 40 registers, 48 warps, no spills), 768 with the LayerNorm (at most 80: the six
 // float4s of W a lane loads first stay live across it; at 1024 threads, 64
 // registers, they spilled 20 bytes and decoding ran 3.5% slower on an H100 than
-// here, where 12 bytes spill), 512 at eight rows (their accumulators and A loads
-// take registers); left to itself ptxas chose 64-80 registers and spilled.
+// here, where 8 bytes spill, 36 in the qkv build, which carries the KV-cache stores
+// and the attention tail), 512 at eight rows (their accumulators and A loads take
+// registers); left to itself ptxas chose 64-80 registers and spilled.
 template <int BLOCK, int ROWS, bool LN>
 constexpr int matvec_splitk_min_blocks() {
     constexpr int blocks = (ROWS > 1 ? 512 : LN ? 768 : 1536) / BLOCK;
@@ -236,6 +237,10 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
                          KVWrite kv) {
     constexpr int NW = BLOCK / 32;
     constexpr int PRE = matvec_preloads(LN);
+    // The KV-cache stores and the attention tail are the qkv layer's, whose epilogue is the
+    // bias alone (the launcher refuses a KVWrite with any other): the other layers' builds
+    // carry none of their code, which cost the LM head's build registers (it spilled).
+    constexpr bool kQkv = E == Epilogue::Bias;
     extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
     __shared__ float part[NW][ROWS];
     __shared__ float scratch[32];
@@ -319,13 +324,13 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
         const long long i = (long long)r * N + nn;
         v = epilogue_apply<E>(v, bias, nn, residual, i);
         out[i] = v;
-        if (kv.k && nn >= N / 3) {  // k or v, channel ch of C (head h): into the cache at the step's position
+        if (kQkv && kv.k && nn >= N / 3) {  // k or v, channel ch of C (head h): into the cache at the step's position
             const int C = N / 3, HS = C / kv.heads, ch = nn % C, h = ch / HS;
             float* cache = nn < 2 * C ? kv.k : kv.v;
             cache[(((size_t)r * kv.heads + h) * kv.maxT + *kv.pos) * HS + (ch - h * HS)] = v;
         }
     }
-    if constexpr (LN) {  // the qkv layer is LayerNorm-ed whenever its attention is folded in
+    if constexpr (kQkv && LN) {  // the qkv layer is LayerNorm-ed whenever its attention is folded in
         if (kv.attention) matvec_attention_tail<BLOCK>(kv, out, M, N, blockIdx.x * cols, cols, normed);
     }
 }
@@ -418,33 +423,49 @@ bool matvec_decode_attends(int M, int C, int heads, int maxT) {
            maxT <= MATVEC_ATTENTION_MAX_KEYS;
 }
 
-// `split` > 0 forces that many warps per column (kernel_check tries several); it must divide BLOCK/32.
-template <int BLOCK, int ROWS>
-int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
-                        int M, int N, int K, cudaStream_t stream, int split = 0, RowNorm ln = {}, KVWrite kv = {}) {
-    constexpr int NW = BLOCK / 32;
-    if (M > ROWS) { fprintf(stderr, "matvec_splitk: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, ROWS); return -1; }
-    if (e != Epilogue::None && !bias) { fprintf(stderr, "matvec_splitk: a bias epilogue needs a bias\n"); return -1; }
+// Whether the decoding matvec takes these arguments (`rows` its MATVEC_MAX_ROWS, `block_warps`
+// its block's warps, `split` 0 or the warps forced onto a column); else one line on stderr says
+// why. Host only, no CUDA call: tests/kernels/decode_policy.cu pins it on the CPU.
+inline bool matvec_splitk_accepts(Epilogue e, const float* bias, int M, int rows, int N, int K, int split, int block_warps,
+                                  const RowNorm& ln, const KVWrite& kv) {
+    if (M > rows) { fprintf(stderr, "matvec_splitk: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, rows); return false; }
+    if (e != Epilogue::None && !bias) { fprintf(stderr, "matvec_splitk: a bias epilogue needs a bias\n"); return false; }
     const bool norm = ln.weight != nullptr;
     if (norm && (!ln.bias || !matvec_decode_folds_layernorm(M, K))) {
         fprintf(stderr, "matvec_splitk: a LayerNorm of %d rows of %d needs a bias and at most 48 KB of shared memory\n", M, K);
-        return -1;
+        return false;
     }
     if (kv.k && (!kv.v || !kv.pos || kv.heads <= 0 || N % 3 || (N / 3) % kv.heads)) {
         fprintf(stderr, "matvec_splitk: a KV-cache write needs both caches, a position and N = 3 x heads x head size (N=%d, heads=%d)\n",
                 N, kv.heads);
-        return -1;
+        return false;
+    }
+    // The kernel builds the KV-cache stores and the attention tail for the bias epilogue only.
+    if (kv.k && e != Epilogue::Bias) {
+        fprintf(stderr, "matvec_splitk: a KV-cache write is the qkv layer's, whose epilogue is the bias alone\n");
+        return false;
     }
     const int head_size = kv.heads > 0 ? N / 3 / kv.heads : 0;
     if (kv.attention && (!kv.k || !kv.counters || !norm || !attention_row_supports(head_size))) {
         fprintf(stderr, "matvec_splitk: attention in the qkv matvec needs the KV-cache write, per-head counters, the LayerNorm "
                         "folded in and a head size of at most %d (head size %d)\n", 32 * ATTENTION_ROW_DIMS, head_size);
-        return -1;
+        return false;
     }
-    if (split > 0 && NW % split) {
-        fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, NW);
-        return -1;
+    if (split > 0 && block_warps % split) {
+        fprintf(stderr, "matvec_splitk: split %d does not divide the block's %d warps\n", split, block_warps);
+        return false;
     }
+    return true;
+}
+
+// `split` > 0 forces that many warps per column (kernel_check tries several); it must divide BLOCK/32.
+template <int BLOCK, int ROWS>
+int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
+                        int M, int N, int K, cudaStream_t stream, int split = 0, RowNorm ln = {}, KVWrite kv = {}) {
+    constexpr int NW = BLOCK / 32;
+    if (!matvec_splitk_accepts(e, bias, M, ROWS, N, K, split, NW, ln, kv)) return -1;
+    const bool norm = ln.weight != nullptr;
+    const int head_size = kv.heads > 0 ? N / 3 / kv.heads : 0;
     const bool vec = K % 4 == 0 && aligned16(A, W) && (!norm || aligned16(ln.weight, ln.bias));
     // A LayerNorm stages M rows, or its weight and bias where the warps normalize one row each.
     const size_t norm_rows = matvec_warp_norm(M, K, 1) ? 2 : (size_t)M;

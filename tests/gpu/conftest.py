@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,10 +29,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def engine_build(tmp_path_factory) -> Path:
-    """The engine built with default launch sizes for this GPU (programs + kernel_check)."""
+    """The engine built with default launch sizes for this GPU (programs + kernel_check), in a fresh
+    folder, or made up to date in SWEEP_TEST_ENGINE_BUILD where set (a device run that built the tree
+    already: make rebuilds what its sources or flags changed)."""
     from sweep.build import detect_arch
 
-    out = tmp_path_factory.mktemp("engine")
+    given = os.environ.get("SWEEP_TEST_ENGINE_BUILD")
+    out = Path(given).resolve() if given else tmp_path_factory.mktemp("engine")
     p = subprocess.run(["make", "-C", str(ROOT / "kernels"), "-j8", f"BUILD_DIR={out}", f"ARCH={detect_arch()}",
                         "all", "check"], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

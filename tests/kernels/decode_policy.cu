@@ -1,16 +1,41 @@
-// Host-only: the decoding step's two shape rules in kernels/matvec.cuh (no GPU needed,
-// no CUDA call), for M rows of C channels in `heads` heads and a cache of maxT positions:
+// Host-only: the decoding matvec's host-side rules in kernels/matvec.cuh (no GPU needed,
+// no CUDA call).
 //   decode_policy M C HEADS MAXT  ->  "ATTENDS WARP_NORM" (0 or 1 each)
-// ATTENDS: matvec_decode_attends, the attention folded into the qkv matvec;
-// WARP_NORM: matvec_warp_norm at one warp a column, each warp LayerNorming the row.
+// ATTENDS: matvec_decode_attends, the attention folded into the qkv matvec, for M rows of
+// C channels in HEADS heads and a cache of MAXT positions; WARP_NORM: matvec_warp_norm at
+// one warp a column, each warp LayerNorming the row.
+//   decode_policy accepts EPILOGUE KV ATTENTION  ->  1 or 0 (and the refusal on stderr)
+// matvec_splitk_accepts for GPT-2 124M's qkv shape at batch 1 with the LayerNorm folded
+// in, an epilogue (none, bias, gelu, residual) and, where KV / ATTENTION are 1, a KV-cache
+// write and the attention in its tail (pointers that are never dereferenced).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "matvec.cuh"
 
 int main(int argc, char** argv) {
+    if (argc == 5 && strcmp(argv[1], "accepts") == 0) {
+        const char* names[] = {"none", "bias", "gelu", "residual"};
+        const Epilogue epilogues[] = {Epilogue::None, Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual};
+        int e = 0;
+        while (e < 4 && strcmp(argv[2], names[e])) ++e;
+        if (e == 4) { fprintf(stderr, "epilogue %s: expected none, bias, gelu or residual\n", argv[2]); return 2; }
+        static float buffer[4];
+        static int pos;
+        static unsigned int counters[12];
+        KVWrite kv;
+        if (atoi(argv[3])) kv = KVWrite{buffer, buffer, &pos, 12, 64};
+        if (atoi(argv[4])) {
+            kv.attention = buffer;
+            kv.counters = counters;
+        }
+        const bool ok = matvec_splitk_accepts(epilogues[e], buffer, 1, 8, 3 * 768, 768, 0, 8, RowNorm{buffer, buffer, 1e-5f}, kv);
+        printf("%d\n", ok ? 1 : 0);
+        return 0;
+    }
     if (argc != 5) {
-        fprintf(stderr, "usage: decode_policy M C HEADS MAXT\n");
+        fprintf(stderr, "usage: decode_policy M C HEADS MAXT | decode_policy accepts EPILOGUE KV ATTENTION\n");
         return 2;
     }
     const int M = atoi(argv[1]), C = atoi(argv[2]), heads = atoi(argv[3]), maxT = atoi(argv[4]);

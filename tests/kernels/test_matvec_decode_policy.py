@@ -2,7 +2,9 @@
 program built with real nvcc: where the qkv matvec runs the layer's attention in its tail
 (matvec_decode_attends: the LayerNorm folded in, a head of at most 128, at most
 MATVEC_ATTENTION_MAX_KEYS = 192 positions, where the H100 measured it faster) and where
-each warp LayerNorms the one row itself (matvec_warp_norm)."""
+each warp LayerNorms the one row itself (matvec_warp_norm); and which arguments the decoding
+matvec's launcher takes (matvec_splitk_accepts): a KV-cache write only with the qkv layer's
+bias epilogue, the one build that carries its stores and the attention tail."""
 
 from __future__ import annotations
 
@@ -44,3 +46,31 @@ def test_the_attention_is_folded_only_where_its_layernorm_is_and_the_head_fits_a
 @pytest.mark.parametrize("M, C, warp_norm", [(1, 768, True), (1, 96, True), (1, 1024, False), (2, 768, False)])
 def test_a_warp_layernorms_one_row_of_at_most_768_itself(decode_policy, M, C, warp_norm):
     assert policy(decode_policy, M, C, 12 if C % 12 == 0 else 1, 73)[1] is warp_norm
+
+
+def accepts(exe: Path, epilogue: str, kv: bool, attention: bool) -> tuple[bool, str]:
+    out = subprocess.run([str(exe), "accepts", epilogue, str(int(kv)), str(int(attention))], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip() == "1", out.stderr.strip()
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
+def test_every_epilogue_is_taken_without_a_kv_cache_write(decode_policy, epilogue):
+    assert accepts(decode_policy, epilogue, kv=False, attention=False) == (True, "")
+
+
+def test_the_qkv_layers_bias_epilogue_takes_the_kv_cache_write_and_the_attention(decode_policy):
+    assert accepts(decode_policy, "bias", kv=True, attention=False) == (True, "")
+    assert accepts(decode_policy, "bias", kv=True, attention=True) == (True, "")
+
+
+@pytest.mark.parametrize("epilogue", ["none", "gelu", "residual"])
+def test_a_kv_cache_write_with_another_epilogue_is_refused_in_one_line(decode_policy, epilogue):
+    ok, why = accepts(decode_policy, epilogue, kv=True, attention=False)
+    assert not ok
+    assert why == "matvec_splitk: a KV-cache write is the qkv layer's, whose epilogue is the bias alone"
+
+
+def test_the_attention_without_the_kv_cache_write_is_refused(decode_policy):
+    ok, why = accepts(decode_policy, "bias", kv=False, attention=True)
+    assert not ok and "needs the KV-cache write" in why
