@@ -3,7 +3,8 @@ own pick next to the overall pick and the overall pick's regret there, in the HT
 and the JSON summary; a sweep without workloads shows none of it.
 
 The results folder is built from recorded H100 samples (tests/test_objective.py's: gelu_kernel and
-layernorm_kernel as one kernel at two shapes), plus a workload that never launches the group."""
+layernorm_kernel as one kernel at two shapes), plus a workload that never launches the group; and
+spaces/inference.yaml's real H100 sweep (tests/data/h100_sweep/inference), selected again."""
 
 from __future__ import annotations
 
@@ -131,3 +132,42 @@ def test_each_workloads_evidence_reads_by_where_its_samples_came_from(results):
     for p in picks:
         assert rows_[p["workload"]]["evidence"].endswith(verdict_words(p["verdict"], p["noise_source"]))
     assert any("one run's noise" in r["evidence"] for r in rows_.values())   # one run's iterations: said so
+
+
+H100_INFERENCE = DATA / "h100_sweep" / "inference"   # spaces/inference.yaml on an H100 (README's output)
+
+
+def _per_workload(choice: dict) -> list[tuple]:
+    return [(w["workload"], w["values"], round(w["regret"], 9)) for w in choice["workloads"]]
+
+
+def test_the_h100_inference_sweep_reselects_to_the_per_workload_picks_and_regrets_it_printed():
+    from sweep import target
+
+    space = target.load(Path(__file__).resolve().parents[1] / "spaces" / "inference.yaml")
+    best = select.select(space, pd.read_parquet(H100_INFERENCE / "measurements.parquet")).to_dict()
+    recorded = json.loads((H100_INFERENCE / "best.json").read_text())
+    assert [c["values"] for c in best["choices"]] == [c["values"] for c in recorded["choices"]]
+    assert [_per_workload(c) for c in best["choices"]] == [_per_workload(c) for c in recorded["choices"]]
+    # By hand from the run's output: no LayerNorm block serves both prefills, and the weighted
+    # pick (128) costs each of them over 20%; the matmul tile is the short prefill's own.
+    ln = next(c for c in best["choices"] if "LAYERNORM_BLOCK_SIZE" in c["values"])
+    assert ln["values"] == {"LAYERNORM_BLOCK_SIZE": 128}
+    assert [(w["workload"], w["values"]["LAYERNORM_BLOCK_SIZE"]) for w in ln["workloads"]] == [
+        ("prefill_long", 32), ("prefill_short", 256)]
+    assert all(w["regret"] > 0.2 for w in ln["workloads"])
+    mm = next(c for c in best["choices"] if "MATMUL_BM" in c["values"])
+    short = next(w for w in mm["workloads"] if w["workload"] == "prefill_short")
+    assert short["values"] == mm["values"] and short["regret"] == 0
+
+
+def test_the_h100_inference_confirmation_gives_every_workload_the_picks_against_the_defaults():
+    from sweep import target
+
+    space = target.load(Path(__file__).resolve().parents[1] / "spaces" / "inference.yaml")
+    m = pd.read_parquet(H100_INFERENCE / "measurements.parquet")
+    conf = select.confirmation(space, m, pd.read_parquet(H100_INFERENCE / "configs.parquet"), select.select(space, m)).to_dict()
+    assert conf == json.loads((H100_INFERENCE / "confirmation.json").read_text())
+    assert set(conf["workloads"]) == {"prefill_long", "prefill_short", "decode"}
+    assert conf["workloads"]["prefill_short"]["speedup_vs_default"] > 1.4    # the short prefill's matmul tile
+    assert conf["workloads"]["prefill_long"]["speedup_vs_default"] < 1.0     # what the weights gave up there
