@@ -179,7 +179,10 @@ int gpt2_alloc_acts(GPT2& m, int B, int T, bool reference_attention) {
         return -1;
     }
     if (m.acts_memory) cudaCheck(cudaFree(m.acts_memory));
-    const size_t N = (size_t)B * T, C = c.channels, att = reference_attention ? (size_t)B * c.num_heads * T * T : 0;
+    // The reference attention's score buffers: asked for, or the one path a head size with no
+    // flash build has (attention() falls back to it).
+    const bool scores = reference_attention || !attention_flash_supports(c.channels / c.num_heads);
+    const size_t N = (size_t)B * T, C = c.channels, att = scores ? (size_t)B * c.num_heads * T * T : 0;
     const size_t floats[] = {N * C, N * C, N * C, N * 3 * C, N * C, N * C, N * 4 * C, N * c.vocab_size, att, att};
     size_t total = 0;
     for (size_t f : floats) total += align_up(f);
@@ -198,6 +201,14 @@ int gpt2_alloc_acts(GPT2& m, int B, int T, bool reference_attention) {
     return 0;
 }
 
+bool gpt2_decode_attention_fits(const GPT2Config& c, int B, DecodeAttention attention) {
+    if (attention != DecodeAttention::Fused || matvec_decode_attends(B, c.channels, c.num_heads, 0)) return true;
+    fprintf(stderr, "decoding attention 'fused': batch %d of %d channels, %d heads cannot run it in the qkv matvec "
+                    "(its LayerNorm must fit 48 KB of shared memory, heads at most 128 wide); use auto or split\n",
+            B, c.channels, c.num_heads);
+    return false;
+}
+
 int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, int maxT, DecodeAttention attention) {
     const GPT2Config& c = m.config;
     if (maxT > c.max_seq_len) {
@@ -205,12 +216,7 @@ int gpt2_alloc_cache(const GPT2& m, KVCache& cache, DecodeState& state, int B, i
                 maxT, c.max_seq_len);
         return -1;
     }
-    if (attention == DecodeAttention::Fused && !matvec_decode_attends(B, c.channels, c.num_heads, 0)) {
-        fprintf(stderr, "decoding attention 'fused': batch %d of %d channels, %d heads cannot run it in the qkv matvec "
-                        "(its LayerNorm must fit 48 KB of shared memory, heads at most 128 wide); use auto or split\n",
-                B, c.channels, c.num_heads);
-        return -1;
-    }
+    if (!gpt2_decode_attention_fits(c, B, attention)) return -1;
     cache.attention = gpt2_decode_attention(c, B, maxT, attention);
     const size_t n = (size_t)c.num_layers * B * maxT * c.channels;
     const int NH = c.num_heads, HS = c.channels / NH;

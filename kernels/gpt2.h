@@ -102,6 +102,9 @@ int gpt2_alloc_acts(GPT2& model, int B, int T, bool reference_attention);
 // With `cache`, this layer's keys and values are also written at positions 0..T-1.
 int gpt2_forward(GPT2& model, const int* d_tokens, int B, int T, const EngineOptions& opt, cudaStream_t stream,
                  KVCache* cache = nullptr);
+// Whether B rows of this model can decode with `attention` (Fused: its attention in the qkv
+// matvec, matvec_decode_attends); else prints why and what to use instead (bad input).
+bool gpt2_decode_attention_fits(const GPT2Config& config, int B, DecodeAttention attention);
 // `attention`: how the decoding steps attend; Fused where the model cannot is an error.
 int gpt2_alloc_cache(const GPT2& model, KVCache& cache, DecodeState& state, int B, int maxT,
                      DecodeAttention attention = DecodeAttention::Auto);

@@ -100,7 +100,8 @@ public:
     }
 
     // Allocates for `steps` decoding steps after `prompt` and, with_graph, captures the
-    // step. 0; 1 on a CUDA error; 2 when the positions do not fit the model (printed).
+    // step. 0; 1 on a CUDA error; 2 when the positions or the decoding attention asked for do
+    // not fit the model (printed).
     int init(const std::vector<int>& prompt, int steps, bool with_graph) {
         prompt_ = prompt;
         P_ = (int)prompt.size();
@@ -110,6 +111,7 @@ public:
                             "n_positions=%d: shorten the prompt or --new\n", P_, steps, maxT_, model_.config.max_seq_len);
             return 2;
         }
+        if (!gpt2_decode_attention_fits(model_.config, 1, opt_.decode_attention)) return 2;
         if (gpt2_alloc_acts(model_, 1, P_, opt_.attention == AttentionImpl::Reference) ||
             gpt2_alloc_cache(model_, cache_, st_, 1, maxT_, opt_.decode_attention))
             return 1;

@@ -126,6 +126,23 @@ def test_generate_refuses_an_unknown_decode_attention(engine_build, odd_model):
     assert p.returncode == 2 and "--decode-attention flash: expected auto, fused or split" in p.stderr
 
 
+def test_generate_refuses_fused_attention_for_a_head_too_wide_as_bad_input_and_auto_splits_it(engine_build, tmp_path):
+    from gpt2_engine import export as engine_export
+
+    # one head of 160: wider than the 128 a block's lanes hold (attention_row), so the qkv
+    # matvec cannot attend for it; the split kernel can
+    shape = engine_export.ModelShape(vocab_size=50257, n_positions=128, n_layer=1, n_head=1, n_embd=160)
+    wide = engine_export.export(engine_export.build_random_model(shape, seed=0), tmp_path / "wide",
+                                source="random:wide-head:seed=0")
+    p = generate(engine_build, wide, "--decode-attention", "fused", "--new", "4", "-n", "1", "-w", "0")
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "cannot run it in the qkv matvec" in p.stderr and "use auto or split" in p.stderr
+    out = tmp_path / "auto.json"
+    p = generate(engine_build, wide, "--ref", str(wide.reference), "--new", "4", "-n", "1", "-w", "0", "--json", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(out.read_text())["run"]["decode_attention"] == "split"
+
+
 def test_generate_kernel_timing_writes_per_kernel_rows_of_the_decoding_steps_only(engine_build, odd_model, tmp_path):
     from sweep.profile import events
 
