@@ -1,4 +1,4 @@
-// Host-only: the decoding matvec's host-side rules in kernels/matvec.cuh (no GPU needed,
+// Host-only: the decoding matvec's host-side rules in kernels/matvec_rules.cuh (no GPU needed,
 // no CUDA call).
 //   decode_policy M C HEADS MAXT  ->  "ATTENDS WARP_NORM" (0 or 1 each)
 // ATTENDS: matvec_decode_attends, the attention folded into the qkv matvec, for M rows of
@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "matvec.cuh"
+#include "matvec_rules.cuh"
 
 int main(int argc, char** argv) {
     if (argc == 5 && strcmp(argv[1], "accepts") == 0) {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "matvec.cuh"
+#include "matvec_rules.cuh"
 
 int main(int argc, char** argv) {
     if (argc != 6) {

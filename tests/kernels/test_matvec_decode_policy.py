@@ -1,4 +1,4 @@
-"""The decoding step's shape rules (kernels/matvec.cuh), run on the CPU through a host-only
+"""The decoding step's shape rules (kernels/matvec_rules.cuh), run on the CPU through a host-only
 program built with real nvcc: where the qkv matvec runs the layer's attention in its tail
 (matvec_decode_attends: the LayerNorm folded in, a head of at most 128, at most
 MATVEC_ATTENTION_MAX_KEYS = 192 positions, where the H100 measured it faster) and where

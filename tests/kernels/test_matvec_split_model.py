@@ -1,4 +1,4 @@
-"""The decoding matvec's split choice (matvec_split_for in kernels/matvec.cuh: how
+"""The decoding matvec's split choice (matvec_split_for in kernels/matvec_rules.cuh: how
 many warps of a block share one output column's K), run on the CPU through a
 host-only program built with real nvcc, on GPT-2 124M's decoding shapes."""
 
