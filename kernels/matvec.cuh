@@ -226,10 +226,7 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
                          KVWrite kv) {
     constexpr int NW = BLOCK / 32;
     constexpr int PRE = matvec_preloads(LN);
-    // The KV-cache stores and the attention tail are the qkv layer's, whose epilogue is the
-    // bias alone (the launcher refuses a KVWrite with any other): the other layers' builds
-    // carry none of their code, which cost the LM head's build registers (it spilled).
-    constexpr bool kQkv = E == Epilogue::Bias;
+    constexpr bool kQkv = matvec_writes_kv(E);  // the KV-cache stores and the attention tail
     extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
     __shared__ float part[NW][ROWS];
     __shared__ float scratch[32];

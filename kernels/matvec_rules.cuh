@@ -4,6 +4,9 @@
 // which arguments the launcher takes. Host functions (and two constexpr ones the
 // kernel uses too), no kernel and no CUDA call, so host-only programs pin them on the
 // CPU (tests/kernels: matvec_split_picks.cu, decode_policy.cu). No launch sizes.
+// It defines two functions launchers.h declares (matvec_decode_folds_layernorm,
+// matvec_decode_attends), so one translation unit of a program includes it: the
+// matvec unit's (through matvec.cuh), or a test program's own.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -23,6 +26,12 @@ __host__ __device__ constexpr int matvec_preloads(bool layernorm) { return layer
 __host__ __device__ constexpr bool matvec_warp_norm(int M, int K, int split) {
     return M == 1 && split == 1 && K <= 128 * matvec_preloads(true);
 }
+
+// Whether the decoding matvec built for epilogue `e` stores k and v into the cache and runs
+// the attention tail (KVWrite): the qkv layer's build, whose epilogue is the bias alone. The
+// other builds carry none of that code (it cost the LM head's registers: it spilled), and
+// the launcher refuses a KVWrite with them.
+__host__ __device__ constexpr bool matvec_writes_kv(Epilogue e) { return e == Epilogue::Bias; }
 
 // How many warps share one output column in the decoding matvec (a divisor of
 // the block's `block_warps`): the fewest that give N * split >= half the warps
@@ -85,8 +94,7 @@ inline bool matvec_splitk_accepts(Epilogue e, const float* bias, int M, int rows
                 N, kv.heads);
         return false;
     }
-    // The kernel builds the KV-cache stores and the attention tail for the bias epilogue only.
-    if (kv.k && e != Epilogue::Bias) {
+    if (kv.k && !matvec_writes_kv(e)) {
         fprintf(stderr, "matvec_splitk: a KV-cache write is the qkv layer's, whose epilogue is the bias alone\n");
         return false;
     }

@@ -596,3 +596,23 @@ def test_a_race_of_too_few_rounds_reads_as_no_evidence_not_as_a_tie_settled_by_r
     raced = {"status": "tie", "rounds": 1, "tied": [{"G": 128}, {"G": 512}], "rule": "default in tied set"}
     assert certified({"certification": raced}) == "no evidence (1 round(s)): the sweep's pick stands"
     assert certified({"certification": raced | {"rounds": 12}}) == "tie (2 tied after 12 rounds; default in tied set)"
+
+
+@pytest.mark.parametrize("choice, cell", [
+    ({"verdict": "faster", "noise_source": "iterations"}, "yes, one run's"),   # a run's own offset not weighed
+    ({"verdict": "faster", "noise_source": "runs"}, "yes"),
+    ({"verdict": "faster", "noise_source": "race"}, "yes"),
+    ({"verdict": "tie", "noise_source": "iterations"}, "no"),
+    ({"verdict": "unknown", "noise_source": "unknown"}, "unknown"),
+    ({"beyond_noise": True}, "yes"),                                            # a record from before verdicts
+    ({"beyond_noise": False}, "no"),
+])
+def test_the_beyond_noise_cell_words_a_verdict_as_verdict_words_does(choice, cell):
+    from sweep.report.tables import beyond_noise
+
+    assert beyond_noise(choice) == cell
+
+
+def test_the_h100_inference_best_table_says_its_margins_are_beyond_one_runs_noise(tmp_path):
+    page = report.write_report(copy_case(DATA / "h100_sweep" / "inference", tmp_path)).read_text()
+    assert "yes, one run&#39;s" in page or "yes, one run's" in page

@@ -141,11 +141,18 @@ def _per_workload(choice: dict) -> list[tuple]:
     return [(w["workload"], w["values"], round(w["regret"], 9)) for w in choice["workloads"]]
 
 
-def test_the_h100_inference_sweep_reselects_to_the_per_workload_picks_and_regrets_it_printed():
+@pytest.fixture(scope="module")
+def h100_inference():
+    """spaces/inference.yaml and the measurements its H100 sweep recorded."""
     from sweep import target
 
     space = target.load(Path(__file__).resolve().parents[1] / "spaces" / "inference.yaml")
-    best = select.select(space, pd.read_parquet(H100_INFERENCE / "measurements.parquet")).to_dict()
+    return space, pd.read_parquet(H100_INFERENCE / "measurements.parquet")
+
+
+def test_the_h100_inference_sweep_reselects_to_the_per_workload_picks_and_regrets_it_printed(h100_inference):
+    space, m = h100_inference
+    best = select.select(space, m).to_dict()
     recorded = json.loads((H100_INFERENCE / "best.json").read_text())
     assert [c["values"] for c in best["choices"]] == [c["values"] for c in recorded["choices"]]
     assert [_per_workload(c) for c in best["choices"]] == [_per_workload(c) for c in recorded["choices"]]
@@ -161,11 +168,8 @@ def test_the_h100_inference_sweep_reselects_to_the_per_workload_picks_and_regret
     assert short["values"] == mm["values"] and short["regret"] == 0
 
 
-def test_the_h100_inference_confirmation_gives_every_workload_the_picks_against_the_defaults():
-    from sweep import target
-
-    space = target.load(Path(__file__).resolve().parents[1] / "spaces" / "inference.yaml")
-    m = pd.read_parquet(H100_INFERENCE / "measurements.parquet")
+def test_the_h100_inference_confirmation_gives_every_workload_the_picks_against_the_defaults(h100_inference):
+    space, m = h100_inference
     conf = select.confirmation(space, m, pd.read_parquet(H100_INFERENCE / "configs.parquet"), select.select(space, m)).to_dict()
     assert conf == json.loads((H100_INFERENCE / "confirmation.json").read_text())
     assert set(conf["workloads"]) == {"prefill_long", "prefill_short", "decode"}

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
+from sweep.evidence import VERDICTS, verdict_words
 from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
                               listed, main_status, value_list)
 from sweep.report.loading import SweepData
@@ -202,7 +203,18 @@ def _defaults(space: Space | None, macros: tuple[str, ...]) -> dict[str, int] | 
     return d if all(v is not None for v in d.values()) else None
 
 
-VERDICT_WORDS = {"faster": "yes", "tie": "no", "unknown": "unknown"}
+# The "beyond noise" column: evidence.verdict_words, in a cell's words.
+BEYOND_NOISE_CELL = {"beyond noise": "yes", "beyond one run's noise": "yes, one run's", "within noise": "no",
+                     "noise unknown": "unknown"}
+
+
+def beyond_noise(ch: dict) -> str:
+    """A pick's "beyond noise" cell, worded as its verdict is everywhere else (verdict_words);
+    a record without a verdict falls back to its beyond_noise flag."""
+    verdict = ch.get("verdict")
+    if verdict not in VERDICTS:
+        verdict = "faster" if ch.get("beyond_noise") else "tie"
+    return BEYOND_NOISE_CELL[verdict_words(verdict, ch.get("noise_source"))]
 
 
 def evidence(ch: dict) -> str:
@@ -267,9 +279,7 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
     rows = []
     for ch in (sw.best or {}).get("choices", []):
         ru = ch.get("runner_up")
-        beyond = "—" if ru is None else VERDICT_WORDS.get(ch.get("verdict") or "", "yes" if ch.get("beyond_noise") else "no")
-        if beyond == "yes" and ch.get("noise_source") == "iterations":
-            beyond = "yes, one run's"   # evidence.verdict_words: a run's own offset not weighed
+        beyond = "—" if ru is None else beyond_noise(ch)
         noise = f"noise {fmt_ns(ch['noise_ns'])}" if ru is not None and ch.get("noise_ns") is not None else ""
         rows.append({
             "evidence": evidence(ch) if ru is not None else "", "certified": certified(ch),
