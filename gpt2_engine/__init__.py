@@ -31,8 +31,8 @@ Programs (Target.program(name); a workload names one, `program: generate`):
 
 The decoding kernels (split-K matvec with the LayerNorm, the KV-cache write and,
 in a short context, the attention folded in; attention against the cache in a
-long one; argmax: MATVEC_*, ATTENTION_DECODE_*,
-ARGMAX_BLOCK_SIZE) run in no forward pass at the reference's shape, so
+long one; the greedy pick in the LM head's blocks: MATVEC_*,
+ATTENTION_DECODE_*) run in no forward pass at the reference's shape, so
 gpt2_forward --ref decodes the reference's tokens too (kernels/programs/checks.h:
 the same prefill, direct decoding steps, the kernels the step's graph replays):
 a sweep of the default program still never picks a wrong decoding kernel, and

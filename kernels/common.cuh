@@ -152,10 +152,16 @@ inline dim3 elementwise_grid(long long n, int block, bool vec) {
 // The rule for every kernel such a scope may launch: grid_dependency_wait() in
 // every thread (early-leaving ones included, so no kernel ends before the one it
 // follows and the chain stays in order) before it reads anything an earlier
-// kernel wrote or writes anything (an earlier kernel may still be reading it);
-// then grid_dependents_launch(), which lets the next kernel's blocks in: after
-// the wait, so at most one kernel waits ahead of the one running. Both are
-// no-ops before sm_90 and in a kernel launched the ordinary way.
+// kernel wrote or writes anything (an earlier kernel may still be reading it).
+// grid_dependents_launch() lets the next kernel's blocks in once every block of
+// this one has called it; grid_dependency_sync() calls it before the wait, so a
+// layer's next matvecs are launched, and load their weights, while this one
+// still waits (a chain of kernels, each waiting for the one before it, as deep
+// as the SMs' free slots allow). That cannot starve a kernel of its own slots:
+// its dependents come in only after all its blocks have started. Calling it
+// after the wait instead (at most one kernel waiting ahead) decoded 7% slower on
+// an H100 (GPT-2 124M after an 8-token prompt: 2,912 against 3,121 tokens/s).
+// Both are no-ops before sm_90 and in a kernel launched the ordinary way.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -166,10 +172,10 @@ __device__ __forceinline__ void grid_dependents_launch() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// Both, for a kernel with nothing to load before its inputs are ready.
+// Both: the next kernel in, then the wait for the one before.
 __device__ __forceinline__ void grid_dependency_sync() {
-    grid_dependency_wait();
     grid_dependents_launch();
+    grid_dependency_wait();
 }
 
 // While one is alive (on this thread), engine_launch launches kernels as

@@ -83,7 +83,8 @@ struct DecodeState {
     int* token = nullptr;     // [B] the token fed next
     int* pos = nullptr;       // [1] its position
     int* sequence = nullptr;  // [B * maxT] prompt + generated tokens
-    ArgmaxScratch argmax;     // argmax's per-part bests and counters (launchers.h)
+    ArgmaxScratch argmax;     // argmax's per-part bests and counters (launchers.h), for the prefill's pick
+    unsigned long long* best = nullptr;  // [B] the decoding LM head's packed maxima (TokenPick), at zero
 };
 
 struct GPT2 {

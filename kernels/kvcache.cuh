@@ -9,8 +9,10 @@
 //                          writes; a decoding step's qkv matvec (matvec.cuh,
 //                          KVWrite) stores its k and v into the cache itself.
 //   argmax_kernel          picks each batch row's next token (the first maximum,
-//                          as torch.argmax), appends it to the sequence and, at a
-//                          decoding step's end, moves the device-side position on.
+//                          as torch.argmax), appends it to the sequence and, with
+//                          `advance`, moves the device-side position on: the
+//                          prefill's pick (a decoding step picks in its LM head's
+//                          matvec instead, token_pick.cuh).
 //                          A row's V logits are cut into parts, a block of
 //                          ARGMAX_BLOCK_SIZE threads each reading its part in
 //                          float4s (about 16 logits a thread, loads in flight),

@@ -27,9 +27,12 @@ int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const
 // The decoding step's matvec (split-K across the warps of a block, version 5): with a
 // RowNorm it LayerNorms A's rows first (if matvec_decode_folds_layernorm(M, K)); with a
 // KVWrite (the qkv layer) it also stores k and v into the cache, and with its `attention`
-// runs each head's attention in the block that completes the head.
+// runs each head's attention in the block that completes the head; with a TokenPick (the
+// LM head) it also folds its logits into each row's best for token_pick_forward, which
+// then picks the next token as argmax_forward with advance does.
 int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
-                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv);
+                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv, TokenPick pick = {});
+int token_pick_forward(const TokenPick& pick, int M, cudaStream_t stream);
 bool matvec_decode_folds_layernorm(int M, int K);
 // Whether the decoding step folds a layer's attention into its qkv matvec (KVWrite::attention).
 bool matvec_decode_attends(int M, int C, int heads, int maxT);

@@ -42,8 +42,10 @@
 
 #include "attention_row.cuh"
 #include "common.cuh"
+#include "launchers.h"  // the launchers' declarations (and defaults)
 #include "matvec_rules.cuh"
 #include "rownorm.cuh"
+#include "token_pick.cuh"
 
 // ---- launch sizes (conf.cuh) ----------------------------------------------
 // matvec: MATVEC_BLOCK_SIZE/32 output columns per block (a warp each), so the
@@ -223,14 +225,17 @@ template <int BLOCK, int ROWS, bool VEC, Epilogue E, bool LN>
 __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, LN>())
     matvec_splitk_kernel(float* out, const float* __restrict__ A, const float* __restrict__ W, const float* __restrict__ bias,
                          const float* residual, int M, int N, int K, int split, bool warp_norm, RowNorm ln,
-                         KVWrite kv) {
+                         KVWrite kv, TokenPick pick) {
     constexpr int NW = BLOCK / 32;
     constexpr int PRE = matvec_preloads(LN);
-    constexpr bool kQkv = matvec_writes_kv(E);  // the KV-cache stores and the attention tail
+    constexpr bool kQkv = matvec_writes_kv(E);     // the KV-cache stores and the attention tail
+    constexpr bool kPick = matvec_picks_token(E);  // the LM head's token pick
     extern __shared__ __align__(16) float normed[];  // LN: the M normalized rows of A
     __shared__ float part[NW][ROWS];
     __shared__ float scratch[32];
+    __shared__ unsigned long long block_best[kPick ? ROWS : 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (kPick && threadIdx.x < ROWS) block_best[threadIdx.x] = 0ull;  // before the barrier ahead of the epilogue
     const int cols = NW / split;
     const int n = blockIdx.x * cols + warp / split;
     const int first = (warp % split) * 32 + lane, stride = 32 * split;
@@ -310,6 +315,7 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
         const long long i = (long long)r * N + nn;
         v = epilogue_apply<E>(v, bias, nn, residual, i);
         out[i] = v;
+        if (kPick && pick.best) atomicMax(block_best + r, token_key(v, nn));
         if (kQkv && kv.k && nn >= N / 3) {  // k or v, channel ch of C (head h): into the cache at the step's position
             const int C = N / 3, HS = C / kv.heads, ch = nn % C, h = ch / HS;
             float* cache = nn < 2 * C ? kv.k : kv.v;
@@ -318,6 +324,9 @@ __global__ void __launch_bounds__(BLOCK, matvec_splitk_min_blocks<BLOCK, ROWS, L
     }
     if constexpr (kQkv && LN) {  // the qkv layer is LayerNorm-ed whenever its attention is folded in
         if (kv.attention) matvec_attention_tail<BLOCK>(kv, out, M, N, blockIdx.x * cols, cols, normed);
+    }
+    if constexpr (kPick) {
+        if (pick.best) token_pick_fold(pick, block_best, M);
     }
 }
 
@@ -368,9 +377,10 @@ int matvec_resident_warps(Kernel kernel, int block, size_t smem) {
 // `split` > 0 forces that many warps per column (kernel_check tries several); it must divide BLOCK/32.
 template <int BLOCK, int ROWS>
 int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
-                        int M, int N, int K, cudaStream_t stream, int split = 0, RowNorm ln = {}, KVWrite kv = {}) {
+                        int M, int N, int K, cudaStream_t stream, int split = 0, RowNorm ln = {}, KVWrite kv = {},
+                        TokenPick pick = {}) {
     constexpr int NW = BLOCK / 32;
-    if (!matvec_splitk_accepts(e, bias, M, ROWS, N, K, split, NW, ln, kv)) return -1;
+    if (!matvec_splitk_accepts(e, bias, M, ROWS, N, K, split, NW, ln, kv, pick)) return -1;
     const bool norm = ln.weight != nullptr;
     const int head_size = kv.heads > 0 ? N / 3 / kv.heads : 0;
     const bool vec = K % 4 == 0 && aligned16(A, W) && (!norm || aligned16(ln.weight, ln.bias));
@@ -396,7 +406,7 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
         // do not.
         const bool warp_norm = norm && matvec_warp_norm(M, K, s) && (long long)grid.x * NW <= (long long)resident * sms;
         return engine_launch("matmul", "matvec_splitk_kernel", kernel, grid, block, smem, stream, out, A, W, bias, residual, M,
-                             N, K, s, warp_norm, ln, kv);
+                             N, K, s, warp_norm, ln, kv, pick);
     };
     return with_epilogue(e, [&](auto ep) {
         return norm ? launch(ep, std::true_type{}) : launch(ep, std::false_type{});
@@ -404,9 +414,9 @@ int matvec_splitk_sized(Epilogue e, float* out, const float* A, const float* W, 
 }
 
 int matvec_decode_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual,
-                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv) {
+                          int M, int N, int K, cudaStream_t stream, RowNorm ln, KVWrite kv, TokenPick pick) {
     return matvec_splitk_sized<MATVEC_DECODE_BLOCK_SIZE, MATVEC_MAX_ROWS>(e, out, A, W, bias, residual, M, N, K, stream, 0, ln,
-                                                                         kv);
+                                                                         kv, pick);
 }
 
 int matmul_max_matvec_rows() { return MATVEC_MAX_ROWS; }

@@ -33,6 +33,12 @@ __host__ __device__ constexpr bool matvec_warp_norm(int M, int K, int split) {
 // the launcher refuses a KVWrite with them.
 __host__ __device__ constexpr bool matvec_writes_kv(Epilogue e) { return e == Epilogue::Bias; }
 
+// Whether the decoding matvec built for epilogue `e` picks the next token in its blocks
+// (TokenPick, token_pick.cuh): the LM head's build, whose epilogue is none. As with the
+// KV-cache write, the other builds carry none of that code and the launcher refuses a
+// TokenPick with them.
+__host__ __device__ constexpr bool matvec_picks_token(Epilogue e) { return e == Epilogue::None; }
+
 // How many warps share one output column in the decoding matvec (a divisor of
 // the block's `block_warps`): the fewest that give N * split >= half the warps
 // the GPU holds of this kernel at once (sms * warps_per_sm / 2, warps_per_sm the
@@ -78,10 +84,10 @@ bool matvec_decode_attends(int M, int C, int heads, int maxT) {
 }
 
 // Whether the decoding matvec takes these arguments (`rows` its MATVEC_MAX_ROWS, `block_warps`
-// its block's warps, `split` 0 or the warps forced onto a column); else one line on stderr says
-// why. Host only, no CUDA call: tests/kernels/decode_policy.cu pins it on the CPU.
+// its block's warps, `split` 0 or the warps forced onto a column, `pick` the LM head's token
+// pick); else one line on stderr says why. Host only, no CUDA call: tests/kernels/decode_policy.cu pins it on the CPU.
 inline bool matvec_splitk_accepts(Epilogue e, const float* bias, int M, int rows, int N, int K, int split, int block_warps,
-                                  const RowNorm& ln, const KVWrite& kv) {
+                                  const RowNorm& ln, const KVWrite& kv, const TokenPick& pick = {}) {
     if (M > rows) { fprintf(stderr, "matvec_splitk: M=%d rows, over MATVEC_MAX_ROWS=%d\n", M, rows); return false; }
     if (e != Epilogue::None && !bias) { fprintf(stderr, "matvec_splitk: a bias epilogue needs a bias\n"); return false; }
     const bool norm = ln.weight != nullptr;
@@ -102,6 +108,11 @@ inline bool matvec_splitk_accepts(Epilogue e, const float* bias, int M, int rows
     if (kv.attention && (!kv.k || !kv.counters || !norm || !attention_row_supports(head_size))) {
         fprintf(stderr, "matvec_splitk: attention in the qkv matvec needs the KV-cache write, per-head counters, the LayerNorm "
                         "folded in and a head size of at most %d (head size %d)\n", 32 * ATTENTION_ROW_DIMS, head_size);
+        return false;
+    }
+    if (pick.best && (!pick.next_token || !pick.pos || !matvec_picks_token(e))) {
+        fprintf(stderr, "matvec_splitk: the token pick is the LM head's, whose epilogue is none, and needs its next token "
+                        "and position\n");
         return false;
     }
     if (split > 0 && block_warps % split) {

@@ -38,6 +38,19 @@ struct KVWrite {
     unsigned int* counters = nullptr;
 };
 
+// Where the decoding LM head's matvec also picks each row's next token (best nullptr:
+// it does not; argmax_kernel picks then): its blocks fold their columns' logits into
+// best[row], one packed (value, index) maximum a row (token_pick.cuh); token_pick_kernel
+// then writes next_token and sequence[row * maxT + *pos + 1], moves *pos on and leaves
+// best at zero, where it starts.
+struct TokenPick {
+    unsigned long long* best = nullptr;
+    int* next_token = nullptr;
+    int* sequence = nullptr;
+    int* pos = nullptr;
+    int maxT = 0;
+};
+
 // How a decoding step attends: in the qkv matvec's tail where the context is short
 // (matvec_decode_attends), else the split kernel; or forced either way (kernel_check,
 // gpt2_generate --decode-attention).

@@ -173,17 +173,15 @@ def _check_decode(space) -> None:
     assert [(w.name, w.program, w.batch, w.args) for w in space.workloads] == [
         ("decode", "generate", 1, ()), ("decode_long", "generate", 1, ("--prompt-len", "400"))]
     macros = {p.macro for p in space.parameters}
-    assert macros == {"MATVEC_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_CHUNK", "ARGMAX_BLOCK_SIZE"}
+    assert macros == {"MATVEC_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_CHUNK"}
     v = {p.macro: p.values for p in space.parameters}
-    # the kernels' static_asserts (matvec.cuh, attention.cuh, kvcache.cuh): every listed value is legal
+    # the kernels' static_asserts (matvec.cuh, attention.cuh): every listed value is legal
     assert all(x % 32 == 0 and 32 <= x <= 1024 for x in v["MATVEC_DECODE_BLOCK_SIZE"])
     assert all(x % 32 == 0 and x <= 1024 for x in v["ATTENTION_DECODE_BLOCK_SIZE"])
     assert all(1 <= x <= 1024 for x in v["ATTENTION_DECODE_CHUNK"])
-    assert all(x % 32 == 0 and x <= 1024 for x in v["ARGMAX_BLOCK_SIZE"])
     assert {p.macro: p.default for p in space.parameters} == {"MATVEC_DECODE_BLOCK_SIZE": 256,
                                                               "ATTENTION_DECODE_BLOCK_SIZE": 256,
-                                                              "ATTENTION_DECODE_CHUNK": 32,
-                                                              "ARGMAX_BLOCK_SIZE": 1024}
+                                                              "ATTENTION_DECODE_CHUNK": 32}
 
 
 @pytest.mark.parametrize("name, check", [("inference", _check_inference), ("decode", _check_decode)])

@@ -4,7 +4,7 @@
 //
 // An iteration decodes --new N tokens after the prefill: N decoding steps (gpt2.cu:
 // the step's split-K matvec layers, with the LayerNorms and the KV-cache writes
-// folded in, attention against the cache, argmax on the device), each feeding the
+// folded in, attention against the cache, the greedy pick folded into the LM head), each feeding the
 // last token and picking the next.
 // The prefill (the prompt through the forward pass, filling the cache, and the pick
 // of the first new token) runs before each iteration, outside it: it is what
@@ -17,7 +17,12 @@
 // same work with and without the check.
 //
 // A step reads its position from device memory, so it is captured once as a CUDA
-// graph and replayed per token (--no-graph launches its kernels directly). On sm_90
+// graph and replayed per token (--no-graph launches its kernels directly); with
+// --graph-steps G, G steps are captured into one graph, replayed per G tokens (the
+// rest of an iteration one step a graph), so a step's first kernels also start
+// while the step before it ends (the JSON's run.graph_steps: the steps a graph
+// holds, at most --new; 0 without graphs). A server that checks each token for a
+// stop on the host would decode up to G - 1 tokens past it. On sm_90
 // and later each of a step's kernels starts while the one before it ends, loading its
 // weights meanwhile (programmatic dependent launch, common.cuh); --no-overlap launches
 // them one after another, as before sm_90 (the JSON's run.overlap says which ran).
@@ -79,7 +84,8 @@
 
 static const char* kUsage =
     "usage: gpt2_generate --weights FILE [-b 1] [--new N] [-n ITERATIONS] [-w WARMUP]\n"
-    "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph] [--no-overlap]\n"
+    "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph | --graph-steps G]\n"
+    "                     [--no-overlap]\n"
     "                     [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                     [--decode-attention auto|fused|split] [--kernel-timing] [--json FILE] [--ref FILE]";
 
@@ -90,12 +96,13 @@ namespace {
 // CUDA graph (captured once: it holds these buffers' addresses).
 class Decoder {
 public:
-    Decoder(GPT2& model, const EngineOptions& opt, bool overlap, cudaStream_t s)
-        : model_(model), opt_(opt), overlap_(overlap), s_(s) {}
+    Decoder(GPT2& model, const EngineOptions& opt, bool overlap, int graph_steps, cudaStream_t s)
+        : model_(model), opt_(opt), overlap_(overlap), graph_steps_(graph_steps), s_(s) {}
     Decoder(const Decoder&) = delete;
     Decoder& operator=(const Decoder&) = delete;
     ~Decoder() {
         if (graph_) cudaGraphExecDestroy(graph_);
+        if (single_) cudaGraphExecDestroy(single_);
         gpt2_free_cache(cache_, st_);
     }
 
@@ -116,22 +123,26 @@ public:
             gpt2_alloc_cache(model_, cache_, st_, 1, maxT_, opt_.decode_attention))
             return 1;
         if (!with_graph) return 0;
-        cudaGraph_t graph;
-        if (cudaCheck(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal))) return 1;
-        const int err = gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
-        if (cudaCheck(cudaStreamEndCapture(s_, &graph)) || err) return 1;
-        const bool failed = cudaCheck(cudaGraphInstantiate(&graph_, graph, 0));
-        cudaGraphDestroy(graph);
-        return failed ? 1 : 0;
+        graph_steps_ = std::min(graph_steps_, steps);
+        return capture(graph_, graph_steps_) || (graph_steps_ > 1 && capture(single_, 1)) ? 1 : 0;
     }
     // The prompt into device memory, the position at its last token (synchronised).
     int start() { return start_decoding(model_, st_, prompt_, s_); }
     // The prompt through the forward pass (filling the cache) and the first new token.
     int prefill() { return ::prefill(model_, cache_, st_, P_, maxT_, opt_, s_); }
-    // One decoding step: the graph replayed, or its kernels launched directly.
-    int step(bool with_graph) {
-        if (with_graph) return cudaCheck(cudaGraphLaunch(graph_, s_)) ? -1 : 0;
-        return gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
+    // n decoding steps: graphs of graph_steps steps replayed, then single steps' for the
+    // rest; or the steps' kernels launched directly.
+    int steps(int n, bool with_graph) {
+        int err = 0;
+        for (int i = 0; i < n && !err; ++i)
+            if (!with_graph) {
+                err = gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
+            } else {
+                const bool whole = graph_steps_ > 1 && n - i >= graph_steps_;
+                err = cudaCheck(cudaGraphLaunch(whole || graph_steps_ == 1 ? graph_ : single_, s_)) ? -1 : 0;
+                if (whole) i += graph_steps_ - 1;
+            }
+        return err;
     }
     // The new tokens so far: the prefill's pick, then one per step (synchronises).
     int new_tokens(std::vector<int>& out) {
@@ -143,24 +154,39 @@ public:
         return 0;
     }
     int prompt_len() const { return P_; }
+    int graph_steps() const { return graph_steps_; }
 
 private:
+    // `n` decoding steps captured into one CUDA graph.
+    int capture(cudaGraphExec_t& exec, int n) {
+        cudaGraph_t graph;
+        if (cudaCheck(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal))) return 1;
+        int err = 0;
+        for (int i = 0; i < n && !err; ++i) err = gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
+        if (cudaCheck(cudaStreamEndCapture(s_, &graph)) || err) return 1;
+        const bool failed = cudaCheck(cudaGraphInstantiate(&exec, graph, 0));
+        cudaGraphDestroy(graph);
+        return failed ? 1 : 0;
+    }
+
     GPT2& model_;
     EngineOptions opt_;
     bool overlap_;
+    int graph_steps_;
     cudaStream_t s_;
     std::vector<int> prompt_;
     int P_ = 0, maxT_ = 0;
     KVCache cache_;
     DecodeState st_;
-    cudaGraphExec_t graph_ = nullptr;
+    cudaGraphExec_t graph_ = nullptr;   // graph_steps_ steps (at most the run's)
+    cudaGraphExec_t single_ = nullptr;  // one step, for the steps after the last whole graph_
 };
 
 // Transformers' greedy tokens (the reference file's prompt and continuation) against
 // this engine's, decoded on each path asked for. 0 when they match; 1 after a FAIL
 // line on stderr, or on a CUDA error; 2 when the file is unusable.
 int check_against_reference(GPT2& model, const std::string& path, const EngineOptions& opt, bool overlap, bool graph,
-                            bool direct, cudaStream_t s) {
+                            int graph_steps, bool direct, cudaStream_t s) {
     GPT2Reference ref;
     if (gpt2_load_reference(ref, path)) return 2;
     if (ref.V != model.config.vocab_size) {
@@ -173,7 +199,7 @@ int check_against_reference(GPT2& model, const std::string& path, const EngineOp
                 path.c_str());
         return 2;
     }
-    Decoder d(model, opt, overlap, s);
+    Decoder d(model, opt, overlap, graph_steps, s);
     const int steps = (int)ref.greedy.size() - 1;
     if (const int err = d.init(ref.prompt, steps, graph)) return err;
     std::string paths;
@@ -182,7 +208,7 @@ int check_against_reference(GPT2& model, const std::string& path, const EngineOp
         const char* what = with_graph ? "a CUDA graph per step" : "direct decoding steps";
         std::vector<int> tokens;
         int err = d.start() || d.prefill();
-        for (int i = 0; i < steps && !err; ++i) err = d.step(with_graph);
+        err = err || d.steps(steps, with_graph);
         if (err || d.new_tokens(tokens)) return 1;
         for (size_t i = 0; i < tokens.size(); ++i)
             if (tokens[i] != ref.greedy[i]) {
@@ -212,7 +238,7 @@ std::vector<int> seeded_tokens(int n, int seed, int vocab_size) {
 
 int main(int argc, char** argv) {
     Args args(kUsage, {"--weights", "-b", "--new", "-n", "-w", "--prompt-len", "--prompt", "--seed", "--matmul", "--fusion",
-                       "--attention", "--decode-attention", "--json", "--ref"},
+                       "--attention", "--decode-attention", "--graph-steps", "--json", "--ref"},
               {"--prefill", "--no-graph", "--no-overlap", "--kernel-timing"});
     if (!args.parse(argc, argv) || !args.require("--weights")) return 2;
     bool ok = true;
@@ -222,6 +248,7 @@ int main(int argc, char** argv) {
     const int warmup = args.integer("-w", 3, 0, 100000, ok);
     const int prompt_len = args.integer("--prompt-len", 8, 1, 1 << 20, ok);
     const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
+    const int graph_steps = args.integer("--graph-steps", 1, 1, 1024, ok);
     EngineOptions opt;
     ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
          parse_attention(args.str("--attention", "flash"), opt.attention) &&
@@ -238,6 +265,10 @@ int main(int argc, char** argv) {
     }
     const bool with_graph = !args.has("--no-graph"), with_prefill = args.has("--prefill"),
                kernel_timing = args.has("--kernel-timing"), overlap = !args.has("--no-overlap");
+    if (!with_graph && args.has("--graph-steps")) {
+        fprintf(stderr, "--graph-steps sets the steps a CUDA graph holds: drop --no-graph, or --graph-steps\n");
+        return 2;
+    }
 
     GPT2 model;
     if (gpt2_load(model, args.str("--weights"))) return 2;
@@ -267,10 +298,11 @@ int main(int argc, char** argv) {
     // decodes the reference's tokens the same way whatever its prompt's length.
     opt.decode_attention = gpt2_decode_attention(model.config, 1, (int)prompt.size() + 1 + steps, opt.decode_attention);
     if (args.has("--ref")) {
-        const int failed = check_against_reference(model, args.str("--ref"), opt, overlap, with_graph, !with_graph || kernel_timing, s);
+        const int failed = check_against_reference(model, args.str("--ref"), opt, overlap, with_graph, graph_steps,
+                                                   !with_graph || kernel_timing, s);
         if (failed) return failed;
     }
-    Decoder d(model, opt, overlap, s);
+    Decoder d(model, opt, overlap, graph_steps, s);
     if (const int err = d.init(prompt, steps, with_graph)) return err;
 
     // One iteration; `timed` records its times and opens its NVTX range.
@@ -281,7 +313,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaEventRecord(e0, s));
         int err = with_prefill ? d.prefill() : 0;
         cudaCheck(cudaEventRecord(e1, s));
-        for (int i = 0; i < steps && !err; ++i) err = d.step(with_graph);
+        err = err || d.steps(steps, with_graph);
         cudaCheck(cudaEventRecord(e2, s));
         if (timed) nvtxRangePop();
         if (err || cudaCheck(cudaEventSynchronize(e2))) return -1;
@@ -329,7 +361,7 @@ int main(int argc, char** argv) {
             rec.reset();
             if (d.start() || (!with_prefill && d.prefill())) return 1;
             int err = with_prefill ? recorded([&] { return d.prefill(); }) : 0;
-            for (int i = 0; i < steps && !err; ++i) err = recorded([&] { return d.step(false); });
+            for (int i = 0; i < steps && !err; ++i) err = recorded([&] { return d.steps(1, false); });
             if (err || cudaCheck(cudaStreamSynchronize(s)) || kernels.add_iteration(rec.records)) return 1;
         }
         if (late)
@@ -349,9 +381,10 @@ int main(int argc, char** argv) {
     fprintf(out, "  \"model\": {\"vocab_size\": %d, \"max_seq_len\": %d, \"num_layers\": %d, \"num_heads\": %d, \"channels\": %d},\n",
             c.vocab_size, c.max_seq_len, c.num_layers, c.num_heads, c.channels);
     fprintf(out, "  \"run\": {\"batch\": 1, \"seq_len\": %d, \"iterations\": %d, \"warmup\": %d, \"prompt_len\": %d, "
-                 "\"new_tokens\": %d, \"prefill\": %s, \"graph\": %s, \"overlap\": %s, \"kernel_timing\": %s, \"matmul\": \"%s\", "
+                 "\"new_tokens\": %d, \"prefill\": %s, \"graph\": %s, \"graph_steps\": %d, \"overlap\": %s, \"kernel_timing\": %s, \"matmul\": \"%s\", "
                  "\"fusion\": \"%s\", \"attention\": \"%s\", \"decode_attention\": \"%s\"},\n",
             steps, iters, warmup, d.prompt_len(), new_tokens, with_prefill ? "true" : "false", with_graph ? "true" : "false",
+            with_graph ? d.graph_steps() : 0,
             overlap && DependentLaunches::supported() ? "true" : "false",
             kernel_timing ? "\"direct steps, each behind a hold kernel\"" : "null", matmul_name(opt.matmul),
             fusion_name(opt.fusion), attention_name(opt.attention), decode_attention_name(opt.decode_attention));

@@ -312,6 +312,66 @@ void check_matvec_norm(int M, int N, int K, int split, int offset) {
     }
 }
 
+// The decoding LM head's token pick (TokenPick): the LayerNorm-ed matvec with no
+// epilogue also picks each row's next token, as argmax does on the logits it writes:
+// a planted tie (two equal columns, the largest by far: the first must win, wherever
+// the blocks finish) on `tie` rows, the first maximum of the GPU's own logits on the
+// others (token_pick_forward after it); the pick appended at pos + 1, the position moved
+// on, best left at zero. Twice, the second time at the position the first left.
+template <int BLOCK>
+void check_token_pick(int M, int N, int K, int split, int tie_at) {
+    std::vector<float> x = random_vec((size_t)M * K, 2.f, 4.f), g = random_vec(K, 0.5f, 1.5f), gb = random_vec(K),
+                       W = random_vec((size_t)N * K);
+    std::vector<double> xn(K);
+    layernorm_ref(x.data(), g.data(), gb.data(), K, 1e-5, xn.data());  // row 0's: its tie's columns are 4 x its LayerNorm
+    for (int k = 0; k < K; ++k) W[(size_t)tie_at * K + k] = W[(size_t)(N - 1) * K + k] = (float)(4.0 * xn[k]);
+    const int maxT = 9, start = 3;
+    Dev dx(x), dg(g), dgb(gb), dW(W), out((size_t)M * N);
+    int *dnext, *dseq, *dpos;
+    unsigned long long* best;
+    cudaCheck(cudaMalloc(&dnext, M * 4));
+    cudaCheck(cudaMalloc(&dseq, (size_t)M * maxT * 4));
+    cudaCheck(cudaMalloc(&dpos, 4));
+    cudaCheck(cudaMalloc(&best, M * sizeof(unsigned long long)));
+    cudaCheck(cudaMemset(dseq, 0xff, (size_t)M * maxT * 4));
+    cudaCheck(cudaMemcpy(dpos, &start, 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(best, 0, M * sizeof(unsigned long long)));
+    for (int launch = 0; launch < 2; ++launch) {
+        const TokenPick pick{best, dnext, dseq, dpos, maxT};
+        const int st = matvec_splitk_sized<BLOCK, MATVEC_MAX_ROWS>(Epilogue::None, out.p, dx.p, dW.p, nullptr, nullptr, M, N, K,
+                                                                   0, split, RowNorm{dg.p, dgb.p, 1e-5f}, KVWrite{}, pick) ||
+                       token_pick_forward(pick, M, 0);
+        const std::vector<float> logits = out.get();
+        std::vector<int> next(M), seq((size_t)M * maxT);
+        int pos_after = -1;
+        unsigned long long left[MATVEC_MAX_ROWS] = {};
+        cudaCheck(cudaMemcpy(next.data(), dnext, M * 4, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(seq.data(), dseq, seq.size() * 4, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(&pos_after, dpos, 4, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(left, best, M * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+        std::vector<float> got;
+        std::vector<double> want;
+        for (int r = 0; r < M; ++r) {
+            int first_max = 0;  // the first maximum of the logits the kernel wrote (torch.argmax's)
+            for (int n = 1; n < N; ++n)
+                if (logits[(size_t)r * N + n] > logits[(size_t)r * N + first_max]) first_max = n;
+            if (r == 0) first_max = tie_at;  // and not N - 1, its equal
+            got.insert(got.end(), {(float)next[r], (float)seq[(size_t)r * maxT + start + launch + 1]});
+            want.insert(want.end(), {(double)first_max, (double)first_max});
+        }
+        got.push_back((float)pos_after);
+        want.push_back(start + launch + 1);
+        float leftover = 0;
+        for (int i = 0; i < M; ++i) leftover += left[i] != 0;
+        got.push_back(leftover);
+        want.push_back(0.0);
+        expect("matvec_splitk LM head + token_pick block " + std::to_string(BLOCK) + " split " + std::to_string(split) + " M=" +
+                   std::to_string(M) + " N=" + std::to_string(N) + " launch " + std::to_string(launch + 1),
+               st, got, want, std::vector<double>(got.size(), 0.0), 0.0, 0.0);
+    }
+    for (void* p : {(void*)dnext, (void*)dseq, (void*)dpos, (void*)best}) cudaFree(p);
+}
+
 // The decoding qkv matvec's KV-cache write: with a KVWrite, the k and v thirds
 // of its output (bias added) must land in the caches (B, NH, maxT, HS) at
 // position pos, equal to the output it stores, and the q third nowhere.
@@ -661,6 +721,10 @@ int main() {
     check_matvec_norm<64>(1, 13, 200, 1, 0);     // 50 float4s: most lanes hold one or two
     check_matvec_norm<96>(1, 50, 99, 3, 1);                          // the scalar path, three warps a column
     check_matvec_norm<32>(5, 13, 200, 1, 0);
+    check_token_pick<MATVEC_DECODE_BLOCK_SIZE>(1, 50257, 768, 0, 777);   // GPT-2 124M's LM head, the launcher's split
+    check_token_pick<MATVEC_DECODE_BLOCK_SIZE>(3, 50257, 768, 0, 40000);
+    check_token_pick<256>(2, 1001, 200, 2, 0);                           // the tie at the first column, two warps a column
+    check_token_pick<64>(1, 37, 768, 1, 5);                              // a block of two columns
     check_matvec_kv(1, 12, 64, 768, 70, 0);   // GPT-2 124M's qkv
     check_matvec_kv(3, 3, 32, 96, 0, 0);      // the odd preset's heads, three rows
     check_matvec_kv(2, 5, 20, 99, 9, 1);      // K not a multiple of 4, unaligned

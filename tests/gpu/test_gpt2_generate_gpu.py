@@ -30,11 +30,12 @@ def decoding_calls(steps: int, layers: int, prefill: bool = False, attention: st
     the matvecs after them and the KV-cache write into the qkv matvec, so a step runs
     the encoder, per layer four split-K matvecs (and, with `attention` split, one
     flash-decoding attention; fused, what a short context gets, the qkv matvec
-    attends), then the LM head's matvec and argmax (which moves the position on). With the prefill,
+    attends), then the LM head's matvec, which folds its logits into each row's best,
+    and token_pick (which picks from them and moves the position on). With the prefill,
     plus its own launches: at fusion `full` one LayerNorm (the rest are fused with
     the residual), with the default 8-token prompt (<= MATVEC_MAX_ROWS) its linear
     layers as matvec_kernel launches, and its KV-cache writes."""
-    calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1), "argmax_kernel": steps}
+    calls = {"encoder_kernel": steps, "matvec_splitk_kernel": steps * (4 * layers + 1), "token_pick_kernel": steps}
     if attention == "split":
         calls["attention_decode_split_kernel"] = steps * layers
     if prefill:
@@ -97,6 +98,21 @@ def test_generate_overlaps_a_steps_launches_on_sm90_and_decodes_the_same_tokens_
     sm90 = int(outs[0]["device"]["compute_capability"].split(".")[0]) >= 9   # programmatic dependent launch
     assert [o["run"]["overlap"] for o in outs] == [sm90, False, sm90, False]
     assert len({tuple(o["tokens"]) for o in outs}) == 1
+
+
+def test_generate_replays_several_steps_a_graph_and_decodes_the_tokens_of_one_step_a_graph(engine_build, odd_model):
+    ref = ["--ref", str(odd_model.reference)]
+    runs = [generate(engine_build, odd_model, *ref, "-n", "2", "-w", "0", "--new", "11", *extra)
+            for extra in ([], ["--graph-steps", "4"], ["--graph-steps", "64"])]   # 2 graphs of 4, 3 single steps; one of 11
+    assert [p.returncode for p in runs] == [0, 0, 0], [p.stderr[-2000:] for p in runs]
+    outs = [json.loads(p.stdout) for p in runs]
+    assert [o["run"]["graph_steps"] for o in outs] == [1, 4, 11]
+    assert len({tuple(o["tokens"]) for o in outs}) == 1 and len(outs[0]["tokens"]) == 12
+
+
+def test_generate_refuses_graph_steps_without_the_graph(engine_build, odd_model):
+    p = generate(engine_build, odd_model, "--no-graph", "--graph-steps", "4")
+    assert p.returncode == 2 and "drop --no-graph, or --graph-steps" in p.stderr
 
 
 def test_generate_attends_in_the_qkv_matvec_or_in_its_own_kernel_and_decodes_the_same_tokens(engine_build, odd_model,

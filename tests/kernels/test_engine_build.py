@@ -93,8 +93,9 @@ def test_the_readme_table_lists_every_launch_macro_with_its_default():
 
 
 # Device helpers with no launch sizes of their own, included by the families that use them
-# (matvec_rules: the decoding matvec's host-side rules, which the tests' host programs include).
-HELPERS = {"common", "rownorm", "attention_row", "matvec_rules"}
+# (matvec_rules: the decoding matvec's host-side rules, which the tests' host programs include;
+# token_pick: the LM head's greedy pick, compiled in the matvec family's unit).
+HELPERS = {"common", "rownorm", "attention_row", "matvec_rules", "token_pick"}
 
 
 def test_every_family_header_is_compiled_as_its_own_unit():

@@ -4,7 +4,8 @@ program built with real nvcc: where the qkv matvec runs the layer's attention in
 MATVEC_ATTENTION_MAX_KEYS = 192 positions, where the H100 measured it faster) and where
 each warp LayerNorms the one row itself (matvec_warp_norm); and which arguments the decoding
 matvec's launcher takes (matvec_splitk_accepts): a KV-cache write only with the qkv layer's
-bias epilogue, the one build that carries its stores and the attention tail."""
+bias epilogue, the one build that carries its stores and the attention tail, and the token pick
+only with the LM head's epilogue (none), the one build that carries it."""
 
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def test_a_warp_layernorms_one_row_of_at_most_768_itself(decode_policy, M, C, wa
     assert policy(decode_policy, M, C, 12 if C % 12 == 0 else 1, 73)[1] is warp_norm
 
 
-def accepts(exe: Path, epilogue: str, kv: bool, attention: bool) -> tuple[bool, str]:
-    out = subprocess.run([str(exe), "accepts", epilogue, str(int(kv)), str(int(attention))], capture_output=True, text=True,
-                         check=True)
+def accepts(exe: Path, epilogue: str, kv: bool, attention: bool, pick: bool = False) -> tuple[bool, str]:
+    out = subprocess.run([str(exe), "accepts", epilogue, str(int(kv)), str(int(attention)), str(int(pick))],
+                         capture_output=True, text=True, check=True)
     return out.stdout.strip() == "1", out.stderr.strip()
 
 
@@ -74,3 +75,15 @@ def test_a_kv_cache_write_with_another_epilogue_is_refused_in_one_line(decode_po
 def test_the_attention_without_the_kv_cache_write_is_refused(decode_policy):
     ok, why = accepts(decode_policy, "bias", kv=False, attention=True)
     assert not ok and "needs the KV-cache write" in why
+
+
+def test_the_lm_heads_epilogue_takes_the_token_pick(decode_policy):
+    assert accepts(decode_policy, "none", kv=False, attention=False, pick=True) == (True, "")
+
+
+@pytest.mark.parametrize("epilogue", ["bias", "gelu", "residual"])
+def test_a_token_pick_with_another_epilogue_is_refused_in_one_line(decode_policy, epilogue):
+    ok, why = accepts(decode_policy, epilogue, kv=False, attention=False, pick=True)
+    assert not ok
+    assert why == ("matvec_splitk: the token pick is the LM head's, whose epilogue is none, and needs its next token "
+                   "and position")
