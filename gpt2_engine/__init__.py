@@ -38,7 +38,8 @@ the same prefill, direct decoding steps, the kernels the step's graph replays):
 a sweep of the default program still never picks a wrong decoding kernel, and
 a separate decoding check would cost a second process, CUDA context and weight
 load (about 1 s of the 3.2-3.6 s verify measured on the H100) for milliseconds
-of decoding.
+of decoding. A space whose workloads run `generate` checks it as well: the first
+run of each program's first workload carries its --ref (sweep.measure.checking).
 """
 
 from __future__ import annotations

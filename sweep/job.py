@@ -84,10 +84,11 @@ class Job:
         self.env: dict[str, Any] = {"host": socket.gethostname(), "commit": self.cfg.commit,
                                     "backend": self.cfg.profile["backend"]}
         self.sampled: sampling.Sampled | None = None
-        # One Measuring per workload (sweep.measure); the first carries the check (verify once)
+        # One Measuring per workload (sweep.measure); the first of each program carries its check
         self.specs = measure.specs(self.cfg)
-        self.measuring = [Measuring(self, spec, measure.folder(self.dir, spec), check=i == 0 and self.self_checking)
-                          for i, spec in enumerate(self.specs)]
+        checks = measure.checking(self.specs) if self.self_checking else [False] * len(self.specs)
+        self.measuring = [Measuring(self, spec, measure.folder(self.dir, spec), check=check)
+                          for spec, check in zip(self.specs, checks)]
 
     # -- helpers ---------------------------------------------------------------
     @property

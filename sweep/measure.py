@@ -10,15 +10,18 @@ parse of a one-run plan waits until the GPU is released, so a later workload's
 run must not overwrite an earlier one's output. A space without workloads
 measures its one run (`run:`) in the job's folder itself, as before workloads.
 
-Verification happens once per configuration, on the first workload: the check
-commands (target.verify) run with its placeholders, and with `verify: profile`
-only its first run carries the program's check arguments (the runs repeated for
-the noise of a short program time the same work unchecked), so only its failure
-before the timed part is verify_failed (later runs and workloads fail as
-runtime_failed). A
-configuration that computes wrong results is wrong at every shape; checking on
-every workload would cost each one a check (the engine: a reference pass over
-every path) and find nothing more.
+Verification happens once per configuration and program: the check commands
+(target.verify) run once, with the first workload's placeholders; with `verify:
+profile`, the first run of the first workload carries its program's check
+arguments, and so does the first run of the first workload of each other program
+that has some (the engine: gpt2_forward --ref on the prefills, gpt2_generate --ref
+on decoding; checking: a different program runs different kernels, so its check
+finds what the first one cannot). The runs repeated for the noise of a short
+program time the same work unchecked, so only a checked run's failure before its
+timed part is verify_failed (other runs and workloads fail as runtime_failed). A
+configuration that computes wrong results is wrong at every shape; checking every
+workload of one program would cost each a check (the engine: a reference pass
+over every path) and find nothing more.
 
 The Measurements carry their workload's name (Measurement.workload). The job's
 record sums the workloads up (`combined`): its sampling (runs summed, the fewest
@@ -69,6 +72,17 @@ class Spec:
     weight: float = 1.0
 
 
+def checking(specs: Sequence[Spec]) -> list[bool]:
+    """Which workloads' first runs carry their program's check (with `verify: profile`): the
+    first workload's, and the first of each other program that has check arguments."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for i, s in enumerate(specs):
+        out.append(i == 0 or (bool(s.check_args) and s.profile not in seen))
+        seen.add(s.profile)
+    return out
+
+
 def specs(cfg: JobConfig) -> list[Spec]:
     """The workloads a job measures, in the space's order: config.json's, or run:'s one run."""
     if not cfg.workloads:
@@ -88,8 +102,8 @@ def folder(job_dir: Path, spec: Spec) -> Path:
 class Measuring:
     """One workload's profiled runs in one job (or one race entrant): its command, its backend
     invocation (which switches once to its fallback window when the first run captured nothing),
-    its sampler and its files under `out`. `check`: its run carries the program's check arguments
-    (the first workload of a self-checking program)."""
+    its sampler and its files under `out`. `check`: its first run carries the program's check
+    arguments (`checking`: the first workload of each program of a self-checking target)."""
 
     def __init__(self, job: "Job", spec: Spec, out: Path, check: bool):
         self.job, self.spec, self.out, self.check = job, spec, Path(out), check

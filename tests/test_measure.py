@@ -1,6 +1,6 @@
 """A job over a space's workloads (sweep.measure): one build, every workload measured with its own
 program and sizes, each in a folder of its own, the rows named after their workload, the check
-run once (on the first workload), and a later workload's failure named."""
+run once per program (on its first workload), and a later workload's failure named."""
 
 from __future__ import annotations
 
@@ -68,15 +68,35 @@ def test_the_check_commands_run_once_with_the_first_workloads_placeholders(job_f
     assert log.count("\n$ ") == 1 and "toy_check 1024" in log
 
 
-def test_only_the_first_workloads_run_carries_the_programs_check_arguments(job_for):
-    d = two_workloads(job_for, target={"verify": "profile"})
+def test_only_the_first_workload_of_each_program_carries_its_check_arguments(job_for):
+    three = [*TWO, {"name": "big_short", "seq_len": 64}, {"name": "small_again", "program": "small", "weight": 1}]
+    d = two_workloads(job_for, workloads=three, target={"verify": "profile"})
     cfg = json.loads((d / "config.json").read_text())
     for w in cfg["workloads"]:
         w["check_args"] = ["--check"]
     (d / "config.json").write_text(json.dumps(cfg))
     job = Job(d)
-    assert job.measuring[0].program()[-1] == "--check" and "--check" not in job.measuring[1].program()
+    carries = ["--check" in m.program() for m in job.measuring]
+    assert carries == [True, True, False, False]        # big (default program), small; not their repeats
     assert job.program() == job.measuring[0].program()
+
+
+def test_a_later_programs_check_is_made_only_where_it_has_check_arguments():
+    spec = measure.Spec("w", 1, 1, 1, 0, (), ("{build}/a",), check_args=("--check",))
+    other = measure.Spec("v", 1, 1, 1, 0, (), ("{build}/b",))
+    assert measure.checking([spec, other]) == [True, False]
+    assert measure.checking([other, replace(spec, name="x")]) == [True, True]
+    assert measure.checking([spec, replace(spec, name="x", seq_len=8)]) == [True, False]
+
+
+def test_a_wrong_result_found_by_a_later_programs_check_is_verify_failed_and_named(job_for):
+    d = two_workloads(job_for, alpha=96, target={"verify": "profile"})
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["workloads"][1]["check_args"] = ["--check"]        # small's program; big's has none
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = Job(d).run()
+    assert (r.status, r.stage) == ("verify_failed", "verify")
+    assert r.reason.startswith("workload small: toy_bench exit 1 before its timed part")
 
 
 def test_a_wrong_result_found_on_the_first_workload_is_verify_failed_and_named(job_for):
