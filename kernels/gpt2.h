@@ -38,6 +38,10 @@
 #include <cuda_runtime.h>
 #include "types.h"
 
+// Floats rounded up to whole 256-byte blocks: each parameter tensor and activation buffer
+// starts on one in device memory (the file packs them; float4 and cp.async need 16 bytes).
+inline size_t gpt2_aligned_floats(size_t n) { return (n + 63) / 64 * 64; }
+
 struct GPT2Config {
     int vocab_size = 0, max_seq_len = 0, num_layers = 0, num_heads = 0, channels = 0;
     float ln_eps = 1e-5f;
