@@ -1,7 +1,7 @@
 // attention_row.cuh: one decoding query row's attention against one head's KV
 // cache, computed by one block. A device helper with no launch sizes of its own
 // (like rownorm.cuh), so the kernels that call it run it at theirs:
-//   - attention_decode_kernel (attention.cuh, version 3): a block per (head, row);
+//   - attention_decode_kernel (attention_decode.cuh, version 1): a block per (head, row);
 //   - the decoding qkv matvec (matvec.cuh): the block that finishes a head's q, k
 //     and v columns runs that head's attention in its tail, so a short context's
 //     decoding step launches no attention kernel (its ~7 us a layer on an H100

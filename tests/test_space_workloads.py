@@ -175,7 +175,7 @@ def _check_decode(space) -> None:
     macros = {p.macro for p in space.parameters}
     assert macros == {"MATVEC_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_BLOCK_SIZE", "ATTENTION_DECODE_CHUNK"}
     v = {p.macro: p.values for p in space.parameters}
-    # the kernels' static_asserts (matvec.cuh, attention.cuh): every listed value is legal
+    # the kernels' static_asserts (matvec.cuh, attention_decode.cuh): every listed value is legal
     assert all(x % 32 == 0 and 32 <= x <= 1024 for x in v["MATVEC_DECODE_BLOCK_SIZE"])
     assert all(x % 32 == 0 and x <= 1024 for x in v["ATTENTION_DECODE_BLOCK_SIZE"])
     assert all(1 <= x <= 1024 for x in v["ATTENTION_DECODE_CHUNK"])

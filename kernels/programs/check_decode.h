@@ -4,6 +4,7 @@
 // cache (one block a head, and split over blocks); argmax.
 #pragma once
 #include "../attention.cuh"
+#include "../attention_decode.cuh"
 #include "../kvcache.cuh"
 #include "../matvec.cuh"
 #include "check_support.h"

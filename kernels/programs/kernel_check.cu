@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../attention.cuh"
+#include "../attention_decode.cuh"
 #include "../encoder.cuh"
 #include "../gelu.cuh"
 #include "../kvcache.cuh"

@@ -69,7 +69,7 @@ ILLEGAL = [
     ("MATMUL_STAGES 8\n#define MATMUL_BM 256\n#define MATMUL_BN 256", "matmul", "over the 227 KB any GPU allows a block"),
     ("MATMUL_SPLITK_BLOCK_SIZE 0", "matmul", "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024"),
     ("ATTENTION_BC 64\n#define ATTENTION_TN 1", "attention", "must divide 32"),
-    ("ATTENTION_DECODE_BLOCK_SIZE 100", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("ATTENTION_DECODE_BLOCK_SIZE 100", "attention_decode", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
 ]
 
 
@@ -152,9 +152,9 @@ DECODE_ILLEGAL = [
     ("MATVEC_MAX_ROWS 17", "matvec", "MATVEC_MAX_ROWS must be 1..16"),
     ("MATVEC_DECODE_BLOCK_SIZE 80", "matvec", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
     ("MATVEC_DECODE_BLOCK_SIZE 2048", "matvec", "MATVEC_DECODE_BLOCK_SIZE must be a multiple of 32"),
-    ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
-    ("ATTENTION_DECODE_CHUNK 0", "attention", "ATTENTION_DECODE_CHUNK (keys a decoding block takes) must be 1..1024"),
-    ("ATTENTION_DECODE_CHUNK 1000", "attention", "the keys each warp scores in registers, must be at most 32"),
+    ("ATTENTION_DECODE_BLOCK_SIZE 0", "attention_decode", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
+    ("ATTENTION_DECODE_CHUNK 0", "attention_decode", "ATTENTION_DECODE_CHUNK (keys a decoding block takes) must be 1..1024"),
+    ("ATTENTION_DECODE_CHUNK 1000", "attention_decode", "the keys each warp scores in registers, must be at most 32"),
     ("KVCACHE_BLOCK_SIZE 2048", "kvcache", "KVCACHE_BLOCK_SIZE must be between 1 and 1024"),
     ("ARGMAX_BLOCK_SIZE 0", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
     ("ARGMAX_BLOCK_SIZE 1056", "kvcache", "ARGMAX_BLOCK_SIZE must be a multiple of 32 from 32 to 1024"),
