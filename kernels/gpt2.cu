@@ -2,9 +2,7 @@
 // forward pass, the decoding step, the options and device facts (gpt2_io.cu reads its files).
 #include "gpt2.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <utility>
 

@@ -3,7 +3,6 @@
 // token pick, the KV-cache write and the attention folded in; attention against the
 // cache (one block a head, and split over blocks); argmax.
 #pragma once
-#include "../attention.cuh"
 #include "../attention_decode.cuh"
 #include "../kvcache.cuh"
 #include "../matvec.cuh"

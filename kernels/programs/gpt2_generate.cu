@@ -138,8 +138,8 @@ public:
             if (!with_graph) {
                 err = gpt2_decode_step(model_, cache_, st_, 1, s_, overlap_);
             } else {
-                const bool whole = graph_steps_ > 1 && n - i >= graph_steps_;
-                err = cudaCheck(cudaGraphLaunch(whole || graph_steps_ == 1 ? graph_ : single_, s_)) ? -1 : 0;
+                const bool whole = n - i >= graph_steps_;  // always, at one step a graph
+                err = cudaCheck(cudaGraphLaunch(whole ? graph_ : single_, s_)) ? -1 : 0;
                 if (whole) i += graph_steps_ - 1;
             }
         return err;
