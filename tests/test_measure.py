@@ -18,6 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not i
 
 SMALL = {"small": {"profile": ["{build}/toy_bench", "-n", "{iterations}", "--size", "64"],
                    "events": ["--json", "{events_json}"]}}
+# small's program as a space file declares one that checks itself when given --check (verify: profile)
+CHECKING_SMALL = {"small": {**SMALL["small"], "check_args": ["--check"]}}
 TWO = [{"name": "big", "seq_len": 1024}, {"name": "small", "program": "small", "iterations": 3, "weight": 2}]
 
 
@@ -70,11 +72,8 @@ def test_the_check_commands_run_once_with_the_first_workloads_placeholders(job_f
 
 def test_only_the_first_workload_of_each_program_carries_its_check_arguments(job_for):
     three = [*TWO, {"name": "big_short", "seq_len": 64}, {"name": "small_again", "program": "small", "weight": 1}]
-    d = two_workloads(job_for, workloads=three, target={"verify": "profile"})
-    cfg = json.loads((d / "config.json").read_text())
-    for w in cfg["workloads"]:
-        w["check_args"] = ["--check"]
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = two_workloads(job_for, programs=CHECKING_SMALL, workloads=three,
+                      target={"verify": "profile", "check_args": ["--check"]})
     job = Job(d)
     carries = ["--check" in m.program() for m in job.measuring]
     assert carries == [True, True, False, False]        # big (default program), small; not their repeats
@@ -90,20 +89,14 @@ def test_a_later_programs_check_is_made_only_where_it_has_check_arguments():
 
 
 def test_a_wrong_result_found_by_a_later_programs_check_is_verify_failed_and_named(job_for):
-    d = two_workloads(job_for, alpha=96, target={"verify": "profile"})
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["workloads"][1]["check_args"] = ["--check"]        # small's program; big's has none
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = two_workloads(job_for, programs=CHECKING_SMALL, alpha=96, target={"verify": "profile"})   # big's has none
     r = Job(d).run()
     assert (r.status, r.stage) == ("verify_failed", "verify")
     assert r.reason.startswith("workload small: toy_bench exit 1 before its timed part")
 
 
 def test_a_wrong_result_found_on_the_first_workload_is_verify_failed_and_named(job_for):
-    d = two_workloads(job_for, alpha=96, target={"verify": "profile"})
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["workloads"][0]["check_args"] = ["--check"]
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = two_workloads(job_for, alpha=96, target={"verify": "profile", "check_args": ["--check"]})
     r = Job(d).run()
     assert (r.status, r.stage) == ("verify_failed", "verify")
     assert r.reason.startswith("workload big: toy_bench exit 1 before its timed part")

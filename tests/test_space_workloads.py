@@ -54,6 +54,32 @@ def test_a_workload_naming_a_program_gets_its_command_and_no_args_of_the_default
                                                     ("--json", "{events_json}"))
 
 
+def test_a_self_checking_target_and_its_programs_declare_their_check_arguments(tmp_path):
+    checking = {"small": {**SMALL["small"], "check_args": ["--check", "{seq_len}"]}}
+    path = toy(tmp_path, [{"name": "s", "program": "small"}], programs=checking)
+    d = yaml.safe_load(path.read_text())
+    d["target"] |= {"verify": "profile", "check_args": "--check"}
+    path.write_text(yaml.safe_dump(d))
+    space = target.load(path)
+    assert space.target.program().check_args == ("--check",)
+    assert space.target.program("small").check_args == ("--check", "{seq_len}")
+
+
+@pytest.mark.parametrize("where", ["target", "program"])
+def test_check_arguments_without_verify_profile_are_refused_naming_the_key_and_the_fix(tmp_path, where):
+    programs = {"small": {**SMALL["small"], "check_args": ["--check"]}} if where == "program" else SMALL
+    path = toy(tmp_path, programs=programs)
+    d = yaml.safe_load(path.read_text())
+    d["target"]["verify"] = [["{build}/toy_check"]]
+    if where == "target":
+        d["target"]["check_args"] = ["--check"]
+    path.write_text(yaml.safe_dump(d))
+    with pytest.raises(SweepError) as e:
+        target.load(path)
+    key = "target.check_args" if where == "target" else "target.programs.small.check_args"
+    assert str(e.value).startswith(f"{path}: {key}: ") and "set target.verify: profile" in str(e.value), str(e.value)
+
+
 def test_a_space_without_workloads_measures_run_as_the_one_default_workload(tmp_path):
     space = target.load(toy(tmp_path))
     assert space.workloads == ()
@@ -109,7 +135,7 @@ BAD = [
                  id="bad-program-name"),
     pytest.param(None, ["small"], ["target.programs: expected a mapping"], id="programs-not-a-mapping"),
     pytest.param(None, {"small": {"profile": ["x"], "args": []}},
-                 ["target.programs.small: unknown key(s) args", "valid keys are: profile, events"],
+                 ["target.programs.small: unknown key(s) args", "valid keys are: profile, events, check_args"],
                  id="unknown-program-key"),
 ]
 

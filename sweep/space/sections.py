@@ -264,7 +264,7 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
     if options is not None:
         raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target (a plugin target's options); a custom "
                          "target exports nothing, remove 'model'")
-    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "programs"))
+    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "check_args", "programs"))
     name = s.str("name", None)
     src = s.str("dir", None)
     if not name or not src:
@@ -288,7 +288,8 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
                          f"'{VERIFY_IN_PROFILE}' (the timing program checks its own results before it times); got "
                          f"{show(verify)}")
     checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
-    return Target(name, source_dir, checks, timing_command(s), s.strings("events", ()), programs=programs(s))
+    return Target(name, source_dir, checks, timing_command(s), s.strings("events", ()),
+                  check_args=check_args(s, checks), programs=programs(s, checks))
 
 
 def timing_command(s: Section) -> tuple[str, ...]:
@@ -300,19 +301,33 @@ def timing_command(s: Section) -> tuple[str, ...]:
     return cmd
 
 
-def programs(target_section: Section) -> dict[str, Program]:
+def check_args(s: Section, verify: tuple[tuple[str, ...], ...] | str) -> tuple[str, ...]:
+    """A section's `check_args:`, the words that make its timing program check its results before
+    it times (added to its first run of a configuration); they mean something only with verify:
+    profile, so anything else is refused rather than silently never used."""
+    args = s.strings("check_args", ())
+    if args and verify != VERIFY_IN_PROFILE:
+        raise SweepError(f"{s.at('check_args')}: the timing program is given these words only with "
+                         f"verify: {VERIFY_IN_PROFILE} (it checks itself in its first run); set target.verify: "
+                         f"{VERIFY_IN_PROFILE}, or remove check_args and keep the check commands")
+    return args
+
+
+def programs(target_section: Section, verify: tuple[tuple[str, ...], ...] | str) -> dict[str, Program]:
     """target.programs: more programs a workload can name, each with its own timing command
-    (and `events:`), read as the target's own `profile:` and `events:` are."""
+    (and `events:`, `check_args:`), read as the target's own `profile:`, `events:` and
+    `check_args:` are."""
     raw = target_section.data.get("programs") or {}
     where = target_section.at("programs")
     if not isinstance(raw, dict):
-        raise SweepError(f"{where}: expected a mapping of program names to {{profile: [...], events: [...]}}, got "
+        raise SweepError(f"{where}: expected a mapping of program names to {{profile: [...], events: [...], "
+                         f"check_args: [...]}}, got "
                          f"{show(raw)}")
     out = {}
     for name, spec in raw.items():
         if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:
             raise SweepError(f"{where}: {show(name)} is not a program name; use letters, digits, '.', '_' or '-' "
                              "(a workload names it: program: NAME)")
-        s = Section(spec, f"{where}.{name}", ("profile", "events"))
-        out[name] = Program(timing_command(s), s.strings("events", ()))
+        s = Section(spec, f"{where}.{name}", ("profile", "events", "check_args"))
+        out[name] = Program(timing_command(s), s.strings("events", ()), check_args(s, verify))
     return out
