@@ -3,7 +3,8 @@
     python bench/engine.py [--build-dir build/bench] [--out bench-engine.json]
 
 Same weights everywhere (a seeded random GPT-2 124M, exported once):
-  - forward B=4,T=1024 and B=1,T=64: the engine (own matmul and cuBLAS) against
+  - forward B=4,T=1024 and B=1,T=64: the engine (its own SIMT matmul, its 3xTF32
+    tensor-core matmul at FP32 accuracy, and cuBLAS) against
     transformers GPT2LMHeadModel, eager and sdpa, float32 with TF32 off;
   - greedy decoding, batch 1, 64 new tokens: engine tokens/s (KV cache, CUDA
     graph) against transformers generate (sdpa and eager), and against the floor
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MATMULS = ("own", "tf32x3", "cublas")   # gpt2_forward --matmul: own SIMT kernel, own tensor-core kernel, reference
 sys.path.insert(0, str(ROOT))
 
 from gpt2_engine import export as engine_export  # noqa: E402
@@ -110,7 +112,7 @@ def main() -> int:
     # Forward.
     for B, T in ((4, 1024), (1, 64)):
         eng = {}
-        for mm in ("own", "cublas"):
+        for mm in MATMULS:
             r = run_json([str(bin_ / "gpt2_forward"), "--weights", str(exp.weights), "-b", str(B), "-t", str(T),
                           "-n", "20", "-w", "3", "--matmul", mm])
             eng[mm] = r["forward_ms"]["median_ms"]
@@ -122,7 +124,7 @@ def main() -> int:
             del m
             torch.cuda.empty_cache()
         result["forward"][f"B{B}_T{T}"] = {"engine_ms": eng, "transformers_ms": ref}
-        for mm in ("own", "cublas"):
+        for mm in MATMULS:
             rows.append((f"forward B={B} T={T} ({mm} matmul)", f"{eng[mm]:.3f} ms", f"sdpa {ref['sdpa']:.3f} / eager {ref['eager']:.3f} ms",
                          f"{eng[mm] / ref['sdpa']:.3f}x sdpa"))
 
@@ -157,8 +159,8 @@ def main() -> int:
         if r["kind"] == "bandwidth":
             rows.append((f"{r['kernel']} (block {r.get('best_block', r.get('block'))})", f"{r['gbs']:.0f} GB/s",
                          f"copy {copy:.0f} GB/s", f"{100 * r['fraction_of_copy']:.1f}% of copy"))
-        elif r["kind"] == "matmul" and r["impl"] == "own":
-            rows.append((f"matmul own {r['M']}x{r['N']}x{r['K']}", f"{r['tflops']:.1f} TFLOP/s",
+        elif r["kind"] == "matmul" and r["impl"] in ("own", "tf32x3"):
+            rows.append((f"matmul {r['impl']} {r['M']}x{r['N']}x{r['K']}", f"{r['tflops']:.1f} TFLOP/s",
                          f"cuBLAS {r['cublas_tflops']:.1f} TFLOP/s", f"{r['tflops'] / r['cublas_tflops']:.2f} of cuBLAS" if r["cublas_tflops"] else "-"))
         elif r["kind"] == "attention":
             rows.append(("attention B=4 T=1024 (flash vs reference)", f"{r['flash_ms']:.3f} ms ({r['flash_tflops']:.1f} TFLOP/s)",

@@ -160,13 +160,14 @@ int gpt2_forward(GPT2& m, const int* d_tokens, int B, int T, const EngineOptions
     // prefill) leave a tiled matmul with a handful of blocks; the matvec kernel
     // keeps one warp per output column instead.
     auto linear = [&](float* out, const float* inp, const float* w, const float* bias, Epilogue e, int OC, int IC) {
-        const bool own = opt.matmul == MatmulImpl::Own, fuse = own && opt.fusion == Fusion::Full;
+        const bool own = opt.matmul == MatmulImpl::Own || opt.matmul == MatmulImpl::Tf32x3;
+        const bool fuse = own && opt.fusion == Fusion::Full;
         const Epilogue in_matmul = fuse ? e : Epilogue::None;
         int st;
         if (own && N <= matmul_max_matvec_rows())
             st = matvec_forward(in_matmul, out, inp, w, bias, nullptr, N, OC, IC, s);
         else if (own)
-            st = matmul_fused_forward(in_matmul, out, inp, w, bias, nullptr, N, OC, IC, s);
+            st = matmul_fused_forward(opt.matmul, in_matmul, out, inp, w, bias, nullptr, N, OC, IC, s);
         else
             st = matmul_forward(opt.matmul, out, inp, w, N, OC, IC, s);
         if (st || fuse || e == Epilogue::None) return st;
@@ -292,7 +293,8 @@ namespace {
 // Each option's values by name, in the order the error message lists them.
 template <typename E>
 using Named = std::pair<const char*, E>;
-constexpr Named<MatmulImpl> kMatmuls[] = {{"own", MatmulImpl::Own}, {"tiled", MatmulImpl::Tiled}, {"cublas", MatmulImpl::Cublas}};
+constexpr Named<MatmulImpl> kMatmuls[] = {
+    {"own", MatmulImpl::Own}, {"tf32x3", MatmulImpl::Tf32x3}, {"tiled", MatmulImpl::Tiled}, {"cublas", MatmulImpl::Cublas}};
 constexpr Named<Fusion> kFusions[] = {{"none", Fusion::None}, {"prepare", Fusion::Prepare}, {"full", Fusion::Full}};
 constexpr Named<AttentionImpl> kAttentions[] = {{"flash", AttentionImpl::Flash}, {"reference", AttentionImpl::Reference}};
 constexpr Named<DecodeAttention> kDecodeAttentions[] = {

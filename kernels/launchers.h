@@ -19,9 +19,9 @@ int residual_forward(float* out, const float* a, const float* b, int N, cudaStre
 int gelu_forward(float* out, const float* inp, int N, cudaStream_t stream);
 int prepare_forward(Epilogue e, float* out, const float* bias, const float* residual, int N, int OC, cudaStream_t stream);
 int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream);
-// The own kernel with the epilogue in its stores: out = epilogue(A . W^T + bias).
-int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
-                         int N, int K, cudaStream_t stream);
+// An own kernel (impl Own or Tf32x3) with the epilogue in its stores: out = epilogue(A . W^T + bias).
+int matmul_fused_forward(MatmulImpl impl, Epilogue e, float* out, const float* A, const float* W, const float* bias,
+                         const float* residual, int M, int N, int K, cudaStream_t stream);
 int matvec_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                    int N, int K, cudaStream_t stream);
 // The decoding step's matvec (split-K across the warps of a block, version 5): with a

@@ -28,8 +28,13 @@
 //      about 8% on the large shapes, and splitting K in two where 192 tiles
 //      meet 132 SMs 14% (K 768) to 26% (K 3072).
 //   3. cuBLAS SGEMM (--matmul cublas): the reference path (FP32, no TF32).
+//   4. matmul_tf32x3_kernel (--matmul tf32x3, matmul_tf32x3.cuh): the tensor
+//      cores at FP32 accuracy, each product as three TF32 MMAs. On an H100:
+//      0.97-1.24x cuBLAS SGEMM on GPT-2's linear layers, its error against FP64
+//      a third of cuBLAS's (matmul_tiles, 2026-11-26).
 #pragma once
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "common.cuh"
@@ -80,11 +85,50 @@ static_assert(MATMUL_STAGES * MATMUL_BK * (MATMUL_BM + MATMUL_BN + 8) * 4 <= 227
               "MATMUL tiles need STAGES*BK*(BM+BN+8)*4 bytes of shared memory, over the 227 KB any GPU allows a block");
 static_assert(MATMUL_TM * MATMUL_TN <= 128, "MATMUL_TM * MATMUL_TN accumulators per thread must be <= 128 (registers)");
 
+// The 3xTF32 tensor-core kernel (--matmul tf32x3, matmul_tf32x3.cuh): a block
+// tile BM x BN of warp tiles WM x WN (each of 16 x 8 mma tiles), K in BK-wide
+// slices through a STAGES-deep ring. Default: 0.97-1.24x cuBLAS SGEMM on GPT-2's
+// shapes on an H100 (kernel_bench and matmul_tiles, 2026-11-26).
+#ifndef MATMUL_TF32X3_BM
+#define MATMUL_TF32X3_BM 128
+#endif
+#ifndef MATMUL_TF32X3_BN
+#define MATMUL_TF32X3_BN 128
+#endif
+#ifndef MATMUL_TF32X3_BK
+#define MATMUL_TF32X3_BK 32
+#endif
+#ifndef MATMUL_TF32X3_WM
+#define MATMUL_TF32X3_WM 64
+#endif
+#ifndef MATMUL_TF32X3_WN
+#define MATMUL_TF32X3_WN 32
+#endif
+#ifndef MATMUL_TF32X3_STAGES
+#define MATMUL_TF32X3_STAGES 4
+#endif
+static_assert(MATMUL_TF32X3_WM % 16 == 0 && MATMUL_TF32X3_WN % 8 == 0 && MATMUL_TF32X3_WM >= 16 && MATMUL_TF32X3_WN >= 8,
+              "MATMUL_TF32X3_WM must be a multiple of 16 and MATMUL_TF32X3_WN of 8 (a warp tile is whole 16 x 8 mma tiles)");
+static_assert((MATMUL_TF32X3_WM / 16) * (MATMUL_TF32X3_WN / 8) <= 32,
+              "MATMUL_TF32X3_WM * MATMUL_TF32X3_WN must be at most 4096 (a lane holds 8 accumulators per 16 x 8 tile pair; more spill)");
+static_assert(MATMUL_TF32X3_BM % MATMUL_TF32X3_WM == 0 && MATMUL_TF32X3_BN % MATMUL_TF32X3_WN == 0,
+              "MATMUL_TF32X3_BM must be a multiple of MATMUL_TF32X3_WM and MATMUL_TF32X3_BN of MATMUL_TF32X3_WN (warps tile the block)");
+static_assert((MATMUL_TF32X3_BM / MATMUL_TF32X3_WM) * (MATMUL_TF32X3_BN / MATMUL_TF32X3_WN) * 32 <= 1024,
+              "MATMUL_TF32X3 threads per block, (BM/WM)*(BN/WN)*32, must be at most 1024");
+static_assert(MATMUL_TF32X3_BK % 16 == 0 && MATMUL_TF32X3_BK >= 16 && MATMUL_TF32X3_BK <= 128,
+              "MATMUL_TF32X3_BK must be 16, 32, 48, ... 128 (whole 16-wide k steps)");
+static_assert(MATMUL_TF32X3_STAGES >= 2 && MATMUL_TF32X3_STAGES <= 8, "MATMUL_TF32X3_STAGES (pipeline depth) must be 2..8");
+static_assert(MATMUL_TF32X3_STAGES * MATMUL_TF32X3_BK * (MATMUL_TF32X3_BM + MATMUL_TF32X3_BN) * 4 <= 227 * 1024,
+              "MATMUL_TF32X3 tiles need STAGES*BK*(BM+BN)*4 bytes of shared memory, over the 227 KB any GPU allows a block");
+
 #ifndef MATMUL_SPLITK_BLOCK_SIZE
 #define MATMUL_SPLITK_BLOCK_SIZE 256
 #endif
 static_assert(MATMUL_SPLITK_BLOCK_SIZE >= 1 && MATMUL_SPLITK_BLOCK_SIZE <= 1024,
               "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024 threads per block");
+
+#include "matmul_splitk.cuh"
+#include "matmul_tf32x3.cuh"
 
 // ---- version 1: tiled -----------------------------------------------------
 template <int TILE>
@@ -294,17 +338,6 @@ __global__ void __launch_bounds__(MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES
                                                             residual, vec);
 }
 
-// out[i] = epilogue(sum over s of partial[s * MN + i]), summed in order (deterministic, unlike atomics).
-template <Epilogue E>
-__global__ void matmul_splitk_reduce_kernel(float* out, const float* __restrict__ partial, const float* __restrict__ bias,
-                                            const float* residual, long long MN, int N, int S) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= MN) return;
-    float v = 0.0f;
-    for (int s = 0; s < S; ++s) v += partial[s * MN + i];
-    out[i] = epilogue_apply<E>(v, bias, (int)(i % N), residual, i);
-}
-
 // ---- version 3: cuBLAS ----------------------------------------------------
 #ifdef ENGINE_WITH_CUBLAS
 #include <cublas_v2.h>
@@ -349,152 +382,52 @@ int matmul_tiled_sized(float* out, const float* A, const float* W, int M, int N,
     return engine_launch("matmul", "matmul_tiled_kernel", matmul_tiled_kernel<TILE>, grid, block, 0, stream, out, A, W, M, N, K);
 }
 
-// The rates the split-K choice weighs: how fast one multiprocessor does FMAs
-// (at 60% of its FP32 peak, what a good SIMT tile reaches) and how fast device
-// memory moves bytes (at 80% of its peak). Plain numbers, so the choice can be
-// checked for any GPU without one (tests/kernels/split_k_picks.cu).
-struct MatmulDeviceRates {
-    int sms = 1;
-    double sm_flops = 0, mem_bytes = 0;  // per second; 0 when the device does not say
-
-    // From what cudaDeviceGetAttribute reports: clocks in kHz, the bus in bits.
-    static MatmulDeviceRates from(int sms, int clock_khz, int mem_clock_khz, int bus_bits, int cc_major, int cc_minor) {
-        const int lanes = cc_major == 8 && cc_minor == 0 ? 64 : 128;  // FP32 lanes per multiprocessor (A100: 64)
-        MatmulDeviceRates r;
-        r.sms = sms > 0 ? sms : 1;
-        r.sm_flops = 0.6 * 2.0 * lanes * clock_khz * 1e3;
-        r.mem_bytes = 0.8 * 2.0 * mem_clock_khz * 1e3 * bus_bits / 8.0;  // double data rate
-        return r;
-    }
-};
-
-// How many K slices (split-K) a grid of `tiles` BM x BN tiles gets. Blocks are
-// handed to multiprocessors as they free up, so a multiprocessor's share of
-// the work is ceil(tiles * S / SMs) blocks of K/S each; splitting evens out a
-// grid that divides badly over the SMs (192 tiles on 132 SMs: the busiest
-// does two tiles, the average 1.45) or that has fewer tiles than SMs (a
-// 64-token prompt: 6 to 24), at the cost of writing and re-reading S partial
-// tiles. The modelled time, compute share plus that traffic, is minimised;
-// on GPT-2's shapes it picked the S that matmul_tiles measured fastest.
-inline int matmul_split_k_for(const MatmulDeviceRates& r, long long tiles, int BM, int BN, int BK, long long M, long long N,
-                              int K) {
-    if (r.sm_flops <= 0) return 1;
-    const bool know_memory = r.mem_bytes > 0;  // if not, split only a grid smaller than the GPU, the traffic unweighed
-    if (!know_memory && tiles >= r.sms) return 1;
-    const int max_slices = std::max(1, std::min(32, K / (4 * BK)));  // each slice walks at least 4 slices of BK
-    int best = 1;
-    double best_s = 0;
-    for (int S = 1; S <= max_slices; ++S) {
-        const int chunk = CEIL_DIV(CEIL_DIV(K, S), BK) * BK, slices = CEIL_DIV(K, chunk);
-        if (slices != S) continue;  // rounding to whole BK slices gave a smaller count, already costed
-        const double per_sm = (double)((tiles * S + r.sms - 1) / r.sms);
-        const double compute = per_sm * 2.0 * BM * BN * chunk / r.sm_flops;
-        const double reduce = S > 1 && know_memory ? (2.0 * S + 1) * M * N * sizeof(float) / r.mem_bytes : 0;
-        if (S == 1 || compute + reduce < best_s) { best = S; best_s = compute + reduce; }
-    }
-    return best;
-}
-
-// This GPU's rates, read once.
-inline const MatmulDeviceRates& matmul_device_rates() {
-    static const MatmulDeviceRates rates = [] {
-        int dev = 0, sms = 0, clock_khz = 0, mem_khz = 0, bus_bits = 0, major = 0, minor = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev);
-        cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
-        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-        cudaGetLastError();  // an attribute a device lacks is not an error here: the rate stays 0, and K is never split
-        return MatmulDeviceRates::from(sms, clock_khz, mem_khz, bus_bits, major, minor);
-    }();
-    return rates;
-}
-
-// Scratch for split-K partial tiles; grows, never shrinks (one per process).
-inline float* matmul_workspace(size_t floats) {
-    static float* ws = nullptr;
-    static size_t have = 0;
-    if (floats > have) {
-        if (ws) cudaFree(ws);
-        ws = nullptr;
-        have = 0;
-        if (cudaCheck(cudaMalloc(&ws, floats * sizeof(float)))) return nullptr;
-        have = floats;
-    }
-    return ws;
-}
-
-// Lets KERNEL use `bytes` of dynamic shared memory (over 48 KB needs an opt-in)
-// and checks that a block of it fits a multiprocessor; once per kernel.
-template <auto KERNEL>
-bool matmul_kernel_fits(size_t bytes, int threads) {
-    static int fits = -1;
-    if (fits >= 0) return fits;
-    int optin = 0, resident = 0;
-    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-    if (bytes > (size_t)optin) {
-        fprintf(stderr, "matmul: MATMUL_STAGES*MATMUL_BK*(MATMUL_BM+MATMUL_BN+8)*4 = %zu bytes of shared memory, over this GPU's %d; "
-                        "lower MATMUL_STAGES or MATMUL_BK\n", bytes, optin);
-        return fits = 0;
-    }
-    if (cudaCheck(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)) ||
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, KERNEL, threads, bytes)))
-        return fits = 0;
-    if (!resident)
-        fprintf(stderr, "matmul: no block of %d threads with %zu bytes of shared memory fits a multiprocessor; use smaller MATMUL tiles\n",
-                threads, bytes);
-    return fits = resident > 0;
-}
-
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, Epilogue E>
-int matmul_own_launch(dim3 grid, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
-                      int N, int K, int k_chunk, cudaStream_t stream) {
-    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
-    constexpr auto kernel = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, E>;
-    if (!matmul_kernel_fits<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
-    return engine_launch("matmul", "matmul_kernel", kernel, grid, dim3(T::THREADS), T::SMEM_BYTES, stream, out, A, W, bias,
-                         residual, M, N, K, k_chunk);
-}
-
-// out = epilogue(A . W^T + bias) with the engine's own kernel at the given tiles.
-// `splits` > 0 forces that many K slices (matmul_tiles measures the model so).
+// out = epilogue(A . W^T + bias) with the engine's own SIMT kernel at the given tiles.
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
 int matmul_own_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
                      int N, int K, cudaStream_t stream, int splits = 0) {
-    dim3 grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM), 1);
-    if (grid.y > 65535) { fprintf(stderr, "matmul: M=%d needs %u row blocks, over CUDA's 65535\n", M, grid.y); return -1; }
-    if (e != Epilogue::None && !bias) { fprintf(stderr, "matmul: a bias epilogue needs a bias\n"); return -1; }
-    int slices = splits > 0 ? splits
-                            : matmul_split_k_for(matmul_device_rates(), (long long)grid.x * grid.y, BM, BN, BK, M, N, K);
-    int chunk = K;
-    if (slices > 1) {
-        chunk = CEIL_DIV(CEIL_DIV(K, slices), BK) * BK;  // whole slices of BK
-        slices = CEIL_DIV(K, chunk);
-    }
-    if (slices == 1)
-        return with_epilogue(e, [&](auto ep) {
-            return matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, ep.value>(grid, out, A, W, bias, residual, M, N, K,
-                                                                                 chunk, stream);
-        });
-    float* partial = matmul_workspace((size_t)slices * M * N);
-    if (!partial) return -1;
-    grid.z = slices;
-    if (matmul_own_launch<BM, BN, BK, WM, WN, TM, TN, STAGES, Epilogue::None>(grid, partial, A, W, bias, residual, M, N, K,
-                                                                               chunk, stream))
-        return -1;
-    const long long MN = (long long)M * N;
-    const dim3 rgrid((unsigned)CEIL_DIV(MN, (long long)MATMUL_SPLITK_BLOCK_SIZE)), rblock(MATMUL_SPLITK_BLOCK_SIZE);
-    return with_epilogue(e, [&](auto ep) {
-        return engine_launch("matmul", "matmul_splitk_reduce_kernel", matmul_splitk_reduce_kernel<ep.value>, rgrid, rblock, 0,
-                             stream, out, (const float*)partial, bias, residual, MN, N, slices);
+    using T = MatmulTiles<BM, BN, BK, WM, WN, TM, TN, STAGES>;
+    return matmul_split_k_run<BM, BN, BK>(e, out, bias, residual, M, N, K, stream, splits, [&](auto ep, dim3 grid, float* dst,
+                                                                                                 int chunk) {
+        constexpr auto kernel = matmul_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, decltype(ep)::value>;
+        if (!matmul_kernel_fits<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
+        return engine_launch("matmul", "matmul_kernel", kernel, grid, dim3(T::THREADS), T::SMEM_BYTES, stream, dst, A, W,
+                             bias, residual, M, N, K, chunk);
     });
 }
 
-// out = epilogue(A . W^T + bias): the own kernel at conf.cuh's tiles, the epilogue fused into its stores.
-int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
-                         int N, int K, cudaStream_t stream) {
+// The tf32x3 kernel runs where its 16-byte copies can: K a multiple of 4, both operands 16-byte aligned.
+inline bool matmul_tf32x3_fits(const float* A, const float* W, int K) { return K % 4 == 0 && aligned16(A, W); }
+
+// out = epilogue(A . W^T + bias) with the 3xTF32 tensor-core kernel (matmul_tf32x3.cuh) at the given tiles.
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+int matmul_tf32x3_sized(Epilogue e, float* out, const float* A, const float* W, const float* bias, const float* residual, int M,
+                    int N, int K, cudaStream_t stream, int splits = 0) {
+    using T = MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>;
+    if (!matmul_tf32x3_fits(A, W, K)) {
+        fprintf(stderr, "matmul tf32x3: K=%d is not a multiple of 4 or an operand is not 16-byte aligned\n", K);
+        return -1;
+    }
+    return matmul_split_k_run<BM, BN, BK>(e, out, bias, residual, M, N, K, stream, splits, [&](auto ep, dim3 grid, float* dst,
+                                                                                                 int chunk) {
+        constexpr auto kernel = matmul_tf32x3_kernel<BM, BN, BK, WM, WN, STAGES, decltype(ep)::value>;
+        if (!matmul_kernel_fits<kernel>(T::SMEM_BYTES, T::THREADS)) return -1;
+        return engine_launch("matmul", "matmul_tf32x3_kernel", kernel, grid, dim3(T::THREADS), T::SMEM_BYTES, stream, dst, A, W,
+                             bias, residual, M, N, K, chunk);
+    });
+}
+
+// out = epilogue(A . W^T + bias): the own SIMT kernel (Own) or the tf32x3 kernel (Tf32x3, where its
+// copies can run, else the SIMT kernel) at conf.cuh's tiles, the epilogue fused into its stores.
+int matmul_fused_forward(MatmulImpl impl, Epilogue e, float* out, const float* A, const float* W, const float* bias,
+                         const float* residual, int M, int N, int K, cudaStream_t stream) {
+    if (impl == MatmulImpl::Tf32x3 && matmul_tf32x3_fits(A, W, K))
+        return matmul_tf32x3_sized<MATMUL_TF32X3_BM, MATMUL_TF32X3_BN, MATMUL_TF32X3_BK, MATMUL_TF32X3_WM, MATMUL_TF32X3_WN,
+                                   MATMUL_TF32X3_STAGES>(e, out, A, W, bias, residual, M, N, K, stream);
+    if (impl != MatmulImpl::Own && impl != MatmulImpl::Tf32x3) {
+        fprintf(stderr, "matmul: only the own kernels (own, tf32x3) apply an epilogue in their stores\n");
+        return -1;
+    }
     return matmul_own_sized<MATMUL_BM, MATMUL_BN, MATMUL_BK, MATMUL_WM, MATMUL_WN, MATMUL_TM, MATMUL_TN, MATMUL_STAGES>(
         e, out, A, W, bias, residual, M, N, K, stream);
 }
@@ -502,7 +435,8 @@ int matmul_fused_forward(Epilogue e, float* out, const float* A, const float* W,
 int matmul_forward(MatmulImpl impl, float* out, const float* A, const float* W, int M, int N, int K, cudaStream_t stream) {
     switch (impl) {
         case MatmulImpl::Own:
-            return matmul_fused_forward(Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, stream);
+        case MatmulImpl::Tf32x3:
+            return matmul_fused_forward(impl, Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, stream);
         case MatmulImpl::Tiled:
             return matmul_tiled_sized<MATMUL_TILE>(out, A, W, M, N, K, stream);
         case MatmulImpl::Cublas:

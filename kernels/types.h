@@ -4,8 +4,8 @@
 // What follows a matmul, per output element: + bias[col], then gelu, or + residual.
 enum class Epilogue { None, Bias, BiasGelu, BiasResidual };
 
-// Which matmul implementation the model calls (programs' --matmul own|tiled|cublas).
-enum class MatmulImpl { Own, Tiled, Cublas };
+// Which matmul implementation the model calls (programs' --matmul own|tf32x3|tiled|cublas).
+enum class MatmulImpl { Own, Tiled, Cublas, Tf32x3 };
 
 // A LayerNorm the decoding matvec applies to its input rows as it stages them in
 // shared memory (weight nullptr: the rows are used as they are).

@@ -35,7 +35,7 @@ struct LogitCheck {
 
 // Every path this build has: the matmuls (cuBLAS when linked), fusions and attentions.
 inline std::vector<EngineOptions> all_paths() {
-    std::vector<MatmulImpl> matmuls = {MatmulImpl::Own, MatmulImpl::Tiled};
+    std::vector<MatmulImpl> matmuls = {MatmulImpl::Own, MatmulImpl::Tf32x3, MatmulImpl::Tiled};
     if (matmul_has_cublas()) matmuls.push_back(MatmulImpl::Cublas);
     std::vector<EngineOptions> out;
     for (MatmulImpl mm : matmuls)

@@ -34,7 +34,7 @@
 
 static const char* kUsage =
     "usage: gpt2_forward --weights FILE [-b BATCH] [-t SEQ_LEN] [-n ITERATIONS] [-w WARMUP]\n"
-    "                    [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
+    "                    [--matmul own|tf32x3|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                    [--kernel-timing] [--seed N] [--json FILE] [--ref FILE [--atol 1e-3]]";
 
 namespace {

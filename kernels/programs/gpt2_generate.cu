@@ -86,7 +86,7 @@ static const char* kUsage =
     "usage: gpt2_generate --weights FILE [-b 1] [--new N] [-n ITERATIONS] [-w WARMUP]\n"
     "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph | --graph-steps G]\n"
     "                     [--no-overlap]\n"
-    "                     [--matmul own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
+    "                     [--matmul own|tf32x3|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                     [--decode-attention auto|fused|split] [--kernel-timing] [--json FILE] [--ref FILE]";
 
 namespace {

@@ -17,7 +17,7 @@
 
 static const char* kUsage =
     "usage: gpt2_verify --weights FILE --ref FILE [--atol 1e-3]\n"
-    "                   [--matmul own,tiled,cublas] [--fusion none,prepare,full] [--attention flash,reference]\n"
+    "                   [--matmul own,tf32x3,tiled,cublas] [--fusion none,prepare,full] [--attention flash,reference]\n"
     "       each list defaults to every choice this build has";
 
 int main(int argc, char** argv) {
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     if (!args.parse(argc, argv) || !args.require("--weights") || !args.require("--ref")) return 2;
     bool ok = true;
     const double atol = args.real("--atol", 1e-3, ok);
-    const std::string all_matmuls = matmul_has_cublas() ? "own,tiled,cublas" : "own,tiled";
+    const std::string all_matmuls = matmul_has_cublas() ? "own,tf32x3,tiled,cublas" : "own,tf32x3,tiled";
     std::vector<MatmulImpl> matmuls;
     std::vector<Fusion> fusions;
     std::vector<AttentionImpl> attentions;

@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
         const double flop = 2.0 * M * N * K;
         double ms_ref = -1;
         if (matmul_has_cublas()) ms_ref = time_ms(reps, [&] { return matmul_forward(MatmulImpl::Cublas, out, A, W, M, N, K, 0); });
-        for (const auto& [impl_, name] : {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tiled, "tiled"}}) {
+        for (const auto& [impl_, name] :
+             {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tf32x3, "tf32x3"}, std::pair{MatmulImpl::Tiled, "tiled"}}) {
             const MatmulImpl impl = impl_;
             const double ms = time_ms(reps, [&] { return matmul_forward(impl, out, A, W, M, N, K, 0); });
             const double tf = flop / (ms * 1e-3) / 1e12, tf_ref = ms_ref > 0 ? flop / (ms_ref * 1e-3) / 1e12 : 0;

@@ -148,6 +148,17 @@ void check_own_tiles(int M, int N, int K, int splits, int offset) {
 }
 
 
+// The tf32x3 kernel at tiles other than conf.cuh's (matmul_tiles times such), with `splits` K slices.
+template <int BM, int BN, int BK, int WM, int WN, int ST>
+void check_tf32x3_tiles(int M, int N, int K, int splits) {
+    char what[96];
+    snprintf(what, sizeof(what), "matmul tf32x3 %dx%dx%d w%dx%d s%d split %d", BM, BN, BK, WM, WN, ST, splits);
+    check_fused(what, M, N, K, 0, [&](Epilogue e, float* o, const float* A, const float* W, const float* b, const float* r) {
+        return matmul_tf32x3_sized<BM, BN, BK, WM, WN, ST>(e, o, A, W, b, r, M, N, K, 0, splits);
+    });
+}
+
+
 void check_attention(int B, int T, int NH, int HS) {
     const int C = NH * HS;
     std::vector<float> qkv = random_vec((size_t)B * T * 3 * C, -2.f, 2.f);
@@ -193,20 +204,32 @@ int main() {
     check_residual_gelu(4099, 1);
     check_prepare(37, 99);
     check_prepare(64, 2304);
-    for (auto [impl, name] : {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tiled, "tiled"}, std::pair{MatmulImpl::Cublas, "cublas"}}) {
+    for (auto [impl, name] : {std::pair{MatmulImpl::Own, "own"}, std::pair{MatmulImpl::Tf32x3, "tf32x3"}, std::pair{MatmulImpl::Tiled, "tiled"},
+                              std::pair{MatmulImpl::Cublas, "cublas"}}) {
         if (impl == MatmulImpl::Cublas && !matmul_has_cublas()) { printf("%-52s SKIP  (built without cuBLAS)\n", "matmul cublas"); continue; }
         check_matmul(impl, name, 37, 99, 67);
         check_matmul(impl, name, 130, 288, 96);
         check_matmul(impl, name, 256, 2304, 768);
         check_matmul(impl, name, 67, 50257, 96);
         check_matmul(impl, name, 64, 768, 3072);   // few blocks: the own matmul splits K
-        check_matmul(impl, name, 17, 2304, 100);   // K not a multiple of 4 (float4 rows misaligned)
+        check_matmul(impl, name, 17, 2304, 100);
+        check_matmul(impl, name, 19, 300, 98);     // K not a multiple of 4: rows misaligned (tf32x3 runs the SIMT kernel)
     }
     // The own kernel's epilogues, at conf.cuh's tiles and at others, whole and split along K.
     check_fused("matmul own (conf.cuh tiles)", 130, 288, 96, 0, [&](Epilogue e, float* o, const float* A, const float* W,
                                                                      const float* b, const float* r) {
-        return matmul_fused_forward(e, o, A, W, b, r, 130, 288, 96, 0);
+        return matmul_fused_forward(MatmulImpl::Own, e, o, A, W, b, r, 130, 288, 96, 0);
     });
+    for (int offset : {0, 1})   // 1: operands not 16-byte aligned, so the SIMT kernel stands in
+        check_fused("matmul tf32x3 (conf.cuh tiles)", 130, 288, 96, offset, [&](Epilogue e, float* o, const float* A,
+                                                                               const float* W, const float* b, const float* r) {
+            return matmul_fused_forward(MatmulImpl::Tf32x3, e, o, A, W, b, r, 130, 288, 96, 0);
+        });
+    check_tf32x3_tiles<128, 128, 32, 64, 32, 4>(131, 257, 76, 1);
+    check_tf32x3_tiles<128, 128, 32, 64, 32, 4>(131, 257, 76, 3);  // split-K: the epilogue runs in the reduction
+    check_tf32x3_tiles<64, 64, 32, 32, 32, 4>(200, 300, 1000, 0);
+    check_tf32x3_tiles<128, 128, 16, 64, 32, 3>(64, 768, 3072, 0);
+    check_tf32x3_tiles<128, 128, 32, 32, 64, 3>(37, 99, 68, 2);
     check_own_tiles<128, 128, 8, 64, 32, 8, 8, 3>(131, 257, 75, 1, 0);
     check_own_tiles<128, 128, 8, 64, 32, 8, 8, 3>(131, 257, 75, 3, 1);  // split-K: the epilogue runs in the reduction
     check_own_tiles<128, 128, 16, 64, 32, 8, 8, 4>(200, 300, 1000, 1, 0);

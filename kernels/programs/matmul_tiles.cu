@@ -1,4 +1,4 @@
-// matmul_tiles: the own matmul kernel at several tile shapes and split-K counts
+// matmul_tiles: the own matmul kernels (SIMT and tf32x3) at several tile shapes and split-K counts
 // against cuBLAS SGEMM, on GPT-2 124M's linear layers (B*T = 4096 and 64).
 // Every configuration is first checked against cuBLAS's output (or the tiled
 // kernel's without cuBLAS) on the same inputs; a mismatch is reported and that
@@ -31,6 +31,19 @@ struct Tiles {
     }
 };
 
+// The 3xTF32 tensor-core kernel (matmul_tc.cuh) at a block x slice x warp tile and pipeline depth.
+template <int BM, int BN, int BK, int WM, int WN, int ST>
+struct TcTiles {
+    static std::string name() {
+        char b[96];
+        snprintf(b, sizeof(b), "tc %dx%dx%d w%dx%d s%d", BM, BN, BK, WM, WN, ST);
+        return b;
+    }
+    static int run(float* out, const float* A, const float* W, int M, int N, int K, int splits) {
+        return matmul_tc_sized<BM, BN, BK, WM, WN, ST>(Epilogue::None, out, A, W, nullptr, nullptr, M, N, K, 0, splits);
+    }
+};
+
 template <class... Ts>
 struct TileList {};
 
@@ -57,7 +70,14 @@ using CANDIDATES = TileList<Tiles<128, 128, 16, 64, 32, 8, 8, 3>,   //
                             Tiles<128, 256, 16, 64, 64, 8, 16, 3>,  //
                             Tiles<256, 128, 16, 64, 64, 8, 16, 3>,  //
                             Tiles<64, 128, 16, 32, 64, 8, 8, 3>,    //
-                            Tiles<64, 64, 16, 32, 32, 4, 8, 3>>;
+                            Tiles<64, 64, 16, 32, 32, 4, 8, 3>,     //
+                            TcTiles<128, 128, 32, 64, 32, 3>,       //
+                            TcTiles<128, 128, 32, 64, 32, 4>,       //
+                            TcTiles<128, 128, 16, 64, 32, 4>,       //
+                            TcTiles<128, 128, 32, 32, 64, 3>,       //
+                            TcTiles<64, 128, 32, 32, 32, 4>,        //
+                            TcTiles<128, 64, 32, 32, 32, 4>,        //
+                            TcTiles<64, 64, 32, 32, 32, 4>>;
 
 struct Shape {
     int M, N, K;
@@ -81,6 +101,44 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
     return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// The error against exact (FP64) sums at SAMPLES outputs spread over the matrix:
+// the largest |got - exact| / sum_k |a_k w_k|, a bound FP32 summation keeps
+// under about K * 2^-24 (so 1e-7 to 1e-6 is FP32's order on these shapes).
+constexpr int SAMPLES = 4096;
+
+struct Exact {
+    std::vector<size_t> at;            // sampled output indices, m * N + n
+    std::vector<double> sum, scale;    // exact dot product, sum of |a_k w_k|
+};
+
+Exact exact_samples(const std::vector<float>& A, const std::vector<float>& W, int M, int N, int K) {
+    Exact e;
+    unsigned long long x = 88172645463325252ull;  // xorshift: the same samples every run
+    for (int s = 0; s < SAMPLES; ++s) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        const int m = (int)(x % (unsigned long long)M), n = (int)((x >> 32) % (unsigned long long)N);
+        double sum = 0, scale = 0;
+        for (int k = 0; k < K; ++k) {
+            const double t = (double)A[(size_t)m * K + k] * W[(size_t)n * K + k];
+            sum += t;
+            scale += std::fabs(t);
+        }
+        e.at.push_back((size_t)m * N + n);
+        e.sum.push_back(sum);
+        e.scale.push_back(scale);
+    }
+    return e;
+}
+
+double exact_error(const std::vector<float>& got, const Exact& e) {
+    double worst = 0;
+    for (size_t s = 0; s < e.at.size(); ++s) {
+        if (!std::isfinite(got[e.at[s]])) return INFINITY;
+        worst = std::max(worst, std::fabs(got[e.at[s]] - e.sum[s]) / std::max(e.scale[s], 1e-30));
+    }
+    return worst;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +157,7 @@ int main(int argc, char** argv) {
     const size_t most_a = 4096 * 3072, most_w = 50257 * 768, most_out = 4096 * 50257;
     float *A = device_random(most_a), *W = device_random(most_w), *out = device_random(most_out), *ref = device_random(most_out);
     if (!A || !W || !out || !ref) return 1;
+    const std::vector<float> hA = host(A, most_a), hW = host(W, most_w);
     const MatmulImpl ref_impl = matmul_has_cublas() ? MatmulImpl::Cublas : MatmulImpl::Tiled;
     const int splits[] = {0, 1, 2, 3, 4};
     std::string json;
@@ -109,15 +168,19 @@ int main(int argc, char** argv) {
         const size_t n_out = (size_t)s.M * s.N;
         if (matmul_forward(ref_impl, ref, A, W, s.M, s.N, s.K, 0) || cudaCheck(cudaDeviceSynchronize())) return 1;
         const std::vector<float> want = host(ref, n_out);
+        const Exact exact = exact_samples(hA, hW, s.M, s.N, s.K);
         const double ref_ms = time_ms(reps, [&] { return matmul_forward(ref_impl, ref, A, W, s.M, s.N, s.K, 0); });
         const double ref_tf = flop / (ref_ms * 1e-3) / 1e12;
-        printf("\n%s M=%d N=%d K=%d: reference %.3f ms %.2f TFLOP/s\n", s.what, s.M, s.N, s.K, ref_ms, ref_tf);
+        printf("\n%s M=%d N=%d K=%d: reference %.3f ms %.2f TFLOP/s (error against FP64 %.1e)\n", s.what, s.M, s.N, s.K,
+               ref_ms, ref_tf, exact_error(want, exact));
         printf("  %-28s %9s %9s %9s %9s %9s   best/ref\n", "tiles", "auto", "split 1", "split 2", "split 3", "split 4");
         auto one = [&](auto tiles) {
             using T = decltype(tiles);
             cudaCheck(cudaMemset(out, 0xff, n_out * sizeof(float)));  // NaN: an unwritten output fails the check
             const int st = T::run(out, A, W, s.M, s.N, s.K, 0);
-            const double err = st || cudaCheck(cudaDeviceSynchronize()) ? INFINITY : rel_error(host(out, n_out), want);
+            const bool ran = !st && !cudaCheck(cudaDeviceSynchronize());
+            const std::vector<float> got = ran ? host(out, n_out) : std::vector<float>();
+            const double err = ran ? rel_error(got, want) : INFINITY, err64 = ran ? exact_error(got, exact) : INFINITY;
             if (!(err <= max_rel)) {
                 printf("  %-28s FAIL: relative error %.3g (over %.1g) or launch error; not timed\n", T::name().c_str(), err, max_rel);
                 ++failures;
@@ -135,10 +198,10 @@ int main(int argc, char** argv) {
                 snprintf(c, sizeof(c), "%s\"%s\": %.3f", js.empty() ? "" : ", ", sp ? std::to_string(sp).c_str() : "auto", tf);
                 js += c;
             }
-            printf("  %-28s%s   %.3f (rel err %.1e)\n", T::name().c_str(), cells.c_str(), best / ref_tf, err);
-            char head[256];
-            snprintf(head, sizeof(head), "{\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"tiles\": \"%s\", \"ref_tflops\": %.3f, \"rel_error\": %.3g, \"tflops\": {",
-                     s.what, s.M, s.N, s.K, T::name().c_str(), ref_tf, err);
+            printf("  %-28s%s   %.3f (rel err %.1e, FP64 %.1e)\n", T::name().c_str(), cells.c_str(), best / ref_tf, err, err64);
+            char head[320];
+            snprintf(head, sizeof(head), "{\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"tiles\": \"%s\", \"ref_tflops\": %.3f, \"rel_error\": %.3g, \"fp64_error\": %.3g, \"tflops\": {",
+                     s.what, s.M, s.N, s.K, T::name().c_str(), ref_tf, err, err64);
             json += (json.empty() ? "" : ",\n  ") + std::string(head) + js + "}}";
         };
         for_each_tiles(CANDIDATES{}, one);

@@ -43,7 +43,9 @@ NON_DEFAULT = {
     "cube-encoder-and-tiles": "#define ENCODER_BLOCK_X 5\n#define ENCODER_BLOCK_Y 5\n#define ENCODER_BLOCK_Z 5\n"
                               "#define MATMUL_TILE 32\n#define MATMUL_BM 64\n#define MATMUL_BN 128\n#define MATMUL_BK 16\n"
                               "#define MATMUL_WM 32\n#define MATMUL_WN 32\n#define MATMUL_TM 4\n#define MATMUL_TN 8\n"
-                              "#define MATMUL_STAGES 4\n#define MATMUL_SPLITK_BLOCK_SIZE 96\n",
+                              "#define MATMUL_STAGES 4\n#define MATMUL_SPLITK_BLOCK_SIZE 96\n"
+                              "#define MATMUL_TF32X3_BM 64\n#define MATMUL_TF32X3_BN 64\n#define MATMUL_TF32X3_BK 16\n"
+                              "#define MATMUL_TF32X3_WM 32\n#define MATMUL_TF32X3_WN 32\n#define MATMUL_TF32X3_STAGES 3\n",
     "attention-tiles": "#define ATTENTION_BR 128\n#define ATTENTION_BC 32\n#define ATTENTION_TM 4\n#define ATTENTION_TN 2\n"
                        "#define ATTENTION_DECODE_BLOCK_SIZE 128\n#define MATVEC_BLOCK_SIZE 512\n#define MATVEC_MAX_ROWS 4\n"
                        "#define MATVEC_DECODE_BLOCK_SIZE 96\n",
@@ -68,6 +70,10 @@ ILLEGAL = [
     ("MATMUL_BK 48", "matmul", "MATMUL_BK must divide the threads per block"),
     ("MATMUL_STAGES 8\n#define MATMUL_BM 256\n#define MATMUL_BN 256", "matmul", "over the 227 KB any GPU allows a block"),
     ("MATMUL_SPLITK_BLOCK_SIZE 0", "matmul", "MATMUL_SPLITK_BLOCK_SIZE must be between 1 and 1024"),
+    ("MATMUL_TF32X3_WM 24", "matmul", "MATMUL_TF32X3_WM must be a multiple of 16"),
+    ("MATMUL_TF32X3_BK 24", "matmul", "MATMUL_TF32X3_BK must be 16, 32, 48, ... 128"),
+    ("MATMUL_TF32X3_BM 96", "matmul", "MATMUL_TF32X3_BM must be a multiple of MATMUL_TF32X3_WM"),
+    ("MATMUL_TF32X3_STAGES 8\n#define MATMUL_TF32X3_BK 64", "matmul", "over the 227 KB any GPU allows a block"),
     ("ATTENTION_BC 64\n#define ATTENTION_TN 1", "attention", "must divide 32"),
     ("ATTENTION_DECODE_BLOCK_SIZE 100", "attention_decode", "ATTENTION_DECODE_BLOCK_SIZE must be a multiple of 32"),
 ]
@@ -94,8 +100,10 @@ def test_the_readme_table_lists_every_launch_macro_with_its_default():
 
 # Device helpers with no launch sizes of their own, included by the families that use them
 # (matvec_rules: the decoding matvec's host-side rules, which the tests' host programs include;
-# token_pick: the LM head's greedy pick, compiled in the matvec family's unit).
-HELPERS = {"common", "rownorm", "attention_row", "matvec_rules", "token_pick"}
+# token_pick: the LM head's greedy pick, compiled in the matvec family's unit; matmul_tf32x3 and
+# matmul_splitk: the tensor-core matmul and the split-K both own matmuls share, compiled in the
+# matmul family's unit, whose macros matmul.cuh defines).
+HELPERS = {"common", "rownorm", "attention_row", "matvec_rules", "token_pick", "matmul_tf32x3", "matmul_splitk"}
 
 
 def test_every_family_header_is_compiled_as_its_own_unit():
