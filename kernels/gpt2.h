@@ -57,7 +57,7 @@ enum class Fusion { None, Prepare, Full };
 enum class AttentionImpl { Flash, Reference };
 
 struct EngineOptions {
-    MatmulImpl matmul = MatmulImpl::Own;
+    MatmulImpl matmul = MatmulImpl::Tf32x3;  // the tensor cores at FP32 accuracy (own: the SIMT kernel)
     Fusion fusion = Fusion::Full;
     AttentionImpl attention = AttentionImpl::Flash;
     DecodeAttention decode_attention = DecodeAttention::Auto;  // a decoding step's (types.h)

@@ -4,7 +4,8 @@
 // What follows a matmul, per output element: + bias[col], then gelu, or + residual.
 enum class Epilogue { None, Bias, BiasGelu, BiasResidual };
 
-// Which matmul implementation the model calls (programs' --matmul own|tf32x3|tiled|cublas).
+// Which matmul the model calls (programs' --matmul): Own the SIMT kernel, Tf32x3 the tensor cores at FP32
+// accuracy (the default), Tiled the textbook kernel, Cublas cuBLAS SGEMM (the reference).
 enum class MatmulImpl { Own, Tiled, Cublas, Tf32x3 };
 
 // A LayerNorm the decoding matvec applies to its input rows as it stages them in

@@ -503,7 +503,7 @@ def test_seed_space_loads_with_nine_rows_and_the_encoder_cube():
 def test_full_space_loads_factorized_with_its_kernel_rules():
     s = target.load(FULL)
     assert s.name == "full" and s.strategy.name == "factorized" and s.strategy.seed == 1
-    assert len(s.parameters) == 17 and not any(p.derived for p in s.parameters)
+    assert len(s.parameters) == 15 and not any(p.derived for p in s.parameters)
     assert len(s.constraints) == 7
     assert all(p.default is not None and p.default in p.values for p in s.parameters)
     assert check(s, space_mod.default_config(s)) is None     # the engine's defaults obey the kernels' rules

@@ -202,10 +202,11 @@ FULL_GROUPS = {
                 lambda x, y, z: x * y * z <= 1024),
     "layernorm": (["LAYERNORM_BLOCK_SIZE"], lambda v: True),
     "resln": (["RESLN_BLOCK_SIZE"], lambda v: True),
-    "matmul": (["MATMUL_BM", "MATMUL_BN", "MATMUL_BK", "MATMUL_WM", "MATMUL_WN", "MATMUL_TM", "MATMUL_TN", "MATMUL_STAGES"],
-               lambda bm, bn, bk, wm, wn, tm, tn, st: (wm // tm) * (wn // tn) == 32 and bm % wm == 0 and bn % wn == 0
-               and (bm // wm) * (bn // wn) * 32 <= 1024 and (bm // wm) * (bn // wn) * 32 % bk == 0
-               and st * bk * (bm + bn + 8) * 4 <= 227 * 1024),
+    "matmul": (["MATMUL_TF32X3_BM", "MATMUL_TF32X3_BN", "MATMUL_TF32X3_BK", "MATMUL_TF32X3_WM", "MATMUL_TF32X3_WN",
+                "MATMUL_TF32X3_STAGES"],
+               lambda bm, bn, bk, wm, wn, st: wm % 16 == 0 and wn % 8 == 0 and (wm // 16) * (wn // 8) <= 32
+               and bm % wm == 0 and bn % wn == 0 and (bm // wm) * (bn // wn) * 32 <= 1024 and bk % 16 == 0
+               and st * bk * (bm + bn) * 4 <= 227 * 1024),
     "attention": (["ATTENTION_BR", "ATTENTION_BC", "ATTENTION_TM", "ATTENTION_TN"],
                   lambda br, bc, tm, tn: 32 % (bc // tn) == 0 and (br // tm) * (bc // tn) % 32 == 0
                   and (br // tm) * (bc // tn) <= 1024 and 64 % (bc // tn) == 0),

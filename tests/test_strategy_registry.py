@@ -166,7 +166,7 @@ def test_parameter_groups_are_part_of_the_space():
     s = target.load(ROOT / "spaces" / "full.yaml")
     assert sweep.select.parameter_groups is groups is factorized.groups
     assert s.groups() == groups(s)
-    assert [len(g) for g in s.groups()] == [3, 1, 1, 8, 4]
+    assert [len(g) for g in s.groups()] == [3, 1, 1, 6, 4]
 
 
 # ---------------------------------------------------------------------------

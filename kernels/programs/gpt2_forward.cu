@@ -34,7 +34,7 @@
 
 static const char* kUsage =
     "usage: gpt2_forward --weights FILE [-b BATCH] [-t SEQ_LEN] [-n ITERATIONS] [-w WARMUP]\n"
-    "                    [--matmul own|tf32x3|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
+    "                    [--matmul tf32x3|own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                    [--kernel-timing] [--seed N] [--json FILE] [--ref FILE [--atol 1e-3]]";
 
 namespace {
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
     const double atol = args.real("--atol", 1e-3, ok);
     EngineOptions opt;
-    ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
+    ok = ok && parse_matmul(args.str("--matmul", "tf32x3"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
          parse_attention(args.str("--attention", "flash"), opt.attention);
     if (!ok) return 2;
 

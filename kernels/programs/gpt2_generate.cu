@@ -86,7 +86,7 @@ static const char* kUsage =
     "usage: gpt2_generate --weights FILE [-b 1] [--new N] [-n ITERATIONS] [-w WARMUP]\n"
     "                     [--prompt-len P [--seed N] | --prompt ID,ID,...] [--prefill] [--no-graph | --graph-steps G]\n"
     "                     [--no-overlap]\n"
-    "                     [--matmul own|tf32x3|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
+    "                     [--matmul tf32x3|own|tiled|cublas] [--fusion none|prepare|full] [--attention flash|reference]\n"
     "                     [--decode-attention auto|fused|split] [--kernel-timing] [--json FILE] [--ref FILE]";
 
 namespace {
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
     const int seed = args.integer("--seed", 1234, 0, 1 << 30, ok);
     const int graph_steps = args.integer("--graph-steps", 1, 1, 1024, ok);
     EngineOptions opt;
-    ok = ok && parse_matmul(args.str("--matmul", "own"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
+    ok = ok && parse_matmul(args.str("--matmul", "tf32x3"), opt.matmul) && parse_fusion(args.str("--fusion", "full"), opt.fusion) &&
          parse_attention(args.str("--attention", "flash"), opt.attention) &&
          parse_decode_attention(args.str("--decode-attention", "auto"), opt.decode_attention);
     if (!ok) return 2;
