@@ -7,7 +7,7 @@
 //   1. matmul_tiled_kernel (--matmul tiled): the textbook shared-memory tiled
 //      kernel, one output per thread in a TILE x TILE block (seed 001's first
 //      approach; seed 004's FP tile). Padded tiles avoid bank conflicts.
-//   2. matmul_kernel (--matmul own, the default): warp-tiled. A block of
+//   2. matmul_kernel (--matmul own): warp-tiled SIMT. A block of
 //      (BM/WM)*(BN/WN) warps computes a BM x BN tile; each warp a WM x WN tile;
 //      each lane TM x TN outputs in registers as 4x4 patches spread across the
 //      warp tile, so a quarter warp's float4 reads of shared memory hit eight
@@ -29,9 +29,10 @@
 //      meet 132 SMs 14% (K 768) to 26% (K 3072).
 //   3. cuBLAS SGEMM (--matmul cublas): the reference path (FP32, no TF32).
 //   4. matmul_tf32x3_kernel (--matmul tf32x3, matmul_tf32x3.cuh): the tensor
-//      cores at FP32 accuracy, each product as three TF32 MMAs. On an H100:
-//      0.97-1.24x cuBLAS SGEMM on GPT-2's linear layers, its error against FP64
-//      a third of cuBLAS's (matmul_tiles, 2026-11-26).
+//      cores at FP32 accuracy, each product as three TF32 MMAs; the engine's
+//      default since 2026-11-26. On an H100 at its default tiles: 1.02-1.41x
+//      cuBLAS SGEMM on GPT-2's linear layers, its error against FP64 a third of
+//      cuBLAS's (matmul_tiles).
 #pragma once
 #include <algorithm>
 #include <type_traits>
@@ -87,13 +88,15 @@ static_assert(MATMUL_TM * MATMUL_TN <= 128, "MATMUL_TM * MATMUL_TN accumulators 
 
 // The 3xTF32 tensor-core kernel (--matmul tf32x3, matmul_tf32x3.cuh): a block
 // tile BM x BN of warp tiles WM x WN (each of 16 x 8 mma tiles), K in BK-wide
-// slices through a STAGES-deep ring. Default: 0.97-1.24x cuBLAS SGEMM on GPT-2's
-// shapes on an H100 (kernel_bench and matmul_tiles, 2026-11-26).
+// slices through a STAGES-deep ring. The default, 128 x 64 tiles of four 64 x 32
+// warps (two blocks a multiprocessor), is what spaces/full.yaml picked on an H100
+// (1.09x the 128 x 128 tiles over the forward pass); matmul_tiles then measured
+// it at 1.02-1.41x cuBLAS SGEMM on GPT-2's shapes at B*T 4096 (2026-11-26).
 #ifndef MATMUL_TF32X3_BM
 #define MATMUL_TF32X3_BM 128
 #endif
 #ifndef MATMUL_TF32X3_BN
-#define MATMUL_TF32X3_BN 128
+#define MATMUL_TF32X3_BN 64
 #endif
 #ifndef MATMUL_TF32X3_BK
 #define MATMUL_TF32X3_BK 32

@@ -8,7 +8,7 @@
 // small_a.big_b (small.small, below 2^-22 of the product, is dropped); each
 // slice's sums are then added in FP32 (see the mainloop). Three mma.sync per
 // product still outrun FP32 FMAs where the tensor cores are several times
-// faster (Ampere, Hopper): on an H100 0.97-1.24x cuBLAS SGEMM on GPT-2's
+// faster (Ampere, Hopper): on an H100 1.02-1.41x cuBLAS SGEMM on GPT-2's
 // shapes, with a third of its error against FP64 (kernel_check and
 // matmul_tiles measure both).
 //

@@ -134,7 +134,7 @@ def test_each_workloads_evidence_reads_by_where_its_samples_came_from(results):
     assert any("one run's noise" in r["evidence"] for r in rows_.values())   # one run's iterations: said so
 
 
-H100_INFERENCE = DATA / "h100_sweep" / "inference"   # spaces/inference.yaml on an H100 (README's output)
+H100_INFERENCE = DATA / "h100_sweep" / "inference"   # spaces/inference.yaml on an H100, 2026-11-25 (the SIMT matmul then; space.yaml)
 
 
 def _per_workload(choice: dict) -> list[tuple]:

@@ -59,7 +59,8 @@ void for_each_tiles(TileList<Ts...>, F&& f) {
 // 3 stages: 0.71-0.79 of cuBLAS in this kernel on an H100, 2026-11-26), and
 // small tiles for short prompts. Then the tf32x3 kernel's: on the H100 its
 // 128x128x32 tiles of 64x32 or 32x64 warps ran 0.98-1.26x cuBLAS at B*T 4096,
-// 64x64 tiles best at 64 rows (1.2-1.7x).
+// 128x64 (the default) and 64x128 of 64x32 warps 0.99-1.42x, 64x64 tiles best
+// at 64 rows (1.2-1.8x).
 using CANDIDATES = TileList<Tiles<128, 128, 16, 64, 32, 8, 8, 3>,   //
                             Tiles<128, 128, 8, 64, 32, 8, 8, 3>,    //
                             Tiles<128, 128, 16, 64, 32, 8, 8, 2>,   //
@@ -77,6 +78,9 @@ using CANDIDATES = TileList<Tiles<128, 128, 16, 64, 32, 8, 8, 3>,   //
                             Tf32x3Tiles<128, 128, 32, 64, 32, 4>,       //
                             Tf32x3Tiles<128, 128, 16, 64, 32, 4>,       //
                             Tf32x3Tiles<128, 128, 32, 32, 64, 3>,       //
+                            Tf32x3Tiles<128, 64, 32, 64, 32, 4>,        //
+                            Tf32x3Tiles<64, 128, 32, 64, 32, 4>,        //
+                            Tf32x3Tiles<128, 64, 16, 64, 32, 4>,        //
                             Tf32x3Tiles<64, 128, 32, 32, 32, 4>,        //
                             Tf32x3Tiles<128, 64, 32, 32, 32, 4>,        //
                             Tf32x3Tiles<64, 64, 32, 32, 32, 4>>;
