@@ -66,6 +66,17 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// f(a, b) for each of a warp's mma accumulators a (b: the same one of `other`, or 0).
+template <int MT, int NT, class F>
+__device__ __forceinline__ void tf32x3_each(float (&acc)[MT][NT][4], F f, const float (&other)[MT][NT][4] = {}) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) f(acc[i][j][c], other[i][j][c]);
+}
+
 // Copies one operand's slice (ROWS rows of a row-major R x K matrix from row r0, columns
 // [k0, k0 + BK) within [.., ke)) into S, zero-filling rows past R and columns past ke.
 template <int ROWS, int BK, int NT>
@@ -111,12 +122,7 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
     for (int s = 0; s < STAGES - 1; ++s) stage_slice(s);
 
     float acc[T::MT][T::NT][4];
-#pragma unroll
-    for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+    tf32x3_each(acc, [](float& a, float) { a = 0.0f; });
 
     for (int s = 0; s < slices; ++s) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
@@ -125,12 +131,7 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
         const float* As = smem + (s % STAGES) * T::STAGE_FLOATS;
         const float* Ws = As + BM * BK;
         float part[T::MT][T::NT][4];    // this slice's sums, added to acc in FP32 after it (see below)
-#pragma unroll
-        for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-            for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) part[i][j][c] = 0.0f;
+        tf32x3_each(part, [](float& p, float) { p = 0.0f; });
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
             float4 a[T::MT][2], b[T::NT];   // a lane's 4 adjacent k of rows g and g + 8; of column g
@@ -171,12 +172,7 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
         // of the result against cuBLAS (1e-5 at K 3072; H100, matmul_tiles): their adds do not round
         // to nearest as FP32's do. A slice's few steps start from zero instead, and FP32 adds carry
         // the sum: 0.3-0.6e-7 against FP64, a third of cuBLAS SGEMM's.
-#pragma unroll
-        for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-            for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) acc[i][j][c] += part[i][j][c];
+        tf32x3_each(acc, [](float& a, float p) { a += p; }, part);
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
 
