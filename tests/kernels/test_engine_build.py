@@ -100,10 +100,11 @@ def test_the_readme_table_lists_every_launch_macro_with_its_default():
 
 # Device helpers with no launch sizes of their own, included by the families that use them
 # (matvec_rules: the decoding matvec's host-side rules, which the tests' host programs include;
-# token_pick: the LM head's greedy pick, compiled in the matvec family's unit; matmul_tf32x3 and
-# matmul_splitk: the tensor-core matmul and the split-K both own matmuls share, compiled in the
+# token_pick: the LM head's greedy pick, compiled in the matvec family's unit; matmul_simt,
+# matmul_tf32x3 and matmul_splitk: the two own matmuls and the split-K they share, compiled in the
 # matmul family's unit, whose macros matmul.cuh defines).
-HELPERS = {"common", "rownorm", "attention_row", "matvec_rules", "token_pick", "matmul_tf32x3", "matmul_splitk"}
+HELPERS = {"common", "rownorm", "attention_row", "matvec_rules", "token_pick", "matmul_simt", "matmul_tf32x3",
+           "matmul_splitk"}
 
 
 def test_every_family_header_is_compiled_as_its_own_unit():
