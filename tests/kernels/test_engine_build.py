@@ -53,8 +53,8 @@ NON_DEFAULT = {
 
 
 @pytest.mark.parametrize("name", list(NON_DEFAULT))
-def test_engine_builds_with_a_non_default_conf_cuh(tmp_path, name):
-    p = make(tmp_path, NON_DEFAULT[name], "sm_90", ("all", "check"))
+def test_engine_builds_for_sm80_and_sm90_with_a_non_default_conf_cuh(tmp_path, name):
+    p = make(tmp_path, NON_DEFAULT[name], "sm_80 sm_90", ("all", "check"))
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
 
 
