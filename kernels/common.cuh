@@ -141,6 +141,28 @@ inline dim3 elementwise_grid(long long n, int block, bool vec) {
 }
 
 // ---------------------------------------------------------------------------
+// Asynchronous copies to shared memory (cp.async, sm_80 and later): the own
+// matmuls' pipelines (matmul_simt.cuh, matmul_tf32x3.cuh)
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+// A zero-byte copy (valid false) reads nothing and zero-fills, so src may lie past the matrix.
+__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src, bool valid) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+// 16 bytes through L2 only (.cg); zero-filled, reading nothing, when valid is false.
+__device__ __forceinline__ void cp_async_16(float* smem_dst, const float* src, bool valid) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+
+// ---------------------------------------------------------------------------
 // Programmatic dependent launches (sm_90 and later)
 // ---------------------------------------------------------------------------
 // Inside a DependentLaunches scope (the decoding step), engine_launch lets a kernel

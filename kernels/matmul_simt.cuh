@@ -27,19 +27,6 @@ struct MatmulTiles {
     static_assert(THREADS % BK == 0, "each thread stages one fixed column of every BK-wide slice");
 };
 
-__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src) {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
-}
-// A zero-byte copy (valid false) reads nothing and zero-fills, so src may lie past the matrix.
-__device__ __forceinline__ void cp_async_f32(float* smem_dst, const float* src, bool valid) {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
-
 // The copies of one operand (ROWS rows of a row-major R x K matrix) that one
 // thread issues per slice: always column kk = tid % BK of the slice, rows
 // tid / BK + i * (NT / BK). One base pointer and a row step stand for all of

@@ -34,7 +34,6 @@ struct MatmulTf32x3Tiles {
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
     static constexpr int THREADS = WARPS_M * WARPS_N * 32;
     static constexpr int MT = WM / 16, NT = WN / 8;          // a warp's mma tiles
-    static constexpr int CHUNKS = BK / 4;                    // 16-byte chunks in a row of a slice
     static constexpr int STAGE_FLOATS = (BM + BN) * BK;
     static constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_FLOATS * sizeof(float);
     static_assert(WM % 16 == 0 && WN % 8 == 0, "a warp tile is made of 16 x 8 mma tiles");
@@ -47,11 +46,6 @@ struct MatmulTf32x3Tiles {
 template <int BK>
 __device__ __forceinline__ int tf32x3_chunk_at(int r, int c) {
     return r * BK + ((c ^ ((r & 1) * (BK / 8))) << 2);
-}
-
-__device__ __forceinline__ void cp_async_16(float* smem_dst, const float* src, bool valid) {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
 // x = big + small: big the nearest TF32, small the nearest TF32 to the rest (x - big is exact in FP32).
@@ -116,7 +110,7 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
             tf32x3_stage<BM, BK, T::THREADS>(S, A, m0, M, K, kb + s * BK, ke);
             tf32x3_stage<BN, BK, T::THREADS>(S + BM * BK, W, n0, N, K, kb + s * BK, ke);
         }
-        asm volatile("cp.async.commit_group;\n" ::);
+        cp_async_commit();
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) stage_slice(s);
@@ -125,7 +119,7 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
     tf32x3_each(acc, [](float& a, float) { a = 0.0f; });
 
     for (int s = 0; s < slices; ++s) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+        cp_async_wait<STAGES - 2>();
         __syncthreads();
         stage_slice(s + STAGES - 1);
         const float* As = smem + (s % STAGES) * T::STAGE_FLOATS;
@@ -171,10 +165,10 @@ __global__ void __launch_bounds__(MatmulTf32x3Tiles<BM, BN, BK, WM, WN, STAGES>:
         // Accumulated in the tensor cores over all of K (96 to 384 MMA steps) the error measured 5e-6
         // of the result against cuBLAS (1e-5 at K 3072; H100, matmul_tiles): their adds do not round
         // to nearest as FP32's do. A slice's few steps start from zero instead, and FP32 adds carry
-        // the sum: 0.3-0.6e-7 against FP64, a third of cuBLAS SGEMM's.
+        // the sum: 0.4-0.6e-7 against FP64 at the default tiles, a third of cuBLAS SGEMM's.
         tf32x3_each(acc, [](float& a, float p) { a += p; }, part);
     }
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    cp_async_wait<0>();
 
     const bool vec = (N % 2) == 0 && ((reinterpret_cast<uintptr_t>(out) & 7u) == 0) &&
                      (E != Epilogue::BiasResidual || (reinterpret_cast<uintptr_t>(residual) & 7u) == 0);
