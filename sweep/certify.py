@@ -19,8 +19,8 @@ defaults, else the baseline job (the target's own launch sizes), which then
 runs before the race. Budget: certify.budget_s seconds; or (0, the default)
 certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
 jobs), shared by all groups. A race whose budget ends before the first round at
-which it could decide anything (stats.Race.decisive_looks: 9 rounds with two
-entrants, 12 with three or four) has no evidence: select keeps the sweep's own
+which it could decide anything (stats.Race.decisive_looks: 9 rounds with two to
+four entrants at the default 30 rounds) has no evidence: select keeps the sweep's own
 pick and evidence, and says so; a budget that cannot buy that many rounds races
 nothing at all and says what budget would certify.
 

@@ -15,8 +15,8 @@ program once, start-up and profiler included (about 1.5 s for the engine with
 cupti, 5 s with nsys): top + 1 programs when the groups race together on
 combined configurations (sweep.certify.combined), else one per entrant of every
 group. No pick can be certified before the first look at which a leader that
-won every round would be (9 rounds with two entrants, 12 with three or four, at
-the default 30 rounds and alpha 0.05).
+won every round would be (9 rounds with two to four entrants, at the default 30
+rounds and alpha 0.05).
 
 Every constant below is measured, and says where: they set the estimate only,
 never what a race measures or decides.

@@ -16,7 +16,7 @@ from sweep.errors import SweepError
 from sweep.stats import (MIN_SAMPLES_FOR_NOISE, Entrant, Race, StoppingRule, compare, contenders, default_repeats,
                          drop_throttled, look_rounds, noise_samples, sample_until, summarize, tie_break)
 from sweep.stats.compare import (_mann_whitney_cdf, _normal_tail_count, _signed_rank_cdf, _tail_count,
-                                 mann_whitney_count)
+                                 mann_whitney_count, signed_rank_count)
 
 
 def lognormal(rng: np.random.Generator, median_ns: float, noise: float, n: int) -> np.ndarray:
@@ -323,15 +323,34 @@ def test_race_of_one_iteration_captures_is_never_certified():
     assert all(c.verdict == "unknown" for c in r.comparisons.values())
 
 
-def test_race_splits_alpha_over_comparisons_and_looks():
+def test_race_splits_alpha_over_comparisons_and_the_looks_that_can_decide():
     assert look_rounds(5, 100, 1.25) == (5, 7, 9, 12, 15, 19, 24, 30, 38, 48, 60, 75, 94, 100)
+    # each interval errs only on its lower side: two-sided at 2 x alpha / (3 comparisons x 11 looks); the
+    # looks at rounds 5, 7 and 9 are not counted, as no interval at that level can lie above 0 there
     race = Race(ENTRANTS, alpha=0.05)
-    assert race.pair_alpha == pytest.approx(0.05 / (14 * 3))
+    assert race.pair_alpha == pytest.approx(2 * 0.05 / (11 * 3)) and race.decisive_looks == race.looks[3:]
+    assert signed_rank_count(9, race.pair_alpha / 2) < 0 <= signed_rank_count(12, race.pair_alpha / 2)
     timed = Race(ENTRANTS, alpha=0.05, budget_s=60.0)   # one more look kept for a time-budget stop
-    assert timed.pair_alpha == pytest.approx(0.05 / (15 * 3))
+    assert timed.pair_alpha == pytest.approx(2 * 0.05 / (12 * 3))
 
 
-@pytest.mark.parametrize("entrants,max_rounds,first", [(2, 30, 9), (4, 30, 12), (3, 12, 9), (4, 12, 12), (2, 100, 12)])
+@pytest.mark.parametrize("entrants,rounds", [(2, 30), (4, 30), (4, 100)])
+def test_a_race_on_one_distribution_certifies_falsely_at_most_alpha_of_the_time(entrants, rounds):
+    """400 races of entrants drawn from one distribution, each round's samples offset like fresh processes
+    (a heavy-tailed 3% spread, a shared drift): at most alpha (5%) may certify, with room for chance."""
+    rng = np.random.default_rng(11)
+    false = 0
+    for _ in range(400):
+        race = Race(ENTRANTS[:entrants], max_rounds=rounds, budget_s=1e9)
+        while (r := race.add_round({i: 1000.0 * math.exp(0.03 * rng.standard_t(3) + 0.01 * race.rounds)
+                                    for i in race.alive}, elapsed_s=0.0)) is None:
+            pass
+        false += r.certified
+    assert false <= 0.05 * 400 + 2 * math.sqrt(0.05 * 400)
+
+
+@pytest.mark.parametrize("entrants,max_rounds,first", [(2, 30, 9), (4, 30, 9), (3, 12, 9), (4, 12, 9), (2, 100, 9),
+                                                       (4, 100, 12)])
 def test_a_race_can_decide_from_the_first_look_where_a_leader_winning_every_round_would_separate(
         entrants, max_rounds, first):
     race = Race(ENTRANTS[:entrants], max_rounds=max_rounds, budget_s=60.0)
@@ -348,14 +367,14 @@ def test_a_race_stopped_by_its_budget_before_it_could_decide_has_no_evidence():
     assert results[:2] == [None, None]
     result = results[-1]
     assert result.status == "tie" and result.stopped == "budget" and result.rounds == 3
-    assert result.decisive == 12 and not result.evidence and result.to_dict()["decisive"] == 12
+    assert result.decisive == 9 and not result.evidence and result.to_dict()["decisive"] == 9
 
 
 def test_race_only_evaluates_at_scheduled_looks():
     race = Race(ENTRANTS[:2])
     for k in range(6):
         result = race.add_round({"A": 1000.0 + k, "B": 500.0 + k}, elapsed_s=0.0)
-        assert result is None   # first look at round 5 (not yet enough for the corrected level), next at 7
+        assert result is None   # looks at rounds 5 (not yet enough for the corrected level) and 9
     assert race.evaluate().status == "tie" and race.evaluate().stopped == "running"
 
 

@@ -225,7 +225,7 @@ def evidence(ch: dict) -> str:
 
 
 def certified(ch: dict) -> str:
-    """The race's word on a pick: 'certified (12 rounds)', 'tie (3 tied; default in tied set)', 'no evidence
+    """The race's word on a pick: 'certified (9 rounds)', 'tie (3 tied; default in tied set)', 'no evidence
     (1 round(s)): the sweep's pick stands' or 'not raced'."""
     c = ch.get("certification")
     if not c:

@@ -27,18 +27,21 @@ block (finer blocks: more of them fit an SM and the last wave is shorter),
 ties broken by the fastest median.
 
 Multiple comparisons. Certification makes k - 1 claims at once (leader beats
-each other) and is tested at several rounds (looks). Each pairwise interval is
-therefore built at level alpha / ((k - 1) * looks) (Bonferroni): a look tests
-at most k - 1 pairs (the leader against each entrant still in), so over all
-looks at most (k - 1) * looks intervals are built, and the chance that any of
-them wrongly lies above 0 (an entrant eliminated by one truly no faster) is at
-most alpha (0.05). A wrong certification needs such an interval, elimination
-included. Looks are not taken every round but at a
-geometric schedule (min_rounds, then x look_growth, and max_rounds; one more is
-reserved for a time-budget stop), so the correction stays mild: with 4
-candidates and 100 rounds a candidate that wins every round certifies at round
-12. Bonferroni ignores that successive looks share their samples, so the real
-false-certification rate is well under alpha.
+each other) and is tested at several rounds (looks). A wrong certification (or
+elimination) needs an interval that lies above 0 when the leader is in truth no
+faster: one tail of one interval. A look tests at most k - 1 pairs (the leader
+against each entrant still in), so each interval's one-sided error is held to
+alpha / ((k - 1) * looks) (Bonferroni; `interval_alpha`), and the chance that any
+of them errs is at most alpha (0.05). Only looks at which an interval can lie
+above 0 at all are counted: with n rounds even a leader that won every one has a
+signed-rank tail of 2^-n, so an early look that cannot reach the corrected level
+cannot err, and counting it would only cost the later looks their share. Looks
+are not taken every round but at a geometric schedule (min_rounds, then x
+look_growth, and max_rounds; one more is counted for a time-budget stop), so the
+correction stays mild: a candidate that wins every round certifies at round 9
+against one to three others at the default 30 rounds (12 with 100 rounds and
+three or four entrants). Bonferroni ignores that successive looks share their
+samples, so the real false-certification rate is well under alpha.
 
 Paired comparisons assume the candidates' order within a round does not favour
 one of them; `order(round)` rotates the order (A B C D, B C D A, ...) for a
@@ -145,6 +148,24 @@ def look_rounds(min_rounds: int, max_rounds: int, growth: float) -> tuple[int, .
     return tuple(looks)
 
 
+def interval_alpha(alpha: float, looks: Sequence[int], comparisons: int, budget_look: bool = False) -> float:
+    """The two-sided level of each paired interval in a race of `comparisons` + 1 entrants with these looks
+    (and one more at any round, for a time-budget stop): the family-wise chance of a wrong certification
+    is at most `alpha`.
+
+    A wrong certification or elimination needs an interval that lies above 0 when the leader is no
+    faster: one tail of one interval, so each interval's one-sided error is alpha / (comparisons x
+    counted looks), twice that two-sided. A look at which no interval can lie above 0 (n rounds, where
+    even a leader winning all n has a signed-rank tail 2^-n above that error) cannot err, so it is not
+    counted: the smallest count that covers every look at which an interval can exclude 0."""
+    extra = 1 if budget_look else 0
+    for counted in range(1, len(looks) + 1):
+        level = 2 * alpha / ((counted + extra) * comparisons)
+        if sum(signed_rank_count(n, level / 2) >= 0 for n in looks) <= counted:
+            return level
+    return 2 * alpha / ((len(looks) + extra) * comparisons)
+
+
 def tie_break(tied: Sequence[Entrant], medians: Mapping[str, float]) -> tuple[Entrant, str]:
     """The pick among tied entrants and the rule used: the default if tied, else fewest threads, then fastest median."""
     for e in tied:
@@ -189,8 +210,7 @@ class Race:
         self.entrants = tuple(entrants)
         self.alpha, self.min_rounds, self.max_rounds, self.budget_s = alpha, min_rounds, max_rounds, budget_s
         self.looks = look_rounds(min_rounds, max_rounds, look_growth)
-        n_looks = len(self.looks) + (1 if budget_s is not None else 0)
-        self.pair_alpha = alpha / (n_looks * (len(ids) - 1))
+        self.pair_alpha = interval_alpha(alpha, self.looks, len(ids) - 1, budget_look=budget_s is not None)
         self._samples: dict[str, list[float]] = {i: [] for i in ids}
         self._result: RaceResult | None = None
         self._left: dict[str, Comparison] = {}      # eliminated id -> the comparison that eliminated it
