@@ -158,12 +158,12 @@ def interval_alpha(alpha: float, looks: Sequence[int], comparisons: int, budget_
     counted looks), twice that two-sided. A look at which no interval can lie above 0 (n rounds, where
     even a leader winning all n has a signed-rank tail 2^-n above that error) cannot err, so it is not
     counted: the smallest count that covers every look at which an interval can exclude 0."""
-    extra = 1 if budget_look else 0
-    for counted in range(1, len(looks) + 1):
+    extra, counted = (1 if budget_look else 0), 1
+    while True:       # ends by len(looks) counted at the latest: no more looks than that can decide
         level = 2 * alpha / ((counted + extra) * comparisons)
         if sum(signed_rank_count(n, level / 2) >= 0 for n in looks) <= counted:
             return level
-    return 2 * alpha / ((len(looks) + extra) * comparisons)
+        counted += 1
 
 
 def tie_break(tied: Sequence[Entrant], medians: Mapping[str, float]) -> tuple[Entrant, str]:
