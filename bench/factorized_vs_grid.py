@@ -20,7 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweep import collect, pipeline, target  # noqa: E402
+from sweep.decide import collect
+from sweep.pipeline import driver as pipeline
+from sweep.space import target  # noqa: E402
 
 
 def main() -> int:

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-from sweep import pipeline  # noqa: E402
-from sweep.job import Job  # noqa: E402
+from sweep.pipeline import driver as pipeline  # noqa: E402
+from sweep.node.job import Job  # noqa: E402
 
 CUPTI_RATIO, CUPTI_EXTRA_S = 1.3, 0.3      # issue 13: held <= 1.3 x own + 0.3 s
 AGREE = 0.05                               # medians within 5%

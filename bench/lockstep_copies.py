@@ -4,7 +4,7 @@
                                     [--processes 16] [--one-process] [--out FILE.json]
 
 Copies of one job's own timing command (the same binary, the same arguments:
-nothing tells them apart) race each other in lockstep (sweep.lockstep), as the
+nothing tells them apart) race each other in lockstep (sweep.node.lockstep), as the
 certification race runs its entrants: a round is a fresh process of each copy
 taking TURNS timed iterations in turns with the others, the processes of several
 rounds started at once (at most PROCESSES). Every certification among identical
@@ -45,11 +45,11 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from sweep import clocks, race  # noqa: E402
-from sweep.job import Job  # noqa: E402
-from sweep.lockstep import Lockstep, Program  # noqa: E402
+from sweep.node import clocks, race  # noqa: E402
+from sweep.node.job import Job  # noqa: E402
+from sweep.node.lockstep import Lockstep, Program  # noqa: E402
 from sweep.profile import Measurement, cupti  # noqa: E402
-from sweep.race import RACE_WARMUP, rerun  # noqa: E402
+from sweep.node.race import RACE_WARMUP, rerun  # noqa: E402
 from sweep.stats import Entrant, Race  # noqa: E402
 
 

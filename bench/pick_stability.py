@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-from sweep.certify import ENTRANT_ROLE, latest_outcome  # noqa: E402
+from sweep.decide.certify import ENTRANT_ROLE, latest_outcome  # noqa: E402
 
 
 def space_copy(space: Path, certify: dict[str, Any], where: Path) -> Path:

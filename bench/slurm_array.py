@@ -30,9 +30,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweep import pipeline  # noqa: E402
-from sweep.executors import slurm  # noqa: E402
-from sweep.executors.slurm_limits import read_limits  # noqa: E402
+from sweep.pipeline import driver as pipeline  # noqa: E402
+from sweep.dispatch import slurm  # noqa: E402
+from sweep.dispatch.slurm_limits import read_limits  # noqa: E402
 
 
 def target(kind: str, work: Path) -> dict:
@@ -84,7 +84,7 @@ def main() -> int:
     slurm.submit = timed_submit
     import getpass
 
-    from sweep import target as target_mod
+    from sweep.space import target as target_mod
 
     limits = read_limits(target_mod.load(path).slurm, getpass.getuser())
     before = {k: getattr(slurm.STATS, k) for k in vars(slurm.STATS)}

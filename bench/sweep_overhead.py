@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from sweep import pipeline, target  # noqa: E402
+from sweep.pipeline import driver as pipeline
+from sweep.space import target  # noqa: E402
 
 
 def union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:

@@ -39,7 +39,7 @@ a sweep of the default program still never picks a wrong decoding kernel, and
 a separate decoding check would cost a second process, CUDA context and weight
 load (about 1 s of the 3.2-3.6 s verify measured on the H100) for milliseconds
 of decoding. A space whose workloads run `generate` checks it as well: the first
-run of each program's first workload carries its --ref (sweep.measure.checking).
+run of each program's first workload carries its --ref (sweep.node.measure.checking).
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.errors import SweepError
+from sweep.core import paths
+from sweep.core.errors import SweepError
 from sweep.space import VERIFY_IN_PROFILE, Program, Target
 
-ENGINE_DIR = Path(__file__).resolve().parents[1] / "kernels"
+ENGINE_DIR = paths.KERNELS
 MODEL_KEYS = ("preset", "seed", "model_dir")
 EVENTS = ("--kernel-timing", "--json", "{events_json}")
 CHECK = ("--ref", "{reference}")

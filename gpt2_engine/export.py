@@ -26,8 +26,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sweep import atomic
-from sweep.errors import SweepError
+from sweep.core import atomic
+from sweep.core.errors import SweepError
 
 WEIGHTS_MAGIC = b"GPT2CUDA"
 REFERENCE_MAGIC = b"GPT2REF\0"

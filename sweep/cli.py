@@ -1,9 +1,9 @@
-"""config_sweep.py: find the fastest launch sizes for every kernel of a CUDA program.
+"""config-sweep (or `python config_sweep.py` in a checkout): find the fastest launch sizes for every kernel of a CUDA program.
 
 With no arguments it sweeps spaces/seed.yaml (seed 004's thread-count table) on
 the embedded GPT-2 engine, on this machine's GPUs, profiling with Nsight Systems,
 and prints each kernel's best launch size. Subcommands only parse their
-arguments and call sweep.pipeline; a user error prints one line and exits 1.
+arguments and call the pipeline (sweep.pipeline); a user error prints one line and exits 1.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ import os
 import sys
 from pathlib import Path
 
-from sweep import manage, paths, pipeline, select as select_mod
-from sweep.errors import DiskFull, SweepError
-from sweep.executors import EXECUTORS
+from sweep.core import paths
+from sweep.decide import select as select_mod
+from sweep.pipeline import driver as pipeline, manage
+from sweep.core.errors import DiskFull, SweepError
+from sweep.dispatch import EXECUTORS
 from sweep.profile import BACKENDS
 from sweep.records import Best, load_record
-from sweep.strategies import STRATEGIES
+from sweep.plan import STRATEGIES
+from sweep.core.paths import COMMAND
 
 EXIT_OK = 0                 # something was measured (or a dry run built everything)
 EXIT_BAD_INPUT = 1          # a bad space file, option or sweep name; one line says which and the fix
@@ -29,13 +32,13 @@ EXIT_DISK_FULL = 4          # the filesystem under the sweep is full; what was m
 EXIT_INTERRUPTED = 130      # Ctrl-C / SIGINT: what ran is kept, the same command resumes
 
 EPILOG = """examples:
-  python config_sweep.py                                   seed 004's sweep on this machine's GPUs
-  python config_sweep.py run spaces/full.yaml --executor slurm --partition gpu --time 30
-  python config_sweep.py run spaces/seed.yaml --dry-run --arch sm_90   render and compile only (no GPU)
-  python config_sweep.py status seed                        from any shell, while it runs
-  python config_sweep.py best seed                          the per-kernel picks and best/conf.cuh
-  python config_sweep.py report seed                        results/seed/report.html
-  python config_sweep.py compare seed-a40 seed-h100         two sweeps side by side
+  {cmd}                                   seed 004's sweep on this machine's GPUs
+  {cmd} run spaces/full.yaml --executor slurm --partition gpu --time 30
+  {cmd} run spaces/seed.yaml --dry-run --arch sm_90   render and compile only (no GPU)
+  {cmd} status seed                        from any shell, while it runs
+  {cmd} best seed                          the per-kernel picks and best/conf.cuh
+  {cmd} report seed                        results/seed/report.html
+  {cmd} compare seed-a40 seed-h100         two sweeps side by side
 
 exit codes:
   0    something was measured (a dry run: every configuration built)
@@ -52,7 +55,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="config_sweep.py", description=__doc__, epilog=EPILOG,
+    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__, epilog=EPILOG.format(cmd=COMMAND),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
                             confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
                             **tools)
-    s = pipeline.run(args.space, opts, name=args.name, strategy=args.strategy, backend=args.backend,
+    s = pipeline.run(paths.shipped_file(args.space), opts, name=args.name, strategy=args.strategy, backend=args.backend,
                      samples=args.samples, slurm=slurm or None)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
     if not s.measured and not s.best:
-        print(f"nothing was measured: see `python config_sweep.py status {s.sweep}` and "
+        print(f"nothing was measured: see `{COMMAND} status {s.sweep}` and "
               f"{s.results_dir / 'report.html'} for why", file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return EXIT_OK
@@ -238,7 +241,7 @@ def best(args: argparse.Namespace) -> int:
                 print((args.results_dir / args.sweep / entry["conf"]).read_text())
         return 0
     if not path.is_file():
-        raise SweepError(f"no {path}: run `python config_sweep.py collect {args.sweep}` (or finish the sweep) first")
+        raise SweepError(f"no {path}: run `{COMMAND} collect {args.sweep}` (or finish the sweep) first")
     data = load_record(Best, path)
     if args.format == "json":
         print(json.dumps(data.to_dict(), indent=2))
@@ -254,8 +257,8 @@ def report(args: argparse.Namespace) -> int:
     from sweep import report as report_mod
 
     if not args.sweep:
-        raise SweepError("report needs a sweep name: `python config_sweep.py report SWEEP` "
-                         "(`python config_sweep.py status` lists them)")
+        raise SweepError(f"report needs a sweep name: `{COMMAND} report SWEEP` "
+                         f"(`{COMMAND} status` lists them)")
     jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
     if (jobs_dir / "sweep.json").is_file():
         # collected without the report, which is written here once: a failure to write it is
@@ -273,7 +276,7 @@ def report(args: argparse.Namespace) -> int:
         report_mod.write_report(results_dir)
     else:
         raise SweepError(f"no sweep {args.sweep!r}: neither {jobs_dir} nor collected results in {results_dir}; run "
-                         f"`python config_sweep.py run SPACE.yaml --name {args.sweep}` first (or pass --jobs-dir / "
+                         f"`{COMMAND} run SPACE.yaml --name {args.sweep}` first (or pass --jobs-dir / "
                          "--results-dir where it ran)")
     if args.format == "markdown":
         print((results_dir / "report.md").read_text(), end="")

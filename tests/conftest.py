@@ -38,7 +38,8 @@ def write_space(tmp_path):
 @pytest.fixture
 def job_for(write_space, tmp_path):
     """job_for(alpha=, beta_x=, beta_y=, backend=, **space overrides) -> a rendered toy job folder."""
-    from sweep import render, target
+    from sweep.node import render
+    from sweep.space import target
     from sweep.space import config_hash, make_config
 
     def _make(alpha=128, beta_x=64, beta_y=4, backend="events", **overrides) -> Path:
@@ -78,7 +79,7 @@ def run_toy_sweep(root: Path, space: dict, **options):
     GPU 0: (space path, jobs root, results root, RunSummary). Skips without nvcc."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
-    from sweep import pipeline
+    from sweep.pipeline import driver as pipeline
 
     path = root / "toy.yaml"
     path.write_text(yaml.safe_dump(space, sort_keys=False))

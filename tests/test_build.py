@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from sweep import build
-from sweep.errors import SweepError
+from sweep.node import build
+from sweep.core.errors import SweepError
 
 NVCC_STATIC_ASSERT = """\
 /work/main/tests/data/toy_target/alpha.cu(3): error: static assertion failed with "ALPHA_BLOCK must be <= 512 (toy rule)"

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweep import by_gpu, pipeline, target
-from sweep.errors import SweepError
+from sweep.decide import by_gpu
+from sweep.pipeline import driver as pipeline
+from sweep.space import target
+from sweep.core.errors import SweepError
 
 
 @pytest.mark.parametrize("tag, partition, expected", [

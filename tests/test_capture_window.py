@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from sweep.job import Job, Tools
+from sweep.node.job import Job, Tools
 from tests.conftest import DATA
 
 FAKES = DATA / "fakes"
@@ -25,7 +25,7 @@ def profiled_runs(job_dir, backend: str) -> int:
 
 @pytest.mark.parametrize("backend", ["nsys", "ncu"])
 def test_a_program_that_never_calls_cudaProfilerStart_is_captured_over_its_whole_run(job_for, backend):
-    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.sampling)
+    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.node.sampling)
     d = job_for(backend=backend, profile={"ncu_iterations": 2}, run={"repeats": 1, "stopping": "never"})
     r = Job(d, tools=TOOLS).run()
     assert r.status == "ok", r.reason
@@ -38,7 +38,7 @@ def test_a_program_that_never_calls_cudaProfilerStart_is_captured_over_its_whole
 @pytest.mark.parametrize("backend", ["nsys", "ncu"])
 def test_a_program_that_calls_cudaProfilerStart_is_captured_over_that_window_in_one_run(job_for, backend, monkeypatch):
     monkeypatch.setenv("FAKE_PROGRAM_CALLS_PROFILER_START", "1")
-    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.sampling)
+    # one profiled run per window: at 2 ncu iterations a run would otherwise be repeated for its noise (sweep.node.sampling)
     d = job_for(backend=backend, profile={"ncu_iterations": 2}, run={"repeats": 1, "stopping": "never"})
     r = Job(d, tools=TOOLS).run()
     assert r.status == "ok", r.reason
@@ -52,7 +52,7 @@ def test_a_failed_run_is_not_repeated_over_the_whole_program(job_for):
 
 
 def test_the_capture_window_is_a_column_of_the_collected_tables(toy_sweep):
-    from sweep import collect
+    from sweep.decide import collect
 
     _, jobs, _, _ = toy_sweep
     c = collect.collect(jobs / "toy")

@@ -1,4 +1,4 @@
-"""The command line: thin over sweep.pipeline; user errors are one line and exit 1."""
+"""The command line: thin over sweep.pipeline.driver; user errors are one line and exit 1."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_best_prints_the_best_conf_cuh(toy_sweep, capsys):
 
 def test_best_of_an_unknown_sweep_names_the_command_to_run(tmp_path, capsys):
     assert cli.main(["best", "nope", "--results-dir", str(tmp_path)]) == 1
-    assert "config_sweep.py collect nope" in capsys.readouterr().err
+    assert "config-sweep collect nope" in capsys.readouterr().err
 
 
 def test_clean_keeps_measurements_unless_asked(toy_sweep, tmp_path, capsys):
@@ -136,7 +136,7 @@ def test_a_profiler_path_that_is_not_a_program_is_one_line(tmp_path):
 
 
 def test_profiler_flags_reach_the_jobs_config(monkeypatch, tmp_path):
-    from sweep.errors import SweepError
+    from sweep.core.errors import SweepError
 
     fake = tmp_path / "nsys"
     fake.write_text("#!/bin/sh\n")

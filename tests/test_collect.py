@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweep import collect
-from sweep.errors import SweepError
+from sweep.decide import collect
+from sweep.core.errors import SweepError
 
 
 def test_tables_have_one_row_per_job_and_per_job_kernel_shape(toy_sweep):
@@ -45,10 +45,10 @@ def test_planned_jobs_without_results_are_pending(toy_sweep, tmp_path):
 
 
 def test_folder_that_is_not_a_sweep_names_the_command_to_run(tmp_path):
-    with pytest.raises(SweepError, match="config_sweep.py run"):
+    with pytest.raises(SweepError, match="config-sweep run"):
         collect.collect(tmp_path)
 
 
 def test_loading_tables_that_were_never_collected_says_so(tmp_path):
-    with pytest.raises(SweepError, match="config_sweep.py collect"):
+    with pytest.raises(SweepError, match="config-sweep collect"):
         collect.load_tables(tmp_path)

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from sweep import executors as dispatch, pipeline
+from sweep import dispatch
+from sweep.pipeline import driver as pipeline
 from sweep.records import JobResult, write_result
 from sweep.records import JobConfig
 
@@ -116,7 +117,7 @@ def test_progress_line_counts_done_failed_running_and_queued():
 def test_job_processes_import_the_framework_and_keep_every_folder_already_on_pythonpath(monkeypatch, before):
     import os
 
-    from sweep import paths
+    from sweep.core import paths
 
     root = str(paths.IMPORT_ROOT)
     monkeypatch.setenv("PYTHONPATH", before.format(root=root))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpt2_engine import export as ex
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -8,8 +8,8 @@ import string
 import pytest
 
 import gpt2_engine
-from sweep.preflight import JOB_PLACEHOLDERS
-from sweep.process import expand
+from sweep.pipeline.preflight import JOB_PLACEHOLDERS
+from sweep.node.process import expand
 from sweep.space import Program
 
 VALUES = {"build": "/j/build", "job": "/j", "batch": 1, "seq_len": 32, "iterations": 20, "warmup": 5,
@@ -17,7 +17,7 @@ VALUES = {"build": "/j/build", "job": "/j", "batch": 1, "seq_len": 32, "iteratio
 
 
 def rendered(program: Program, *, check: bool, events: bool, args: list[str] | None = None) -> list[str]:
-    """The command a job runs (sweep.job.Job.program): profile, check args, events args."""
+    """The command a job runs (sweep.node.job.Job.program): profile, check args, events args."""
     words = [*program.profile, *(program.check_args if check else ()), *(program.events if events else ())]
     return expand(words, VALUES, list(args or []))
 

@@ -1,11 +1,11 @@
-"""sweep.evidence: how a verdict reads, and the per-workload pick record (its noise source
+"""sweep.records.evidence: how a verdict reads, and the per-workload pick record (its noise source
 kept, and a record written before it had one still read)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sweep.evidence import WorkloadPick, verdict_words
+from sweep.records.evidence import WorkloadPick, verdict_words
 
 
 @pytest.mark.parametrize("verdict, source, words", [

@@ -41,7 +41,7 @@ def venv(tmp_path_factory) -> Path:
 
 def test_installed_package_is_not_the_checkout_and_carries_its_templates(venv, tmp_path):
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
-                        "import sweep, sweep.paths as p; print(sweep.__file__); print(p.TEMPLATES); "
+                        "import sweep, sweep.core.paths as p; print(sweep.__file__); print(p.TEMPLATES); "
                         "print(sorted(x.name for x in p.TEMPLATES.iterdir()))"],
                        capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr
@@ -78,6 +78,6 @@ def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory
     jobs = sorted((tmp_path / "jobs" / "toy").glob("A*"))
     assert len(jobs) == 2 and all((j / "build" / "toy_bench").is_file() for j in jobs)
     # a job folder reruns by hand, from anywhere, with the installed framework
-    again = subprocess.run([str(venv / "bin" / "python"), "-m", "sweep.job", str(jobs[0]), "--stages", "build"],
+    again = subprocess.run([str(venv / "bin" / "python"), "-m", "sweep.node.job", str(jobs[0]), "--stages", "build"],
                            capture_output=True, text=True, cwd="/", env=CLEAN_ENV)
     assert again.returncode == 0, again.stdout + again.stderr

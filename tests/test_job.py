@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep import render, target
-from sweep.errors import SweepError
-from sweep.job import Job, JobResult, Tools, expand, read_result, write_result
+from sweep.node import render
+from sweep.space import target
+from sweep.core.errors import SweepError
+from sweep.node.job import Job, JobResult, Tools, expand, read_result, write_result
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -77,7 +78,7 @@ def test_job_leaves_no_state_file_when_done(job_for):
 
 def test_result_of_another_schema_is_refused_with_the_command_to_run(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps({"schema": "sweep-result/0"}))
-    with pytest.raises(SweepError, match="config_sweep.py clean"):
+    with pytest.raises(SweepError, match="config-sweep clean"):
         read_result(tmp_path)
 
 
@@ -202,8 +203,8 @@ def test_check_args_join_the_timing_command_only_while_run_verify_is_on(job_for)
 
 
 def test_a_race_rerun_of_a_self_checking_job_times_it_without_checking_it_again(job_for, tmp_path):
-    from sweep.process import Tools
-    from sweep.race import rerun
+    from sweep.node.process import Tools
+    from sweep.node.race import rerun
 
     d = _checking_job(job_for)
     assert Job(d).program()[-1] == "--check"

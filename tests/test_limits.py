@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from sweep import build, limits
+from sweep.core import limits
+from sweep.node import build
 from tests.conftest import DATA
 
 LOGS = DATA / "resource_limits"

@@ -1,4 +1,4 @@
-"""Lockstep races (sweep.lockstep) on CPU: the coordinator's side of the turn protocol, driven
+"""Lockstep races (sweep.node.lockstep) on CPU: the coordinator's side of the turn protocol, driven
 against tests/data/fakes/turn_program.py, which speaks the injection library's side of it
 (cupti_inject.cpp, turn mode) and writes what the library writes. The library itself takes
 turns on the H100 in tests/gpu/test_lockstep_gpu.py."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep import clocks, race
-from sweep.errors import SweepError
-from sweep.lockstep import Lockstep, LockstepUnavailable, Program
+from sweep.node import clocks, race
+from sweep.core.errors import SweepError
+from sweep.node.lockstep import Lockstep, LockstepUnavailable, Program
 from sweep.profile import cupti
 from sweep.profile.cupti_file import Follower, read_capture
 from sweep.stats import Entrant
@@ -214,7 +214,7 @@ def test_a_round_that_ran_throttled_is_dropped_and_taken_again_after_a_pause(tmp
 
 
 def lockstep_rounds(ls: Lockstep):
-    """A race's rounds (sweep.race.Rounds) taken by `ls`."""
+    """A race's rounds (sweep.node.race.Rounds) taken by `ls`."""
     def rounds(tags, r, left):
         turns = ls.round(race.rotated(tags, r), left)
         return lambda: {k: ls.sample(ts) for k, ts in turns.items()}

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep import lock, manage
-from sweep.errors import SweepError
+from sweep.node import lock
+from sweep.pipeline import manage
+from sweep.core.errors import SweepError
 from sweep.records import Manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ def test_clean_cli_refuses_dotdot_with_one_line_and_exit_1(tree):
 HOLD = """
 import sys, time
 from pathlib import Path
-from sweep.lock import DriverLock
+from sweep.node.lock import DriverLock
 with DriverLock(Path(sys.argv[1]), "s"):
     print("held", flush=True)
     time.sleep(60)
@@ -116,7 +117,7 @@ def test_a_lock_held_on_another_host_is_refused_until_its_heartbeat_is_stale(tmp
 def test_a_wrongly_shaped_result_is_set_aside_by_status_and_the_rerun_measures_it_again(toy_sweep, tmp_path, fake_gpus):
     import shutil
 
-    from sweep import pipeline
+    from sweep.pipeline import driver as pipeline
 
     space, jobs, _, _ = toy_sweep
     shutil.copytree(jobs / "toy", tmp_path / "jobs" / "toy", ignore=shutil.ignore_patterns("build"))
@@ -132,7 +133,8 @@ def test_a_wrongly_shaped_result_is_set_aside_by_status_and_the_rerun_measures_i
 
 
 def test_collect_and_report_read_the_space_as_run_after_the_file_was_edited_and_moved(write_space, dirs, fake_gpus):
-    from sweep import pipeline, report
+    from sweep import report
+    from sweep.pipeline import driver as pipeline
 
     jobs, results = dirs
     space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [64, 128], "kernels": ["alpha_kernel"]},

@@ -1,4 +1,4 @@
-"""A job over a space's workloads (sweep.measure): one build, every workload measured with its own
+"""A job over a space's workloads (sweep.node.measure): one build, every workload measured with its own
 program and sizes, each in a folder of its own, the rows named after their workload, the check
 run once per program (on its first workload), and a later workload's failure named."""
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from sweep import measure
-from sweep.evidence import Sampled
-from sweep.job import Job
+from sweep.node import measure
+from sweep.records.evidence import Sampled
+from sweep.node.job import Job
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 

@@ -19,8 +19,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import certify, collect, race, race_cost, select, target
-from sweep.objective import weighted_times
+from sweep.decide import certify, collect, race_cost, select
+from sweep.node import race
+from sweep.space import target
+from sweep.decide.objective import weighted_times
 from sweep.profile import Measurement
 from sweep.records import Best, load_record
 from sweep.stats import Entrant

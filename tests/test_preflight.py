@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import pipeline
-from sweep.errors import SweepError
+from sweep.pipeline import driver as pipeline
+from sweep.core.errors import SweepError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sweep.progress import Progress
+from sweep.dispatch.progress import Progress
 from sweep.records import JobResult
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.profile import Measurement
 from sweep.records import (FAILED, NOT_FAILED, Best, Candidate, Choice, Confirmation, Damaged, JobConfig, JobResult,
                            JobSettings, Manifest, Skip, Stale, Status, load_record, read_result, write_result)
@@ -42,11 +42,11 @@ def _manifest() -> Manifest:
 
 RECORDS = {
     "config": (_config, lambda d, p: JobConfig.from_dict(d, p), "render the job again"),
-    "result": (_result, lambda d, p: JobResult.from_dict(d, p), "config_sweep.py clean"),
+    "result": (_result, lambda d, p: JobResult.from_dict(d, p), "config-sweep clean"),
     "manifest": (_manifest, lambda d, p: Manifest.from_dict(d, p), "run the sweep again"),
-    "best": (_best, lambda d, p: Best.from_dict(d, p), "config_sweep.py collect"),
+    "best": (_best, lambda d, p: Best.from_dict(d, p), "config-sweep collect"),
     "confirmation": (lambda: Confirmation(1.0, 2.0, 3.0, speedup_vs_default=1.5),
-                     lambda d, p: Confirmation.from_dict(d, p), "config_sweep.py collect"),
+                     lambda d, p: Confirmation.from_dict(d, p), "config-sweep collect"),
 }
 
 
@@ -125,7 +125,7 @@ def test_a_job_config_without_settings_gets_the_defaults_but_a_missing_field_is_
 
 
 def test_a_choice_round_trips_its_evidence_certification_and_shapes(tmp_path):
-    from sweep.evidence import Certification, ShapeBest
+    from sweep.records.evidence import Certification, ShapeBest
 
     c = Candidate({"A": 64}, "A64", 10.0, 1.0, 1, samples=5, iqr_ns=0.5, threads=64, node="GPU-1")
     cert = Certification("tie", {"A": 64}, "default in tied set", tied=({"A": 64}, {"A": 128}), runner_up={"A": 128},

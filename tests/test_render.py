@@ -21,8 +21,10 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from sweep import atomic, paths, render, target
-from sweep.errors import SweepError
+from sweep.core import atomic, paths
+from sweep.node import render
+from sweep.space import target
+from sweep.core.errors import SweepError
 from sweep.space import make_config, tag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +330,7 @@ def test_slurm_options_render_as_sbatch_and_shell_lines(tmp_path):
     setup = [lines.index("module load cuda/13.0"), lines.index("source ~/venv/bin/activate")]
     cd = lines.index(f"cd {d}")
     assert first_command < setup[0] < setup[1] < cd
-    assert lines[-1] == f"exec {sys.executable} -m sweep.job {d}"
+    assert lines[-1] == f"exec {sys.executable} -m sweep.node.job {d}"
 
 
 def test_unset_slurm_options_render_no_lines(seed, tmp_path):

@@ -19,8 +19,12 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-from sweep import atomic, cli, pipeline, report, select as select_mod, target
-from sweep.errors import SweepError
+from sweep import cli, report
+from sweep.core import atomic
+from sweep.decide import select as select_mod
+from sweep.pipeline import driver as pipeline
+from sweep.space import target
+from sweep.core.errors import SweepError
 
 DATA = Path(__file__).resolve().parent / "data"
 TOY = DATA / "toy_results" / "toy"
@@ -379,7 +383,7 @@ def test_space_path_from_another_checkout_resolves_inside_this_repository() -> N
 
 
 def test_results_dir_that_does_not_exist_is_a_sweep_error_naming_it_and_the_command(tmp_path: Path) -> None:
-    with pytest.raises(SweepError, match=r"no results in .*nosuch.*config_sweep.py collect nosuch"):
+    with pytest.raises(SweepError, match=r"no results in .*nosuch.*config-sweep collect nosuch"):
         report.write_report(tmp_path / "nosuch")
 
 
@@ -458,7 +462,7 @@ def test_compare_of_a_sweep_with_itself_has_every_ratio_one(case: Path, tmp_path
 
 def test_compare_with_an_unknown_sweep_names_the_missing_path_and_the_command(tmp_path: Path) -> None:
     copy_case(TOY, tmp_path, "toy")
-    with pytest.raises(SweepError, match=r"sweep 'nope' in .*nope.*config_sweep.py report nope"):
+    with pytest.raises(SweepError, match=r"sweep 'nope' in .*nope.*config-sweep report nope"):
         report.write_compare(tmp_path, "toy", "nope")
     with pytest.raises(SweepError, match="not a sweep name"):
         report.write_compare(tmp_path, "toy", "../etc")
@@ -508,7 +512,7 @@ def test_cli_report_recollects_from_the_jobs_dir_when_the_sweep_is_there(tmp_pat
 
 @pytest.fixture
 def report_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names of the report files written through sweep.atomic, in order."""
+    """Names of the report files written through sweep.core.atomic, in order."""
     written: list[str] = []
     write_text = atomic.write_text
 
@@ -573,7 +577,7 @@ def test_cli_report_of_an_unknown_sweep_fails_naming_both_paths_and_the_run_comm
     rc, out, err = _cli(capsys, "report", "nosuch", "--results-dir", str(tmp_path / "r"), "--jobs-dir", str(tmp_path / "j"))
     assert rc == 1 and out == ""
     assert str(tmp_path / "j" / "nosuch") in err and str(tmp_path / "r" / "nosuch") in err
-    assert "config_sweep.py run SPACE.yaml --name nosuch" in err
+    assert "config-sweep run SPACE.yaml --name nosuch" in err
 
 
 def test_cli_compare_prints_path_markdown_or_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

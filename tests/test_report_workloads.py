@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweep import collect, report, select
+from sweep import report
+from sweep.decide import collect, select
 from sweep.records import Manifest, now
 from test_objective import BLOCKS, GELU, LN, measured, med, rows, space_with
 
@@ -122,7 +123,7 @@ def test_a_confirmation_written_before_workloads_reads_with_none():
 
 
 def test_each_workloads_evidence_reads_by_where_its_samples_came_from(results):
-    from sweep.evidence import verdict_words
+    from sweep.records.evidence import verdict_words
     from sweep.report.per_workload import workload_rows
 
     choice = json.loads((results / "best.json").read_text())["choices"][0]
@@ -145,7 +146,7 @@ def _per_workload(choice: dict) -> list[tuple]:
 def h100_inference():
     """spaces/inference.yaml as that H100 sweep ran it (its snapshot: the file has moved on to the
     tf32x3 matmul's tiles since) and the measurements the sweep recorded."""
-    from sweep import target
+    from sweep.space import target
 
     space = target.load_snapshot(H100_INFERENCE / "space.yaml", Path(__file__).resolve().parents[1] / "spaces" / "inference.yaml")
     return space, pd.read_parquet(H100_INFERENCE / "measurements.parquet")

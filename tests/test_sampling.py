@@ -8,7 +8,7 @@ import stat
 import numpy as np
 import pytest
 
-from sweep import clocks, sampling
+from sweep.node import clocks, sampling
 from sweep.profile import Measurement, Parsed
 from sweep.space.model import Run, Stopping
 

@@ -1,5 +1,5 @@
 """Throttling judged per timed iteration (no GPU): stamped clock readings set against the
-iteration windows a backend reports (sweep.clocks.Series, sweep.sampling.judge, Sampler).
+iteration windows a backend reports (sweep.node.clocks.Series, sweep.node.sampling.judge, Sampler).
 
 A recorded run here is 20 timed iterations of 80 ms, one every 100 ms from T0, and an
 SM clock polled every 50 ms (NVML's interval): readings land inside every iteration. The
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 
-from sweep import clocks, sampling
+from sweep.node import clocks, sampling
 from sweep.profile import Launch, Parsed, aggregate
 
 T0 = 1_795_472_377_000_000_000          # a wall-clock ns (2026-11-23)

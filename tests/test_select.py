@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from sweep import select, target
+from sweep.decide import select
+from sweep.space import target
 
 
 def test_toy_sweep_picks_the_known_optima_beyond_noise(toy_sweep):
@@ -86,7 +87,7 @@ def test_parameters_whose_kernels_never_ran_keep_their_default_and_are_named(one
 
 
 def _raced_choice(rounds: int, status: str = "tie"):
-    from sweep.evidence import Certification
+    from sweep.records.evidence import Certification
     from sweep.records import Candidate, Choice
 
     sweep_pick = Candidate({"GELU_BLOCK_SIZE": 512}, "G512", 10.0, 0.1, 1, samples=5)
@@ -98,7 +99,7 @@ def _raced_choice(rounds: int, status: str = "tie"):
 
 def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_rule_it_did_not_apply():
     from sweep.records import Best
-    from sweep.select import summary_lines
+    from sweep.decide.select import summary_lines
 
     line, = summary_lines(Best("s", (_raced_choice(rounds=1),), {"GELU_BLOCK_SIZE": 512}))
     assert "GELU_BLOCK_SIZE=512" in line and "the sweep's pick stands" in line and "by rule" not in line
@@ -114,7 +115,7 @@ def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_r
 ])
 def test_a_margin_reads_beyond_noise_only_when_several_runs_were_weighed(verdict, source, words):
     from sweep.records import Best, Candidate, Choice
-    from sweep.select import summary_lines
+    from sweep.decide.select import summary_lines
 
     pick = Candidate({"GELU_BLOCK_SIZE": 512}, "G512", 10.0, 0.1, 1, samples=5)
     runner_up = Candidate({"GELU_BLOCK_SIZE": 128}, "G128", 10.6, 0.1, 1, samples=5)

@@ -1,4 +1,4 @@
-"""sweep.executors.slurm's translation of a space's slurm: settings into sbatch options (no cluster needed).
+"""sweep.dispatch.slurm's translation of a space's slurm: settings into sbatch options (no cluster needed).
 
 What the real cluster does with them is pinned in tests/slurm/."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import SweepError
-from sweep.executors.slurm import executor_parameters
+from sweep.core.errors import SweepError
+from sweep.dispatch.slurm import executor_parameters
 from sweep.space import Slurm
 
 
@@ -47,13 +47,13 @@ def test_an_extra_option_that_is_not_an_sbatch_option_is_refused():
 
 
 # ---------------------------------------------------------------------------
-# The cluster's limits and how a plan is split to fit them (sweep.executors.slurm_limits)
+# The cluster's limits and how a plan is split to fit them (sweep.dispatch.slurm_limits)
 # ---------------------------------------------------------------------------
 
-from sweep.executors.slurm_limits import (ASSOC_FIELDS, LIMIT_REFUSALS, QOS_FIELDS, Limits, failure,  # noqa: E402
+from sweep.dispatch.slurm_limits import (ASSOC_FIELDS, LIMIT_REFUSALS, QOS_FIELDS, Limits, failure,  # noqa: E402
                                           next_array, parse_config, parse_parsable, sacctmgr_commands,
                                           submit_limits, throttles)
-from sweep.executors.slurm_queue import Queued, parse_squeue  # noqa: E402
+from sweep.dispatch.slurm_queue import Queued, parse_squeue  # noqa: E402
 
 # `scontrol show config` of the test cluster (Slurm 22.05.8), shortened
 SCONTROL_CONFIG = """Configuration data as of 2026-11-23T23:04:56
@@ -179,7 +179,7 @@ def test_a_build_array_goes_to_the_build_partition_without_gpus_or_gpu_features(
 
 def test_status_shows_each_array_pending_with_slurms_reasons_running_and_done():
     from sweep.cli import array_lines
-    from sweep.executors.slurm_submit import array_status
+    from sweep.dispatch.slurm_submit import array_status
 
     records = [{"array_id": "21", "job_ids": ["21_0", "21_1"], "dirs": ["a", "b"], "stages": "build", "build": True},
                {"array_id": "22", "job_ids": ["22_0", "22_1"], "dirs": ["a", "b"], "stages": "measure", "after": "21"},
@@ -199,7 +199,8 @@ def test_status_shows_each_array_pending_with_slurms_reasons_running_and_done():
 
 
 def test_a_build_partition_needs_an_architecture_it_cannot_detect_on_a_cpu_node(write_space, tmp_path):
-    from sweep import pipeline, target
+    from sweep.pipeline import driver as pipeline
+    from sweep.space import target
 
     space = target.load(write_space(build={"arch": "auto"}, slurm={"build_partition": "cpu"}))
     with pytest.raises(SweepError, match=r"build_partition 'cpu' builds on nodes without a GPU .* pass --arch sm_90"):

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from sweep import space as space_mod
-from sweep import target
-from sweep.errors import SweepError
+from sweep.space import target
+from sweep.core.errors import SweepError
 from sweep.space import Config, Constraint, check, config_hash, make_config, tag, tags_for, values_digest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,7 +249,7 @@ def test_missing_space_file_names_it_and_says_what_to_give(tmp_path):
 
 
 def test_engine_target_needs_the_engine_loader(tmp_path):
-    with pytest.raises(SweepError, match="the engine target needs sweep.target"):
+    with pytest.raises(SweepError, match="the engine target needs sweep.space.target"):
         space_mod.load_space(write(tmp_path, ONE))
 
 

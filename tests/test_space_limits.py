@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import target
-from sweep.errors import SweepError
+from sweep.space import target
+from sweep.core.errors import SweepError
 from sweep.space import MAX_VALUES, Space, check, make_config, reader
 
 ROOT = Path(__file__).resolve().parents[1]

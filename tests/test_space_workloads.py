@@ -9,10 +9,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
+from sweep.space import groups
 import yaml
 
-from sweep import pipeline, preflight, target
-from sweep.errors import SweepError
+from sweep.pipeline import driver as pipeline, preflight
+from sweep.space import target
+from sweep.core.errors import SweepError
 from sweep.space import DEFAULT_WORKLOAD, Program, Workload, config_hash, make_config
 from sweep.space.workloads import check_programs, measured, weights
 
@@ -191,7 +194,7 @@ def _check_inference(space) -> None:
         ("prefill_long", 4, 1024, None), ("prefill_short", 1, 64, None), ("decode", 1, 64, "generate")]
     assert all(w.weight > 0 for w in space.workloads)
     full = target.load(ROOT / "spaces" / "full.yaml")
-    assert [[p.macro for p in g] for g in space.groups()] == [[p.macro for p in g] for g in full.groups()]
+    assert [[p.macro for p in g] for g in groups(space)] == [[p.macro for p in g] for g in groups(full)]
     assert space.constraints == full.constraints
 
 

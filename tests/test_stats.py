@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.stats import (MIN_SAMPLES_FOR_NOISE, Entrant, Race, StoppingRule, compare, contenders, default_repeats,
                          drop_throttled, look_rounds, noise_samples, sample_until, summarize, tie_break)
 from sweep.stats.compare import (_mann_whitney_cdf, _normal_tail_count, _signed_rank_cdf, _tail_count,

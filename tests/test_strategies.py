@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sweep import strategies, target
-from sweep.errors import SweepError
+from sweep import plan as strategies
+from sweep.space import target
+from sweep.core.errors import SweepError
 from sweep.space import check, tag, tags_for
-from sweep.strategies import Skipped, StaticSearch, factorized, grid, start
+from sweep.plan import Skipped, StaticSearch, factorized, grid, start
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "spaces" / "seed.yaml"

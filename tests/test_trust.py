@@ -16,7 +16,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import certify, clocks, job as job_mod, manage, pipeline, race, race_cost, select
+from sweep.decide import certify, race_cost, select
+from sweep.node import clocks, job as job_mod, race
+from sweep.pipeline import driver as pipeline, manage
 from sweep.profile import Measurement
 from sweep.records import JobResult
 from sweep.stats import Entrant
@@ -63,7 +65,7 @@ def rows(jobs, kernel="k", **extra) -> pd.DataFrame:
 
 @pytest.fixture
 def space(tmp_path):
-    from sweep import target
+    from sweep.space import target
 
     path = tmp_path / "s.yaml"
     path.write_text("name: s\ntarget: {name: t, dir: %s, profile: [x]}\n"
@@ -252,7 +254,7 @@ def test_an_entrant_beaten_beyond_the_noise_stops_running_while_the_others_race_
 
 
 def _two_group_race(tmp_path, **space_overrides):
-    from sweep import target
+    from sweep.space import target
     from sweep.records import Best
 
     path = tmp_path / "toy.yaml"
@@ -394,7 +396,7 @@ def test_a_budget_that_cannot_buy_three_rounds_races_nothing_and_says_what_would
 
 
 def _lockstep_plan(budget_s: float, backend: str = "nsys"):
-    from sweep.collect import Collected
+    from sweep.decide.collect import Collected
 
     tags = ["a", "b", "c", "d"]
     cf = pd.DataFrame({"tag": tags, "role": "sweep", "status": "ok", "profile_s": [5.3, 5.4, 6.0, 5.5], "runs": 1,
@@ -420,7 +422,7 @@ def test_a_lockstep_race_costs_a_start_up_a_batch_of_rounds_and_its_turns_whatev
 
 
 def test_a_race_goes_in_lockstep_only_where_every_entrant_measured_per_iteration_samples(write_space):
-    from sweep import target
+    from sweep.space import target
 
     _, c = _lockstep_plan(25.0)
     space = target.load(write_space())

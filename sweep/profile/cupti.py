@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from sweep import atomic
-from sweep.errors import SweepError
-from sweep.profile import WHOLE_RUN, Backend, Invocation, Parsed, Request, forward_from_stdout
+from sweep.core import atomic
+from sweep.core.errors import SweepError
+from sweep.profile.base import WHOLE_RUN, Backend, Invocation, Parsed, Request, forward_from_stdout
 from sweep.profile.cupti_file import read_capture
 from sweep.profile.cupti_parse import KernelResources, ParsedCapture, parse  # noqa: F401  (the parser's API, here too)
 from sweep.profile.overlap import note

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from sweep.errors import SweepError
-from sweep.limits import Failure, Limits  # the records of refused launches; sweep.limits reads them
-from sweep.profile import Dim3, short_name
+from sweep.core.errors import SweepError
+from sweep.core.limits import Failure, Limits  # the records of refused launches; sweep.core.limits reads them
+from sweep.profile.base import Dim3, short_name
 from sweep.profile.ranges import Range
 
 FORMAT = "sweep-cupti/2"                    # what the library writes

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.errors import SweepError
-from sweep.profile import Launch, Measurement, Window, aggregate, iteration_windows
+from sweep.core.errors import SweepError
+from sweep.profile.base import Launch, Measurement, Window, aggregate, iteration_windows
 from sweep.profile.cupti_file import Failure, KernelRecord, read_capture
 from sweep.profile.overlap import Clipped, Span, clip
 from sweep.profile.ranges import attribute

@@ -27,8 +27,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sweep.errors import SweepError
-from sweep.profile import Backend, Dim3, Invocation, Measurement, Parsed, Request, read_output
+from sweep.core.errors import SweepError
+from sweep.profile.base import Backend, Dim3, Invocation, Measurement, Parsed, Request, read_output
 
 SCHEMA = "engine-timing/1"
 STATS = ("median_ns", "min_ns", "max_ns", "mean_ns", "std_ns")
@@ -119,7 +119,7 @@ def _invocation(req: Request) -> Invocation:
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     # No iteration windows: the JSON times each launch with CUDA events but says nothing of when
-    # on the wall clock, so a run is judged for throttling by its peak clock only (sweep.sampling).
+    # on the wall clock, so a run is judged for throttling by its peak clock only (sweep.node.sampling).
     text = read_output(inv)
     source = str(inv.output)
     return Parsed(parse_json(text, source=source), forward_ms(text, source=source), text)

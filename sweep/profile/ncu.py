@@ -51,8 +51,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.errors import SweepError
-from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
+from sweep.core.errors import SweepError
+from sweep.profile.base import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, aggregate,
                            forward_from_stdout, read_output, short_name)
 
 METRIC = "gpu__time_duration.sum"
@@ -335,7 +335,7 @@ def _timed(inv: Invocation) -> bool:
 
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     # No iteration windows: the CSV has no timestamps (and ncu serialises and replays each kernel),
-    # so a run is judged for throttling by its peak clock only (sweep.sampling).
+    # so a run is judged for throttling by its peak clock only (sweep.node.sampling).
     return Parsed(parse_csv(read_output(inv), iterations=inv.iterations), forward_from_stdout(stdout), stdout)
 
 

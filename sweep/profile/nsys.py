@@ -80,8 +80,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.errors import SweepError
-from sweep.profile import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, Window,
+from sweep.core.errors import SweepError
+from sweep.profile.base import (WHOLE_RUN, Backend, Dim3, Invocation, Launch, Measurement, Parsed, Request, Window,
                            aggregate, forward_from_stdout, iteration_windows, short_name)
 from sweep.profile.nsys_stats import parse_stats_csv, stats_command, stats_csv_path  # noqa: F401  (its API, here too)
 from sweep.profile.overlap import clip, note

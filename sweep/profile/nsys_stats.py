@@ -12,8 +12,8 @@ import io
 import re
 from pathlib import Path
 
-from sweep.errors import SweepError
-from sweep.profile import Dim3, Measurement, short_name
+from sweep.core.errors import SweepError
+from sweep.profile.base import Dim3, Measurement, short_name
 
 
 def stats_command(report: Path, out_base: Path, nsys: str = "nsys") -> list[str]:

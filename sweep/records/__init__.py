@@ -7,7 +7,7 @@
     Candidate, Choice, Best
                   results/<sweep>/best.json: each group's pick and its evidence (its
                   Certification and ShapeBest records, like result.json's Sampled,
-                  are in sweep.evidence)
+                  are in sweep.records.evidence)
     Confirmation  results/<sweep>/confirmation.json: the combined pick end to end
 
 Every file carries a `schema` ("sweep-<kind>/<version>"). A reader refuses a file

@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 
 
 class Status(str, Enum):

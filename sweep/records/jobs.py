@@ -9,20 +9,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep import atomic
-from sweep.errors import SweepError
-from sweep.evidence import Sampled
+from sweep.core import atomic
+from sweep.core.errors import SweepError
+from sweep.records.evidence import Sampled
 from sweep.profile import Measurement
 from sweep.records.base import Damaged, Stale, Status, build_record, check_schema, now, read_json
+from sweep.core.paths import COMMAND
 
 CONFIG_SCHEMA = "sweep-job/2"
-RENDER_AGAIN = "render the job again with `python config_sweep.py run SPACE.yaml`"
+RENDER_AGAIN = f"render the job again with `{COMMAND} run SPACE.yaml`"
 
 
 @dataclass(frozen=True, slots=True)
 class JobSettings:
     """How a job runs, decided by the driver and kept in config.json, so that a job
-    folder reruns by hand (`python -m sweep.job DIR`) exactly as the sweep ran it."""
+    folder reruns by hand (`python -m sweep.node.job DIR`) exactly as the sweep ran it."""
 
     arch: str = ""                      # resolved architecture override ("" : build.arch)
     build_jobs: int = 0                 # make -j (0: the node's CPUs)
@@ -155,7 +156,7 @@ class JobResult:
                       sampling=sampling)
 
 
-RERUN = "run the sweep again to measure it anew, or remove the old results with `python config_sweep.py clean SWEEP --all`"
+RERUN = f"run the sweep again to measure it anew, or remove the old results with `{COMMAND} clean SWEEP --all`"
 
 
 def write_result(job_dir: Path, result: JobResult) -> Path:

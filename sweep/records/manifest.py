@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep import atomic
-from sweep.errors import SweepError
+from sweep.core import atomic
+from sweep.core.errors import SweepError
 from sweep.records.base import Damaged, build_record, check_schema, read_json
+from sweep.core.paths import COMMAND
 
 MANIFEST_SCHEMA = "sweep-manifest/1"
 MANIFEST = "sweep.json"
@@ -49,7 +50,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = MANIFEST) -> "Manifest":
-        rewrite = "run the sweep again (`python config_sweep.py run SPACE.yaml`) to rewrite it"
+        rewrite = f"run the sweep again (`{COMMAND} run SPACE.yaml`) to rewrite it"
         d = check_schema(data, path, MANIFEST_SCHEMA, rewrite)
         try:
             skipped = tuple(Skip(**s) for s in d.get("skipped", ()))
@@ -69,7 +70,7 @@ class Manifest:
         try:
             return cls.from_dict(read_json(path), path)
         except OSError:
-            raise SweepError(f"{sweep_dir} is not a sweep (no {MANIFEST}); run `python config_sweep.py run SPACE.yaml` "
+            raise SweepError(f"{sweep_dir} is not a sweep (no {MANIFEST}); run `{COMMAND} run SPACE.yaml` "
                              "first") from None
 
     def with_run(self, run: Mapping[str, Any]) -> "Manifest":

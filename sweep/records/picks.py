@@ -6,14 +6,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.evidence import Certification, ShapeBest, WorkloadPick
+from sweep.records.evidence import Certification, ShapeBest, WorkloadPick
 from sweep.records.base import Damaged, build_record, check_schema, read_json
+from sweep.core.paths import COMMAND
 
 BEST_SCHEMA = "sweep-best/3"
 BEST_SCHEMA_V2 = "sweep-best/2"    # read as /3 without workloads (a /2 sweep measured one run)
 CONFIRMATION_SCHEMA = "sweep-confirmation/2"
 CONFIRMATION_SCHEMA_V1 = "sweep-confirmation/1"   # read as /2 without per-workload totals
-RECOLLECT = "rewrite it with `python config_sweep.py collect SWEEP`"
+RECOLLECT = f"rewrite it with `{COMMAND} collect SWEEP`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """A group's pick and the evidence for it (see sweep.select).
+    """A group's pick and the evidence for it (see sweep.decide.select).
 
     margin: runner-up / pick - 1 (a fraction). verdict: "faster" (the pick is faster than
     the runner-up beyond the noise), "tie" or "unknown" (too few samples: never beyond
@@ -41,7 +42,7 @@ class Choice:
     unknown). noise_ns: the noise the margin was weighed against (ns): the interval's
     half-width, or 2 x the combined std for tables without samples.
 
-    With workloads (sweep.objective), the pick, its candidates' times and the evidence are
+    With workloads (sweep.decide.objective), the pick, its candidates' times and the evidence are
     on the weighted objective (the sum over workloads of weight x the group's time there),
     and `workloads` holds each workload's own pick and the overall pick's regret there.
     """

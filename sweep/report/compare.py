@@ -13,14 +13,15 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sweep import atomic
-from sweep.errors import SweepError
+from sweep.core import atomic
+from sweep.core.errors import SweepError
 from sweep.report.fmt import fmt_ns, fmt_ratio, fmt_values
 from sweep.report.loading import SweepData, load
 from sweep.report.plots import plot_compare, plot_style, svg_of
 from sweep.report.tables import counts, counts_line, header
 from sweep.report.writers import jinja_env, md_cell, md_table
 from sweep.space import NAME_RE
+from sweep.core.paths import COMMAND
 
 CONF_LABELS = {"best_total_ns": "combined best (swept kernels per iteration)",
                "default_total_ns": "default launch sizes (swept kernels per iteration)",
@@ -33,12 +34,12 @@ def _load_for_compare(results_root: Path, name: str) -> SweepData:
         raise SweepError(f"{name!r} is not a sweep name (letters, digits, '.', '_' or '-')")
     d = Path(results_root) / name
     if not (d / "configs.parquet").is_file():
-        raise SweepError(f"no collected results for sweep {name!r} in {d}: run `python config_sweep.py report {name}` "
-                         f"(or `python config_sweep.py collect {name}`) first")
+        raise SweepError(f"no collected results for sweep {name!r} in {d}: run `{COMMAND} report {name}` "
+                         f"(or `{COMMAND} collect {name}`) first")
     sw = load(d)
     if not sw.best:
         raise SweepError(f"sweep {name!r} has no picks yet ({d / 'best.json'} is missing and none can be selected): "
-                         f"run `python config_sweep.py collect {name}` once it has measurements")
+                         f"run `{COMMAND} collect {name}` once it has measurements")
     return sw
 
 

@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import collect, paths, select as select_mod, target
+from sweep.core import paths
+from sweep.decide import collect, select as select_mod
+from sweep.space import target
 from sweep.records import Best, load_record
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.space import Space
+from sweep.core.paths import COMMAND
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +44,8 @@ class SweepData:
 def load(results_dir: Path, *, space: Space | None = None, jobs_dir: Path | None = None) -> SweepData:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise SweepError(f"no results in {results_dir}: run `python config_sweep.py collect {results_dir.name}` "
-                         f"(or `python config_sweep.py run SPACE.yaml --name {results_dir.name}`) first")
+        raise SweepError(f"no results in {results_dir}: run `{COMMAND} collect {results_dir.name}` "
+                         f"(or `{COMMAND} run SPACE.yaml --name {results_dir.name}`) first")
     tables = collect.load_tables(results_dir)
     configs = tables.configs.copy()
     if "role" not in configs:
@@ -82,7 +85,7 @@ def _read_json(path: Path, notes: list[str]) -> dict | None:
     try:
         return json.loads(path.read_text())
     except ValueError as e:
-        notes.append(f"{path.name} is damaged ({e}): ignored; run `python config_sweep.py collect` again")
+        notes.append(f"{path.name} is damaged ({e}): ignored; run `{COMMAND} collect` again")
         return None
 
 

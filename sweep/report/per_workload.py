@@ -1,4 +1,4 @@
-"""The report's view of a space's workloads (sweep.objective): per group, each workload's own pick
+"""The report's view of a space's workloads (sweep.decide.objective): per group, each workload's own pick
 next to the overall pick, and what the overall pick costs on each workload (its regret).
 
     declared(sw)            the workloads the sweep ran (best.json's, else the space's)
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep.evidence import verdict_words
+from sweep.records.evidence import verdict_words
 from sweep.report.fmt import fmt_ns, fmt_pct, fmt_values
 from sweep.report.loading import SweepData
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
-from sweep.evidence import VERDICTS, verdict_words
+from sweep.records.evidence import VERDICTS, verdict_words
 from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
                               listed, main_status, value_list)
 from sweep.report.loading import SweepData

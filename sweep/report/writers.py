@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import jinja2
 
-from sweep import atomic, paths
+from sweep.core import atomic, paths
 from sweep.report.loading import SweepData, load
 from sweep.report.per_workload import declared, describe
 from sweep.report.tables import (best_rows, confirmation_rows, counts, counts_line, failure_rows, groups, header,

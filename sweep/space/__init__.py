@@ -8,7 +8,7 @@
               nesting, aliases, duplicate keys, encoding)
     loader    plain data to a validated Space (parameters, values, constraints)
     sections  the settings sections, and the strategy's options checked against
-              what the strategy declares (sweep.strategies)
+              what the strategy declares (sweep.plan)
     workloads the named runs every configuration is measured on (`workloads:`)
 
 Everything is validated before anything is rendered: a bad file stops with one
@@ -39,10 +39,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """STRATEGIES: the strategy names, from the registry in sweep.strategies (which
+    """STRATEGIES: the strategy names, from the registry in sweep.plan (which
     imports this package, so it is looked up on first use)."""
     if name == "STRATEGIES":
-        from sweep.strategies import STRATEGIES
+        from sweep.space.declared import STRATEGIES
 
-        return STRATEGIES
+        return tuple(STRATEGIES)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

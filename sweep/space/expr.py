@@ -23,7 +23,7 @@ import operator
 from types import CodeType
 from typing import Any, Callable, Mapping
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 
 MAX_CHARS = 1000          # characters in one constraint expression
 MAX_DEPTH = 50            # levels of its syntax tree

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.space import expr, reader, sections, workloads
 from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space
 from sweep.space.sections import NAME_RE, PluginTarget, Section

@@ -14,15 +14,13 @@ These are plain frozen data; the YAML loader (sweep.space.loader) builds them.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from sweep.profile import BACKENDS as _BACKEND_REGISTRY
-from sweep.space import expr
+from sweep.space import declared as declarations, expr
 
-if TYPE_CHECKING:
-    from sweep.space.workloads import Workload
 
 MAX_VALUE = 2**31 - 1
 BACKENDS = tuple(_BACKEND_REGISTRY)     # the profile backends' registry is the one list
@@ -126,12 +124,12 @@ def iterations_per_run(run: Run, profile: "Profile") -> int:
 
 @dataclass(frozen=True, slots=True)
 class Certify:
-    """The race that certifies each group's pick after the sweep (sweep.certify).
+    """The race that certifies each group's pick after the sweep (sweep.decide.certify).
 
     top: the fastest candidates raced (plus the default). budget_s: seconds the race
     may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
     of its jobs). max_rounds: rounds at most. lockstep: take the rounds in lockstep
-    (sweep.lockstep: a fresh process of each entrant a round, the processes of several
+    (sweep.node.lockstep: a fresh process of each entrant a round, the processes of several
     rounds started at once, taking turns of one timed iteration) where the sweep measured
     per-iteration samples; false takes a run of each a round. turns: a lockstep round's
     process of each entrant takes this many turns (its sample is their median);
@@ -147,8 +145,8 @@ class Certify:
     budget_s: float = 0.0
     budget_share: float = 0.2
     max_rounds: int = 30
-    combine: bool = True           # race every group at once on combined configurations (sweep.certify.combined)
-    lockstep: bool = True          # the entrants take turns, an iteration each (sweep.lockstep)
+    combine: bool = True           # race every group at once on combined configurations (sweep.decide.certify.combined)
+    lockstep: bool = True          # the entrants take turns, an iteration each (sweep.node.lockstep)
     turns: int = 3                 # lockstep: a round's process of each entrant takes this many turns
     processes: int = 16            # lockstep: most processes started at once (their GPU memory must fit)
 
@@ -204,7 +202,7 @@ class Target:
     NVCC, ARCH and NVCCFLAGS, plus the commands that verify and time it (placeholders:
     {build} {job} {batch} {seq_len} {iterations} {warmup} {events_json}, and those a
     plugin's prepare step names, e.g. the engine's {weights} {reference}; {args}
-    expands to run.args). A plugin target (sweep.target) also carries its options
+    expands to run.args). A plugin target (sweep.space.target) also carries its options
     and its prepare step.
 
     `verify` is the check commands, or VERIFY_IN_PROFILE ("profile"): the timing
@@ -219,7 +217,7 @@ class Target:
     events: tuple[str, ...] = ()           # extra profile arguments that make it print engine-timing/1 JSON
     check_args: tuple[str, ...] = ()       # with verify: profile, what makes the timing program check itself
     model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
-    plugin: Any = None                     # a plugin target's prepare step (sweep.target.Prepare)
+    plugin: Any = None                     # a plugin target's prepare step (sweep.space.target.Prepare)
     programs: Mapping[str, Program] = field(default_factory=dict)  # more profilable programs, by name
 
     def program(self, name: str | None = None) -> Program:
@@ -237,7 +235,7 @@ class Strategy:
     """The strategy a space names and the options its file gave it.
 
     Which options a strategy takes, with their types, defaults and docs, is
-    declared by the strategy's own module (sweep.strategies: each module's SPEC),
+    declared by the strategy's own module (sweep.plan: each module's SPEC),
     and the loader refuses any other. `options` holds what was given, as sorted
     (name, value) pairs; reading one as an attribute (`strategy.samples`) falls
     back to the named strategy's declared default. Keywords set options, so
@@ -262,14 +260,34 @@ class Strategy:
         given = dict(self.options)
         if key in given:
             return given[key]
-        from sweep.strategies import REGISTRY   # declarations live with the strategies, a later stage
-
-        spec = REGISTRY.get(self.name)
+        spec = declarations.STRATEGIES.get(self.name)   # the strategies' declarations (registered by sweep.plan)
         declared = {o.name: o.default for o in spec.options} if spec else {}
         if key not in declared:
             raise AttributeError(f"strategy {self.name!r} has no option {key!r}; "
                                  f"it takes: {', '.join(declared) or 'no options'}")
         return declared[key]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One named run: its program (None: the target's default one), its sizes and extra
+    arguments, and its weight in the overall objective (how often it happens)."""
+
+    name: str
+    weight: float = 1.0
+    batch: int = 4
+    seq_len: int = 64
+    iterations: int = 20
+    warmup: int = 5
+    args: tuple[str, ...] = ()
+    program: str | None = None
+
+    def identity(self) -> list[Any]:
+        """What a job measures of it (for the config hash): everything but the weight."""
+        return [self.name, self.program, self.batch, self.seq_len, self.iterations, self.warmup, list(self.args)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"args": list(self.args)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +304,7 @@ class Space:
     slurm: Slurm = field(default_factory=Slurm)
     description: str = ""
     certify: Certify = field(default_factory=Certify)
-    workloads: tuple["Workload", ...] = ()   # named runs (sweep.space.workloads); (): run:'s one run
+    workloads: tuple[Workload, ...] = ()   # named runs (sweep.space.workloads); (): run:'s one run
 
     def parameter(self, macro: str) -> Parameter:
         for p in self.parameters:
@@ -306,12 +324,6 @@ class Space:
             n *= len(p.values)
             parts.append(str(len(p.values)))
         return n, "*".join(parts) or "1"
-
-    def groups(self) -> list[list[Parameter]]:
-        """See sweep.space.configs.groups."""
-        from sweep.space.configs import groups   # functions over spaces live beside, not in, the data
-
-        return groups(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ import yaml
 from yaml import events
 from yaml.nodes import ScalarNode
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 32

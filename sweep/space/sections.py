@@ -5,7 +5,7 @@ dataclass, or raises one SweepError naming the file, the key, the bad value,
 what is allowed and the fix. Values are shown with `show`, which keeps any
 value, however large or odd, to one short line.
 
-Strategy options are declared by the strategies themselves (sweep.strategies:
+Strategy options are declared by the strategies themselves (sweep.plan:
 each module's SPEC, with names, types, defaults and docs); `strategy` checks
 the file against that declaration. Both shapes are read:
 
@@ -20,7 +20,8 @@ import reprlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
+from sweep.space import declared as declarations
 from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
                                Program, Run, Slurm, Stopping, Strategy, Target)
 
@@ -105,8 +106,7 @@ def integer(v: Any, where: str, lo: int = 0, hi: int = MAX_VALUE) -> int:
 
 def strategy(top: Section, path: Path, params: list[Parameter]) -> Strategy:
     """The strategy and its options, checked against what the strategy declares."""
-    from sweep.strategies import REGISTRY   # the strategies declare their options; a later stage, imported late
-
+    REGISTRY = declarations.STRATEGIES   # the strategies' declarations (registered by sweep.plan)
     raw = top.data.get("strategy", "grid")
     given: dict[Any, tuple[Any, str]] = {}                 # option -> (value, where)
     written: list[tuple[Any, str, tuple]] = []             # (key as written, where, the options it carries)
@@ -254,7 +254,7 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
     options = top.data.get("model")
     if isinstance(raw, str):
         if plugin_target is None:
-            raise SweepError(f"{top.at('target')}: the {raw} target needs sweep.target (load spaces through sweep.target.load)")
+            raise SweepError(f"{top.at('target')}: the {raw} target needs sweep.space.target (load spaces through sweep.space.target.load)")
         if options is not None and not isinstance(options, dict):
             raise SweepError(f"{top.at('model')}: expected a mapping of the {raw} target's options, got {show(options)}")
         try:

@@ -9,12 +9,12 @@ by token. A space may therefore list named runs, each with how often it happens:
       - {name: prefill, weight: 1, batch: 4, seq_len: 1024}
       - {name: decode, weight: 20, program: generate, batch: 1, seq_len: 64}
 
-Each configuration is built once and measured on every workload (sweep.measure); the
-picks are made per workload and overall, by the weighted objective (sweep.objective).
+Each configuration is built once and measured on every workload (sweep.node.measure); the
+picks are made per workload and overall, by the weighted objective (sweep.decide.objective).
 
 A workload's `program` must be one of the target's programs: a custom target's, declared
 in the same file, are checked when the file loads; a plugin target's (the engine's come
-from gpt2_engine) when a sweep is about to run (sweep.preflight), before anything is
+from gpt2_engine) when a sweep is about to run (sweep.pipeline.preflight), before anything is
 rendered: a plugin may gain or rename programs independently of the file, and the
 snapshot of a sweep that ran must still load (collect, report) whatever the plugin
 offers now.
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from sweep.errors import SweepError
-from sweep.space.model import Run, Target
+from sweep.core.errors import SweepError
+from sweep.space.model import Run, Target, Workload  # noqa: F401  (Workload: importable from here too)
 from sweep.space.sections import NAME_RE, RUN_BOUNDS, Section, custom_target, plain, show
 
 if TYPE_CHECKING:
@@ -49,28 +49,6 @@ MAX_WORKLOADS = 32      # every configuration runs every workload
 MAX_NAME = 64
 MAX_WEIGHT = 1e12
 KEYS = ("name", "weight", "program", "batch", "seq_len", "iterations", "warmup", "args")
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """One named run: its program (None: the target's default one), its sizes and extra
-    arguments, and its weight in the overall objective (how often it happens)."""
-
-    name: str
-    weight: float = 1.0
-    batch: int = 4
-    seq_len: int = 64
-    iterations: int = 20
-    warmup: int = 5
-    args: tuple[str, ...] = ()
-    program: str | None = None
-
-    def identity(self) -> list[Any]:
-        """What a job measures of it (for the config hash): everything but the weight."""
-        return [self.name, self.program, self.batch, self.seq_len, self.iterations, self.warmup, list(self.args)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"args": list(self.args)}
 
 
 def of_run(run: Run) -> Workload:

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.stats.compare import Comparison, compare, signed_rank_count
 
 RACE_TOP = 3    # a group races its 3 fastest candidates from the sweep, plus the default

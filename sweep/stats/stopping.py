@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.stats.samples import MIN_SAMPLES_FOR_NOISE, summarize
 
 STOP_REASONS = ("converged", "plateau", "max_samples", "budget")

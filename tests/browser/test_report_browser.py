@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweep import report, select as select_mod, target
+from sweep import report
+from sweep.decide import select as select_mod
+from sweep.space import target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # The same cases as tests/test_report.py: the toy sweep, and every real sweep under h100_sweep/.

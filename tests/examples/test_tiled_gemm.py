@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-import sweep.objcache
-from sweep.build import classify_failure
+import sweep.node.objcache
+from sweep.node.build import classify_failure
 from sweep.space import check, load_space, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"
-OBJCACHE = Path(sweep.objcache.__file__)
+OBJCACHE = Path(sweep.node.objcache.__file__)
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 TILES_B = {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}

@@ -32,7 +32,7 @@ def engine_build(tmp_path_factory) -> Path:
     """The engine built with default launch sizes for this GPU (programs + kernel_check), in a fresh
     folder, or made up to date in SWEEP_TEST_ENGINE_BUILD where set (a device run that built the tree
     already: make rebuilds what its sources or flags changed)."""
-    from sweep.build import detect_arch
+    from sweep.node.build import detect_arch
 
     given = os.environ.get("SWEEP_TEST_ENGINE_BUILD")
     out = Path(given).resolve() if given else tmp_path_factory.mktemp("engine")
@@ -61,7 +61,7 @@ def sweep_roots(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiled_gemm(tmp_path_factory) -> tuple[Path, Path]:
     """(the CUPTI injection library, examples/tiled_gemm) built for this GPU."""
-    from sweep.build import detect_arch
+    from sweep.node.build import detect_arch
     from sweep.profile import cupti
 
     out = tmp_path_factory.mktemp("tiled_gemm")

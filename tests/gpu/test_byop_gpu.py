@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import pipeline
+from sweep.pipeline import driver as pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"

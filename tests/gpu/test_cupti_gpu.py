@@ -38,7 +38,7 @@ def test_a_crashing_run_leaves_the_iterations_finished_before_the_crash(tiled_ge
 
 
 def test_a_run_under_the_library_places_its_iterations_on_the_wall_clock_inside_the_run(tiled_gemm, tmp_path):
-    """The library's clock pairs map CUPTI's times onto CLOCK_REALTIME, where sweep.clocks stamps its readings."""
+    """The library's clock pairs map CUPTI's times onto CLOCK_REALTIME, where sweep.node.clocks stamps its readings."""
     lib, exe = tiled_gemm
     before = time.time_ns()
     p = run_under(lib, tmp_path / "c.txt", exe, "--nvtx", "--iters", "5", "--warmup", "1", "--pause-ms", "20")

@@ -50,7 +50,7 @@ BACKENDS = ["events", pytest.param("nsys", marks=pytest.mark.skipif(not (os.envi
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_real_sweep_measures_every_swept_kernel_and_confirms_the_pick(tmp_path, sweep_roots, backend):
-    from sweep import pipeline
+    from sweep.pipeline import driver as pipeline
 
     jobs, results = sweep_roots
     s = pipeline.run(small_seed_space(tmp_path, backend),

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sweep import certify, race
-from sweep.lockstep import Lockstep, Program
+from sweep.decide import certify
+from sweep.node import race
+from sweep.node.lockstep import Lockstep, Program
 from sweep.profile import cupti
 from sweep.profile.cupti_file import read_capture
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep import clocks, sampling
+from sweep.node import clocks, sampling
 from sweep.profile import Invocation, cupti, nsys
 from sweep.profile.cupti_file import read_capture
 

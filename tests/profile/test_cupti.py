@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.profile import cupti
 from sweep.profile.cupti_file import FORMAT
 from sweep.profile.ranges import Range, attribute

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sweep import profile
-from sweep.job import Job
+from sweep.node.job import Job
 from tests.conftest import DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")]

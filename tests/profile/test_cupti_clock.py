@@ -1,6 +1,6 @@
 """CUPTI captures placed on the wall clock: the library's `clock` pairs (sweep-cupti/2) map
 CUPTI's timestamps onto CLOCK_REALTIME, so each timed iteration's window can be set against
-the sweep's clock readings (sweep.sampling). The files are the real H100 capture
+the sweep's clock readings (sweep.node.sampling). The files are the real H100 capture
 gemm_nvtx.txt (sweep-cupti/1, made before the pairs; tests/data/h100/cupti/README.md)
 edited in tmp_path into the format the library writes now, so each test states the pairs.
 """

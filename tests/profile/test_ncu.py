@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.profile import ncu, nsys
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h100"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.profile import nsys
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h100"

@@ -69,7 +69,7 @@ def test_a_failed_build_cancels_only_its_own_measure_task_and_only_measuring_get
 PAUSED_DRIVER = """
 import sys, time
 sys.path.insert(0, {root!r})
-import sweep.executors.slurm as slurm
+import sweep.dispatch.slurm as slurm
 real = slurm.submit
 def submit(*args, **kw):
     rec = real(*args, **kw)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from test_sweep_slurm import result, toy_space
 
-from sweep import manage, pipeline
-from sweep.executors import slurm
-from sweep.executors.slurm_limits import read_limits
+from sweep.pipeline import driver as pipeline, manage
+from sweep.dispatch import slurm
+from sweep.dispatch.slurm_limits import read_limits
 from sweep.space import Slurm
 
 

@@ -177,8 +177,8 @@ def test_killed_driver_resumes_without_losing_or_rerunning_any_tag(tmp_path):
 
 
 def test_scheduler_is_polled_once_per_interval_for_the_whole_array(tmp_path):
-    from sweep import pipeline
-    from sweep.executors import slurm
+    from sweep.pipeline import driver as pipeline
+    from sweep.dispatch import slurm
 
     before = slurm.STATS.squeue_calls
     t0 = time.monotonic()

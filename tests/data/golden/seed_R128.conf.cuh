@@ -1,6 +1,6 @@
 // conf.cuh: launch sizes for R128_G128_E8x8x8_L128_P128_F16 of sweep seed.
 // Generated from <ROOT>/spaces/seed.yaml at commit 0123456789ab (config hash fedcba9876543210); do not edit:
-// change the space file and run `python config_sweep.py run <ROOT>/spaces/seed.yaml` again.
+// change the space file and run `config-sweep run <ROOT>/spaces/seed.yaml` again.
 #pragma once
 
 #define RESIDUAL_BLOCK_SIZE 128

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Captures that show, on a machine with a GPU (an H100 here), whether timed iterations land on
-# the wall clock where the sweep stamps its GPU clock readings (sweep.clocks, sweep.sampling):
+# the wall clock where the sweep stamps its GPU clock readings (sweep.node.clocks, sweep.node.sampling):
 #
 #   OUT=/some/folder bash tests/data/h100/cupti/capture_clock.sh
 #
@@ -12,9 +12,9 @@
 # 2. nsys, when found: the same run under `nsys profile`, exported: nsys_gemm_clock.sqlite, .wall.
 # 3. With Python and the sweep's requirements (numpy; pynvml for the polls): the check. For each
 #    capture, its windows must lie inside the run's wall-clock interval; the cupti pairs' offsets
-#    and drift are printed; then the cupti run once more while sweep.clocks.Monitor polls the GPU
+#    and drift are printed; then the cupti run once more while sweep.node.clocks.Monitor polls the GPU
 #    (gemm_monitored.txt, gemm_monitored_readings.json), printing each timed iteration's SM clock
-#    as sweep.sampling judges it. Expect every window inside its run, a drift of microseconds at
+#    as sweep.node.sampling judges it. Expect every window inside its run, a drift of microseconds at
 #    most, and every iteration at the boost clock on a GPU that is not throttling.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -62,7 +62,7 @@ if [ -n "$NSYS" ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! PYTHONPATH="$ROOT" "$PY" -c "import sweep.clocks, sweep.profile.cupti" 2>/dev/null; then
+if ! PYTHONPATH="$ROOT" "$PY" -c "import sweep.node.clocks, sweep.profile.cupti" 2>/dev/null; then
     echo "== no Python with the sweep's requirements ($PY): the check is skipped; the captures are in $OUT"
     exit 0
 fi

@@ -5,7 +5,7 @@
 
 Builds the CUPTI injection library (sweep.profile.cupti.library) and examples/tiled_gemm
 at two tile configurations for this GPU, then runs one lockstep round of the two
-(sweep.lockstep: both started at once under the library in turn mode, 6 turns each of
+(sweep.node.lockstep: both started at once under the library in turn mode, 6 turns each of
 one timed iteration, a b a b ...) and copies their captures to $OUT as gemm_a_turns.txt
 (default tiles) and gemm_b_turns.txt (128x64x8, 8x8), with each turn's window and
 per-shape time as the coordinator read them in turns.json.
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(ROOT))
 
-from sweep.build import detect_arch  # noqa: E402
-from sweep.lockstep import Lockstep, Program  # noqa: E402
+from sweep.node.build import detect_arch  # noqa: E402
+from sweep.node.lockstep import Lockstep, Program  # noqa: E402
 from sweep.profile import cupti  # noqa: E402
 
 out = Path(os.environ["OUT"])

@@ -1,0 +1,368 @@
+"""Certify each group's pick after the sweep: plan the race, run it as one job, read its outcome.
+
+    plan(space, best, collected, sweep_dir)   the RacePlan: per group with at least two
+                                              candidates, its `certify.top` fastest (by the
+                                              sweep's medians) and the default configuration
+    run(space, sw, best, collected)           render jobs/<sweep>/_races/<plan digest>/ and dispatch
+                                              it through the sweep's executor (one job, one GPU)
+    recorded(space, sweep_dir, best, c)       the outcome of the race already run for this
+                                              very plan (collect reads it; nothing runs)
+
+The outcome becomes each group's Certification (sweep.records.evidence), which select
+takes in place of the sweep's own evidence: "certified" when the pick beat every
+other entrant beyond the noise, else a tie with its tied set and the pick by the
+documented rule (the default if it is tied, else the fewest threads per block;
+sweep.stats.race.tie_break).
+
+The default entrant: the candidate whose values are the group's declared
+defaults, else the baseline job (the target's own launch sizes), which then
+runs before the race. Budget: certify.budget_s seconds; or (0, the default)
+certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
+jobs), shared by all groups. A race whose budget ends before the first round at
+which it could decide anything (stats.Race.decisive_looks: 9 rounds with two to
+four entrants at the default 30 rounds) has no evidence: select keeps the sweep's own
+pick and evidence, and says so; a budget that cannot buy that many rounds races
+nothing at all and says what budget would certify.
+
+How the rounds run: in lockstep (`in_lockstep`: certify.lockstep, and every
+entrant's job sampled per iteration) a fresh process of each entrant's own job a
+round, taking turns (sweep.node.lockstep); else a run of each needed program a round,
+the groups together on combined configurations (`wants_combined`). What either
+costs, and so what a budget buys: sweep.decide.race_cost.
+
+With workloads the race runs on the weighted objective the overall pick was made
+by: a round runs every workload of every needed job once, and an entrant's sample
+is the sum over workloads of weight x the group's time (RacePlan.weights). It
+certifies the overall pick (best/conf.cuh's), and costs a round as many runs per
+job as there are workloads; the per-workload picks keep the sweep's evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+import pandas as pd
+
+from sweep import dispatch as executors
+from sweep.core import atomic
+from sweep.decide import by_gpu, collect as collect_mod
+from sweep.node import render
+from sweep.decide.collect import Collected
+from sweep.records.evidence import Certification
+from sweep.dispatch.progress import Progress
+from sweep.node.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
+from sweep.decide.race_cost import affordable_rounds, first_certifiable_round, needed_s
+from sweep.records import Best, Choice, JobSettings, read_result
+from sweep.decide.select import group_rows, patterns
+from sweep.space import Config, Space, check, make_config, tag
+from sweep.space.workloads import weights
+from sweep.stats import Entrant, contenders
+
+
+
+class Sweep(Protocol):
+    """What a race needs of the sweep being run (sweep.pipeline.driver.Sweep, which calls this
+    module): where its folder is, what its jobs are rendered with, and a way to run jobs."""
+
+    sweep_dir: Path
+    commit: str
+    values: dict[str, str]
+
+    def settings(self) -> JobSettings: ...
+
+    def render(self, config: Config | None, tag: str, role: str = "sweep",
+               partition: str = "") -> executors.PendingJob: ...
+
+    def dispatch(self, jobs: list[executors.PendingJob], progress: Progress,
+                 on_result: Callable[..., Any]) -> None: ...
+
+    def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None: ...
+
+ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.decide.certify.combined)
+RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
+MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
+
+
+def sweep_gpu_s(configs: pd.DataFrame) -> float:
+    """Seconds the sweep's ok jobs held the GPU (verify + profile)."""
+    if configs.empty:
+        return 0.0
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")]
+    return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
+
+
+def budget(space: Space, configs: pd.DataFrame) -> float:
+    """The race's seconds (0.1 s steps): certify.budget_s when set, else budget_share of the sweep's GPU seconds."""
+    c = space.certify
+    seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
+    return round(max(seconds, MIN_BUDGET_S), 1)
+
+
+def in_lockstep(space: Space, c: Collected, tags: list[str]) -> bool:
+    """Whether a race of these jobs goes in lockstep: certify.lockstep, and every one of them took
+    its samples from the iterations of a run (its program times NVTX iterations; a program of
+    fewer than 3 has nothing to take turns at)."""
+    cf = c.configs
+    if not space.certify.lockstep or cf.empty or "noise_source" not in cf:
+        return False
+    source = cf.drop_duplicates("tag").set_index("tag")["noise_source"]
+    return all(source.get(t) == "iterations" for t in tags)
+
+
+def wants_combined(space: Space, p: RacePlan | None) -> bool:
+    """Whether the race goes on combined configurations: certify.combine, and a run a sample (in
+    lockstep the entrants' own jobs race, unless one round's processes outnumber certify.processes)."""
+    return (p is not None and space.certify.combine
+            and (not p.lockstep or len(p.tags()) * max(1, len(p.weights)) > space.certify.processes))
+
+
+def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
+    d = {m: space.parameter(m).default for m in macros}
+    return d if all(v is not None for v in d.values()) else None
+
+
+def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | None:
+    """The baseline job as a group's default entrant, when it was measured."""
+    rows = group_rows(space, c.measurements, macros, role="baseline")
+    if rows.empty:
+        return None
+    return Entrant(render.BASELINE_TAG, max(1, int(rows["threads_per_block"].max())), True)
+
+
+def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:
+    """A group's race, or None when it has fewer than two entrants."""
+    defaults = _defaults(space, choice.macros)
+    entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults)
+                for x in choice.candidates]
+    medians = {x.tag: x.ns for x in choice.candidates}
+    chosen = list(contenders(entrants, medians, space.certify.top))
+    values = {x.tag: dict(x.values) for x in choice.candidates}
+    if defaults is not None and not any(e.is_default for e in chosen):
+        base = _baseline(space, c, choice.macros)
+        if base is not None:
+            chosen.append(base)
+            values[base.id] = defaults
+    if len(chosen) < 2:
+        return None
+    return Lane(choice.macros, patterns(space, choice.macros), tuple(chosen), {e.id: values[e.id] for e in chosen})
+
+
+def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | None:
+    """The race of every group with two entrants or more (None: nothing to race)."""
+    lanes = tuple(x for x in (lane(space, ch, c) for ch in best.choices) if x is not None)
+    if not lanes:
+        return None
+    hashes = {}
+    by_tag = c.configs.set_index("tag")["config_hash"].to_dict() if "config_hash" in c.configs else {}
+    tags = list(dict.fromkeys(e.id for x in lanes for e in x.entrants))
+    for t in tags:
+        hashes[t] = str(by_tag.get(t, ""))
+    return RacePlan(lanes, {t: str(Path(sweep_dir) / t) for t in tags}, hashes, budget(space, c.configs),
+                    space.certify.max_rounds, weights=weights(space) if space.workloads else {},
+                    lockstep=in_lockstep(space, c, tags), turns=space.certify.turns,
+                    processes=space.certify.processes)
+
+
+def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str, int]]] | None:
+    """The configurations that race every group at once, as (rank, values): rank r sets each
+    group's r-th fastest entrant ("1", "2", ...), rank "default" each group's default; the
+    macros a rank leaves unset keep the picks (best.config). One run of such a configuration
+    gives a sample to every group, so a round runs top + 1 programs instead of one per
+    entrant of every group. It rests on what factorized selection already assumes: a group's
+    kernels take the same time whatever launch sizes the other groups' kernels use. None when
+    fewer than two groups race (nothing to share) or a combination breaks a constraint (each
+    group then races its own jobs)."""
+    if len(p.lanes) < 2:
+        return None
+    picks = {q.macro: best.config[q.macro] for q in space.swept}
+    ranks: dict[str, dict[str, int]] = {}
+    for x in p.lanes:
+        for entrant, rank in ranks_of(x).items():
+            ranks.setdefault(rank, dict(picks)).update(x.values[entrant])
+    out = []
+    for rank, values in ranks.items():
+        if check(space, make_config(space, values)) is not None:
+            return None
+        out.append((rank, values))
+    return out
+
+
+def ranks_of(x: Lane) -> dict[str, str]:
+    """Each entrant's rank in its lane: "1", "2", ... in the lane's order (fastest first), "default" for the default."""
+    ranked = [e.id for e in x.entrants if not e.is_default]
+    return {e.id: "default" if e.is_default else str(ranked.index(e.id) + 1) for e in x.entrants}
+
+
+def combined_plan(p: RacePlan, jobs: Mapping[str, tuple[str, str, str]]) -> RacePlan:
+    """p with each entrant replaced by the combined job of its rank (jobs: rank -> tag, folder, config hash)."""
+    lanes = []
+    for x in p.lanes:
+        rank_of = ranks_of(x)
+        entrants = tuple(dataclasses.replace(e, id=jobs[rank_of[e.id]][0]) for e in x.entrants)
+        lanes.append(Lane(x.macros, x.patterns, entrants, {jobs[rank_of[e.id]][0]: x.values[e.id] for e in x.entrants}))
+    tags = {t: (d, h) for t, d, h in jobs.values()}
+    return dataclasses.replace(p, lanes=tuple(lanes), jobs={t: d for t, (d, _) in tags.items()},
+                               hashes={t: h for t, (_, h) in tags.items()})
+
+
+def find_entrants(space: Space, ranks: list[tuple[str, dict[str, int]]], c: Collected, sweep_dir: Path) \
+        -> dict[str, tuple[str, str, str]]:
+    """rank -> (tag, folder, config hash) of the ok job measuring each combined configuration:
+    one of role "entrant" (run for the race) or one the sweep measured itself."""
+    cf = c.configs
+    if cf.empty or "config_hash" not in cf:
+        return {}
+    ok = cf[(cf["status"] == "ok") & cf["role"].isin([ENTRANT_ROLE, "sweep"])]
+    found = {}
+    for rank, values in ranks:
+        full = make_config(space, values).as_dict()
+        hit = ok
+        for macro, v in full.items():
+            hit = hit[hit[macro] == v] if macro in hit else hit.iloc[0:0]
+        if not hit.empty:
+            row = hit.sort_values("role").iloc[0]    # "entrant" before "sweep": either measured it
+            found[rank] = (str(row["tag"]), str(Path(sweep_dir) / str(row["tag"])), str(row["config_hash"]))
+    return found
+
+
+def shared(space: Space, best: Best, c: Collected, sweep_dir: Path, p: RacePlan | None) -> RacePlan | None:
+    """The race of p on combined configurations, when every one of them was measured ok; else None."""
+    ranks = combined(space, best, p) if wants_combined(space, p) else None
+    if not ranks:
+        return None
+    found = find_entrants(space, ranks, c, sweep_dir)
+    return combined_plan(p, found) if len(found) == len(ranks) else None
+
+
+def _unshared(p: RacePlan, ranks: list[tuple[str, dict[str, int]]]) -> RacePlan:
+    print(f"  note: some of the {len(ranks)} combined configurations failed (see `status`): each group races its "
+          "own jobs instead", file=sys.stderr)
+    return p
+
+
+def run_entrants(space: Space, sw: Sweep, ranks: list[tuple[str, dict[str, int]]], found: Mapping[str, Any],
+                 partition: str = "") -> None:
+    """Build, verify and measure the combined configurations no job has measured yet (role
+    "entrant": selection never counts them) through the sweep's executor."""
+    configs = {}   # two ranks no group races at both may combine to one configuration: one job
+    for rank, values in ranks:
+        if rank not in found:
+            cfg = make_config(space, values)
+            name = f"{ENTRANT_ROLE}_{tag(space, cfg)}"
+            configs[by_gpu.partition_tag(name, partition) if partition else name] = cfg
+    jobs = [sw.render(cfg, name, role=ENTRANT_ROLE, partition=partition) for name, cfg in configs.items()]
+    sw.run_pending(jobs, space.name + ":certify", f"certifying: {len(jobs)} configuration(s) that race every group "
+                   "at once (each group's same rank in one program run)")
+
+
+def needs_baseline(space: Space, best: Best) -> bool:
+    """Some group's default values are not among its measured candidates (the baseline job stands in)."""
+    for ch in best.choices:
+        d = _defaults(space, ch.macros)
+        if d is not None and len(ch.candidates) > 1 and not any(x.values == d for x in ch.candidates):
+            return True
+    return False
+
+
+def certifications(p: RacePlan, out: Mapping[str, Any]) -> dict[tuple[str, ...], Certification]:
+    """The outcome's results as each group's Certification."""
+    node = out.get("node") or {}
+    certs = {}
+    for x, entry in zip(p.lanes, out["lanes"]):
+        r, v = entry["result"], x.values
+        medians = r.get("medians", {})
+        certs[x.macros] = Certification(
+            status=r["status"], pick=v[r["pick"]], rule=r["rule"], tied=tuple(v[t] for t in r["tied"]),
+            runner_up=v.get(r["runner_up"]), margin=r["margin"], ci_low=_finite(r["ci_low"]),
+            ci_high=_finite(r["ci_high"]), confidence=r["confidence"], rounds=r["rounds"], elapsed_s=r["elapsed_s"],
+            stopped=r["stopped"],
+            entrants=tuple({"tag": e.id, "values": v[e.id], "threads": e.threads, "is_default": e.is_default,
+                            "median_ns": medians.get(e.id)} for e in x.entrants),
+            host=str(node.get("host", "")), gpu_uuid=str(node.get("gpu_uuid", "") or ""),
+            throttled_runs=int(out.get("throttled_runs", 0)), leader=r["leader"],
+            comparisons={k: {"margin": cmp["margin"], "ci_low": _finite(cmp["ci_low"]), "ci_high": _finite(cmp["ci_high"]),
+                             "verdict": cmp["verdict"]} for k, cmp in r.get("comparisons", {}).items()},
+            decisive_from=int(r.get("decisive", 3)))
+    return certs
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def race_dir(sweep_dir: Path, p: RacePlan) -> Path:
+    return Path(sweep_dir) / RACES / p.digest()
+
+
+def latest_outcome(sweep_dir: Path) -> dict[str, Any] | None:
+    """The newest race.json of a sweep (None when it never raced)."""
+    found = sorted(Path(sweep_dir).glob(f"{RACES}/*/{OUTCOME}"), key=lambda f: f.stat().st_mtime)
+    return read_outcome(found[-1].parent) if found else None
+
+
+def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tuple[str, ...], Certification]:
+    """The certifications of a race already run for this very plan ({} when there is none)."""
+    p = plan(space, best, c, sweep_dir)
+    p = shared(space, best, c, sweep_dir, p) or p
+    out = read_outcome(race_dir(sweep_dir, p)) if p is not None else None
+    if out is None or out.get("plan_digest") != p.digest():
+        return {}
+    return certifications(p, out)
+
+
+def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") \
+        -> dict[tuple[str, ...], Certification]:
+    """Race the groups' top candidates on one GPU (one job through the sweep's executor, on
+    `partition` when the sweep spans GPU models); {} when there is nothing to race or the race
+    failed (said on stderr: the sweep's picks stand)."""
+    p = plan(space, best, c, sw.sweep_dir)
+    if p is None:
+        return {}
+    ranks = combined(space, best, p) if wants_combined(space, p) else None
+    rounds = affordable_rounds(p, c, len(ranks) if ranks else len(p.tags()))
+    first = min(first_certifiable_round(len(x.entrants), p.max_rounds, p.alpha) for x in p.lanes)
+    if rounds < first and not recorded(space, sw.sweep_dir, best, c):
+        need = needed_s(p, c)
+        how = " in lockstep" if p.lockstep else ""
+        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s){how}, and a race decides "
+              f"nothing before round {first} (certifying takes about {need:.0f} s here): the sweep's picks stand "
+              f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
+        return {}
+    if ranks:
+        run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
+        c = collect_mod.collect(sw.sweep_dir)
+        p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
+    d = race_dir(sw.sweep_dir, p)
+    d.mkdir(parents=True, exist_ok=True)
+    digest = p.digest()
+    jc = render.job_config(space, None, f"race_{digest}", digest, sw.commit, sw.values, role=ROLE,
+                           settings=sw.settings())
+    atomic.write_json(d / PLAN, p.to_dict())
+    atomic.write_json(d / "config.json", jc.to_dict())
+    job = executors.PendingJob(jc.tag, d, digest, partition)
+    out = read_outcome(d)
+    if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
+        (d / OUTCOME).unlink(missing_ok=True)
+        n, need = len(p.tags()), needed_s(p, c)
+        how = (f"in lockstep, a process of each of {n} jobs a round, {p.turns} turns each" if p.lockstep
+               else f"{n} jobs a round")
+        print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
+              f"({how}) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
+        if need > p.budget_s:
+            print(f"  note: certifying a pick takes about {need:.0f} s of rounds here; with {p.budget_s:.0f} s "
+                  f"expect ties (set certify.budget_s: {need * 1.25:.0f} to give the race that time)", file=sys.stderr)
+        progress = Progress(space.name + ":certify")
+        progress.add(1)
+        sw.dispatch([job], progress, progress.finished)
+        progress.close()
+        out = read_outcome(d)
+    if out is None or out.get("plan_digest") != digest:
+        r = read_result(d)
+        why = f"{r.status}: {r.reason}" if r is not None else "it left no outcome"
+        print(f"warning: the certification race failed ({why}); the sweep's own evidence stands", file=sys.stderr)
+        return {}
+    return certifications(p, out)

@@ -1,0 +1,200 @@
+"""Collect a sweep's result files into tables (pandas).
+
+    configs       one row per job: tag, role, status, stage, reason, log, the macros,
+                  GPU, driver, CUDA, commit, host, backend and the capture window it
+                  used (cudaProfilerApi, whole run, ...), timings, forward time, the
+                  node's fingerprint (GPU uuid, default SM clock, clocks/temperature/
+                  power at the start) and how it was sampled (runs, samples, noise and
+                  its source, why it stopped, throttled runs dropped)
+    measurements  one row per job x workload x kernel x launch shape (long format): the
+                  macros, the workload (its name; "" for a space without workloads),
+                  kernel, grid, block, calls, instances, per-launch median/min/max/
+                  mean/std ns, per-iteration total (median and std over iterations),
+                  the per-iteration samples themselves (`iter_total_ns`, a list; the
+                  runs they were pooled from in `runs`), their relative noise, and
+                  host and GPU uuid
+
+Both are written to results/<sweep>/ as parquet and csv (atomically), and are
+what selection and the report read. Jobs the sweep planned but that have no
+result yet appear in `configs` with status "pending" (or "running").
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sweep.core import atomic
+from sweep.node.lock import pid_alive
+from sweep.core.errors import SweepError
+from sweep.records.evidence import Sampled
+from sweep.records import JobConfig, Manifest, Status, read_json, read_result
+from sweep.stats import summarize
+from sweep.core.paths import COMMAND
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    configs: pd.DataFrame
+    measurements: pd.DataFrame
+    manifest: Manifest
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """Job folders of a sweep (folders holding config.json; those starting with '_' are the driver's)."""
+    return sorted(d for d in Path(sweep_dir).iterdir() if d.is_dir() and not d.name.startswith("_")
+                  and (d / "config.json").is_file())
+
+
+def read_manifest(sweep_dir: Path) -> Manifest:
+    return Manifest.load(sweep_dir)
+
+
+def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
+    """A job with no result of its configuration: running (its state.json says so), unless
+    that state names a process on this host that is gone (a killed driver's job: pending,
+    the next run measures it); a dry run's build is named in the reason."""
+    try:
+        state = read_json(d / "state.json")
+    except (OSError, SweepError):
+        state = None
+    if state is not None:
+        if isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid")):
+            return Status.PENDING, "interrupted: its process is gone; the next run measures it"
+        return Status.RUNNING, ""
+    try:
+        built = read_json(d / "built.json")
+        if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash:
+            return Status.PENDING, "built by a dry run; not measured yet"
+    except (OSError, SweepError):
+        pass
+    return Status.PENDING, ""
+
+
+def collect(sweep_dir: Path) -> Collected:
+    sweep_dir = Path(sweep_dir)
+    manifest = read_manifest(sweep_dir)
+    config_rows, meas_rows = [], []
+    seen = set()
+    for d in job_dirs(sweep_dir):
+        cfg = JobConfig.load(d)
+        seen.add(d.name)
+        r = read_result(d)
+        base = {"tag": d.name, "role": cfg.role, **cfg.macros}
+        if r is None or r.config_hash != cfg.config_hash:
+            status, reason = _unfinished(d, cfg)
+            config_rows.append({**base, "status": status.value, "stage": "", "reason": reason, "log": "",
+                                "config_hash": cfg.config_hash})
+            continue
+        env = r.env
+        row = {
+            **base, "status": r.status.value, "stage": r.stage, "reason": r.reason, "log": r.log, "config_hash": r.config_hash,
+            "attempt": r.attempt, "gpu": env.get("gpu", ""), "driver": env.get("driver", ""),
+            "cuda_runtime": env.get("cuda_runtime"), "commit": env.get("commit", ""), "host": env.get("host", ""),
+            "backend": env.get("backend", ""), "capture": env.get("capture", ""), "forward_ms": r.forward_ms.get("median_ms"),
+            "build_s": r.timings.get("build"), "verify_s": r.timings.get("verify"), "profile_s": r.timings.get("profile"),
+            "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
+            "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
+            "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
+            **fingerprint(env), **sampling_columns(r.sampling),
+        }
+        config_rows.append(row)
+        for m in r.measurements:
+            meas_rows.append({
+                **base, "status": r.status.value, "workload": m.workload, "kernel": m.kernel,
+                "kernel_full": m.kernel_full,
+                "grid": "x".join(map(str, m.grid)), "block": "x".join(map(str, m.block)),
+                "threads_per_block": m.threads_per_block, "calls": m.calls, "instances": m.instances,
+                "iterations": len(m.iter_total_ns), "median_ns": m.median_ns, "min_ns": m.min_ns, "max_ns": m.max_ns,
+                "mean_ns": m.mean_ns, "std_ns": m.std_ns, "total_median_ns": m.total_median_ns,
+                "total_std_ns": m.total_std_ns, "gpu": row["gpu"], "driver": row["driver"],
+                "cuda_runtime": row["cuda_runtime"], "commit": row["commit"], "backend": row["backend"],
+                "iter_total_ns": [float(x) for x in m.iter_total_ns], "runs": max(1, len(m.runs)),
+                "noise": summarize(m.iter_total_ns).noise if m.iter_total_ns else None,
+                "host": row["host"], "gpu_uuid": row["gpu_uuid"],
+                "capture": row["capture"],
+            })
+    for t in manifest.tags:  # planned but never rendered (should not happen) or removed
+        if t not in seen:
+            config_rows.append({"tag": t, "role": "sweep", "status": "pending", "stage": "", "reason": "", "log": ""})
+    for s in manifest.skipped:  # constraint-skipped points were never rendered
+        config_rows.append({"tag": s.tag, "role": "sweep", "status": "skipped", "stage": "plan",
+                            "reason": s.reason, "log": "", **s.macros})
+    configs = pd.DataFrame(config_rows)
+    measurements = pd.DataFrame(meas_rows)
+    return Collected(configs, measurements, manifest)
+
+
+FINGERPRINT = ("gpu_uuid", "default_sm_mhz", "start_sm_mhz", "start_mem_mhz", "start_temperature_c", "start_power_w")
+
+
+def fingerprint(env: dict) -> dict:
+    """The node facts a job recorded (sweep.node.clocks.fingerprint), one column each ("" / None when unknown)."""
+    return {k: env.get(k, "" if k == "gpu_uuid" else None) for k in FINGERPRINT}
+
+
+def sampling_columns(s: Sampled | None) -> dict:
+    """How a job sampled its program (sweep.records.evidence.Sampled), as configs columns; a result written
+    before sampling was recorded ran its program once."""
+    s = s or Sampled(source="")
+    stopped = s.stopped or {}
+    return {"runs": s.runs, "samples": s.samples, "noise": s.noise, "noise_source": s.source,
+            "stop_reason": stopped.get("reason", ""), "throttled_runs": s.throttled_runs,
+            "throttled_samples": s.throttled_samples}
+
+
+def build_digest(objects: dict[str, str] | None) -> str:
+    """One hash over every object a build produced ("" when it recorded none)."""
+    if not objects:
+        return ""
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(objects.items())).encode()).hexdigest()[:16]
+
+
+def identical_builds(configs: pd.DataFrame, macros: list[str]) -> list[list[str]]:
+    """Sets of sweep jobs whose macros differ but whose builds are byte-identical: their
+    conf.cuh changed nothing (a conf.cuh earlier on the include path shadows it, or the
+    macros are not read where the kernels are compiled)."""
+    if configs.empty or "build_digest" not in configs or not macros:
+        return []
+    c = configs[(configs["role"] == "sweep") & configs["build_digest"].fillna("").astype(bool)]
+    out = []
+    for _, g in c.groupby("build_digest"):
+        cols = [m for m in macros if m in g]
+        if len(g) > 1 and len(g[cols].drop_duplicates()) > 1:
+            out.append(sorted(g["tag"]))
+    return out
+
+
+def write_tables(collected: Collected, results_dir: Path) -> dict[str, Path]:
+    """configs and measurements as parquet and csv under results_dir (atomic writes)."""
+    results_dir = Path(results_dir)
+    out = {}
+    for name, df in (("configs", collected.configs), ("measurements", collected.measurements)):
+        csv_path = results_dir / f"{name}.csv"
+        atomic.write_text(csv_path, df.to_csv(index=False))
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        pq_path = results_dir / f"{name}.parquet"
+        atomic.write_bytes(pq_path, buf.getvalue())
+        out[name] = pq_path
+    return out
+
+
+def load_tables(results_dir: Path) -> Collected:
+    """Tables written by write_tables (for report/compare of a sweep collected earlier)."""
+    results_dir = Path(results_dir)
+    try:
+        configs = pd.read_parquet(results_dir / "configs.parquet")
+        measurements = pd.read_parquet(results_dir / "measurements.parquet")
+    except (OSError, ValueError) as e:
+        raise SweepError(f"no collected tables in {results_dir} ({e}); run `{COMMAND} collect SWEEP` first") from None
+    manifest = None
+    if (results_dir / "manifest.json").is_file():
+        manifest = Manifest.from_dict(read_json(results_dir / "manifest.json"), results_dir / "manifest.json")
+    return Collected(configs, measurements, manifest)

@@ -1,0 +1,125 @@
+"""What a certification race costs on the GPU, estimated before it runs from the sweep's own tables.
+
+sweep.decide.certify asks two things of a RacePlan: how many rounds its budget buys
+(`affordable_rounds`), and how long it must run before it could decide anything
+(`needed_s`: the rounds up to its first decisive look, stats.Race.decisive_looks).
+A budget that cannot buy those rounds races nothing, and the sweep says what
+budget would.
+
+In lockstep (certify.lockstep, where every entrant's job measured
+per-iteration samples: its program has timed NVTX iterations) a round is a fresh
+process of each entrant's own job taking certify.turns timed iterations in
+turns, and the processes of several rounds start at once (sweep.node.lockstep): a
+start-up a batch of rounds, plus the turns. Otherwise a round runs every needed
+program once, start-up and profiler included (about 1.5 s for the engine with
+cupti, 5 s with nsys): top + 1 programs when the groups race together on
+combined configurations (sweep.decide.certify.combined), else one per entrant of every
+group. No pick can be certified before the first look at which a leader that
+won every round would be (9 rounds with two to four entrants, at the default 30
+rounds and alpha 0.05).
+
+Every constant below is measured, and says where: they set the estimate only,
+never what a race measures or decides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from sweep.decide.collect import Collected
+from sweep.node.race import RacePlan
+from sweep.stats import Entrant, Race
+
+ALPHA = 0.05
+# A lockstep turn beyond its kernels' own time: the launch gaps inside the iteration, two context syncs and
+# the pipe's words (the engine at batch 4 x 64 on an H100: 5.2-5.6 ms a turn, bench/lockstep_copies.py).
+TURN_OVERHEAD_S = 0.005
+# A lockstep batch of n processes starts in about (1 + PROCESS_START_SHARE x (n - 1)) times one process's
+# start-up: each starts on its own CPU, but the GPU takes their contexts, uploads and warm-ups one at a time
+# (the engine on an H100: 16 processes in 4.4-4.8 s against 1.3 s for one, bench/lockstep_copies.py).
+PROCESS_START_SHARE = 0.16
+# The program's own share of a profiled run, by backend (the rest is the profiler's start-up, export or
+# replay): the engine's seed configurations on an H100, run alone against profiled (bench/sweep_overhead.py
+# --held): cupti 1.35 of 1.49 s, nsys 1.31 of 5.30 s, ncu 1.25 of 8.80 s, events 1.48 of 2.32 s.
+PROGRAM_SHARE = {"cupti": 0.9, "nsys": 0.25, "ncu": 0.14, "events": 0.64}
+
+
+
+def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA) -> int:
+    """The first look at which a race of `entrants` could certify at all: one whose leader won every round."""
+    r = Race([Entrant(str(i), 1) for i in range(entrants)], alpha=alpha, max_rounds=max_rounds, budget_s=1.0)
+    return r.decisive_looks[0]
+
+
+def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
+    """Each job's profile seconds per profiled run (its runs count every workload's), by row."""
+    runs = configs["runs"].fillna(1).clip(lower=1) if "runs" in configs else 1
+    return configs["profile_s"].fillna(0) / runs
+
+
+def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float:
+    """Seconds one round should take: each job's profiled run of every workload, from the sweep's own
+    profile time per run (a job's runs count every workload's, so a round takes `workloads` of them)."""
+    if configs.empty or "profile_s" not in configs:
+        return 0.0
+    per_run = seconds_per_run(configs.drop_duplicates("tag").set_index("tag")).to_dict()
+    return float(sum(per_run.get(t, 0.0) for t in tags)) * max(1, workloads)
+
+
+def lockstep_costs(p: RacePlan, c: Collected) -> tuple[float, float]:
+    """A lockstep race's (start-up, round) seconds: the start-up of one process, bounded by the
+    quickest profiled run among the entrants less its profiler's share (PROGRAM_SHARE: a lockstep
+    process runs under the CUPTI library, whatever the sweep's backend); a round `turns` timed
+    iterations of each entrant's every workload, from the sweep's own kernel times per iteration,
+    plus TURN_OVERHEAD_S a turn."""
+    cf = c.configs
+    runs = cf[cf["tag"].isin(p.tags())] if not cf.empty and "profile_s" in cf else cf.iloc[0:0]
+    own = runs["backend"].map(PROGRAM_SHARE).fillna(1.0) if "backend" in runs else 1.0
+    start_s = float((seconds_per_run(runs) * own).min()) if not runs.empty else 0.0
+    m = c.measurements
+    if m.empty or "total_median_ns" not in m:
+        return start_s, 0.0
+    mine = m[m["tag"].isin(p.tags())]
+    per_turn = mine.groupby(["tag", "workload"])["total_median_ns"].sum() / 1e9 + TURN_OVERHEAD_S
+    return start_s, float(per_turn.sum()) * p.turns
+
+
+def lockstep_seconds(p: RacePlan, c: Collected, rounds: int) -> float:
+    """About how long `rounds` lockstep rounds take: each batch (as many rounds as plan.processes
+    holds) one process's start-up plus PROCESS_START_SHARE of it for each other process (the
+    start-up work the GPU serialises), and the rounds' turns."""
+    start_s, per_round = lockstep_costs(p, c)
+    programs = len(p.tags()) * max(1, len(p.weights))
+    per_batch = max(1, p.processes // programs)
+    full, last = divmod(rounds, per_batch)
+    batch_s = [start_s * (1 + PROCESS_START_SHARE * (n * programs - 1)) for n in [per_batch] * full + [last] if n]
+    return sum(batch_s) + rounds * per_round
+
+
+def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
+    """Rounds the budget buys (inf when unknown): in lockstep, at lockstep_seconds (a start-up a
+    batch, `turns` iterations of each entrant a round); else at the sweep's median seconds per
+    profiled run, a job's round running each of its workloads once."""
+    if p.lockstep:
+        return next((n - 1 for n in range(1, p.max_rounds + 1) if lockstep_seconds(p, c, n) > p.budget_s),
+                    p.max_rounds)
+    configs = c.configs
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
+    if ok.empty or "profile_s" not in ok:
+        return math.inf
+    per_run = float(seconds_per_run(ok).median())
+    runs_per_round = jobs_per_round * max(1, len(p.weights))
+    return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
+
+
+def needed_s(p: RacePlan, c: Collected) -> float:
+    """About how long the race must run before it could certify anything: the rounds up to the
+    first look that could, at lockstep_seconds (lockstep) or one profiled run of every entrant a
+    round (else)."""
+    k = max(len(x.entrants) for x in p.lanes)
+    first = first_certifiable_round(k, p.max_rounds, p.alpha)
+    if p.lockstep:
+        return lockstep_seconds(p, c, first)
+    return first * round_s(c.configs, p.tags(), max(1, len(p.weights)))

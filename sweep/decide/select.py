@@ -1,0 +1,225 @@
+"""Pick each kernel's launch sizes from the collected measurements, with evidence.
+
+Parameters are chosen in groups (the factorized strategy's groups: parameters
+that share a tag, a kernel or a constraint). For each group, every measured
+value combination (a candidate) gets the per-iteration time of the group's
+kernels, all their launch shapes summed (seed 004's "total kernel time"): per
+job the median over its per-iteration samples, and where a combination was
+measured in several jobs (a grid varies the other groups around it) the median
+over those jobs. The pick is the fastest candidate; the evidence is:
+
+    margin        runner-up / pick - 1 (medians)
+    verdict       sweep.stats.compare on the two candidates' samples (their jobs'
+                  per-iteration totals, pooled, repeated runs included): the
+                  rank-based 95% interval of the margin; "faster" when it lies
+                  above 0, "tie" when it holds 0, "unknown" with fewer than 3
+                  samples a side. beyond_noise is verdict == "faster": noise is
+                  measured, never assumed, and unknown noise is never beyond it.
+    noise_source  "iterations" (one run's timed iterations), "runs" (several
+                  runs pooled) or "unknown"
+
+A table collected before the samples were kept (no `iter_total_ns` column, as
+in tests/data) is weighed by the earlier rule, runner-up - pick against
+2 * sqrt(std_pick^2 + std_runner_up^2) over iterations, and only where every
+job timed at least 3 iterations (or, with no count, showed a spread): one
+iteration's spread of zero is no evidence.
+
+Only one GPU model is compared: with measurements from several, the model with
+the most jobs is used and the others are named in a note. A pick whose
+candidates were measured on different GPUs says so (Choice.nodes). A group that
+was raced (sweep.decide.certify) takes its pick and evidence from the race
+(noise_source "race"), unless the race ended before the first round at which it
+could decide anything (Certification.decisive_from): then it said nothing, and
+the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
+each shape's best value and the pick's regret there (sweep.decide.shapes). With a
+baseline job (the target's own defaults) each pick also gets its speed-up over
+the default launch sizes.
+
+A space with workloads is picked per workload and overall (sweep.decide.objective):
+the overall pick, its candidates, evidence, speed-up and the confirmation are on
+the weighted objective, the sum over workloads of weight x the group's time
+there; each Choice also holds every workload's own pick and the overall pick's
+regret there. The per-job tables and the evidence are sweep.decide.candidates'.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from sweep.core import atomic
+from sweep.decide import objective
+from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows,  # noqa: F401
+                              group_times, patterns)
+from sweep.records.evidence import Certification, WorkloadPick, verdict_words
+from sweep.profile import Measurement
+from sweep.records import Best, Candidate, Choice, Confirmation
+from sweep.decide.shapes import shape_bests
+from sweep.space import Config, Space, check, make_config
+from sweep.space import groups as parameter_groups
+from sweep.space.workloads import weights
+
+__all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
+
+
+def objective_ns(space: Space, measurements: Iterable[Measurement]) -> float:
+    """What model-based search minimizes: the summed per-iteration time of every kernel
+    the space's parameters govern (every launch shape counted); with workloads, each
+    workload's weighted (the objective the picks are made by)."""
+    governed = [m for m in measurements if any(p.governs(m.kernel) for p in space.parameters)]
+    return objective.objective_of(governed, weights(space))
+
+
+def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], baseline_ns: float | None = None,
+           certification: Certification | None = None) -> Choice | None:
+    """A group's pick with its evidence (see the module docstring); over several workloads, the
+    overall pick by the weighted objective with each workload's own (sweep.decide.objective)."""
+    if space.workloads:
+        return objective.choose(space, measurements, macros, baseline_ns, certification)
+    return decide(group_times(space, measurements, macros), macros,
+                  lambda pick: shape_bests(group_rows(space, measurements, macros), macros, pick),
+                  baseline_ns, certification)
+
+
+def same_gpu(measurements: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Only the GPU model with the most sweep jobs (and a note naming the others left out)."""
+    if measurements.empty or "gpu" not in measurements:
+        return measurements, ""
+    ok = measurements[(measurements["status"] == "ok") & (measurements["role"] == "sweep")]
+    models = ok.assign(gpu=ok["gpu"].fillna("")).groupby("gpu")["tag"].nunique()
+    models = models[[bool(str(k)) for k in models.index]]
+    if len(models) < 2:
+        return measurements, ""
+    keep = models.sort_values(ascending=False).index[0]
+    others = [f"{k} ({n} jobs)" for k, n in models.items() if k != keep]
+    note = (f"measurements of {len(models)} GPU models: only {keep} ({models[keep]} jobs) compared; left out: "
+            f"{', '.join(others)}; sweep each GPU model separately (--name) and compare them with `compare`")
+    return measurements[measurements["gpu"].fillna("").isin([keep, ""])], note
+
+
+def baseline_time(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], role: str = "baseline") -> float | None:
+    """The group's kernels' per-iteration time in the job of `role` (default launch sizes, or the combined
+    best); with workloads, the weighted objective over them, as the picks' times are."""
+    m = group_rows(space, measurements, macros, role)
+    return objective.weighted_ns(m, weights(space)) if not m.empty else None
+
+
+def select(space: Space, measurements: pd.DataFrame,
+           certifications: Mapping[tuple[str, ...], Certification] | None = None) -> Best:
+    """Each group's pick (see the module docstring); `certifications`: the races' outcomes by group macros."""
+    measurements, gpu_note = same_gpu(measurements)
+    choices, unmeasured, chosen = [], [], {}
+    for group in parameter_groups(space):
+        macros = tuple(p.macro for p in group)
+        c = choose(space, measurements, macros, baseline_time(space, measurements, macros),
+                   (certifications or {}).get(macros))
+        if c is None:
+            unmeasured.extend(macros)
+            for p in group:
+                chosen[p.macro] = p.default if p.default is not None else p.values[0]
+            continue
+        choices.append(c)
+        chosen.update(c.values)
+    notes = [gpu_note] if gpu_note else []
+    if unmeasured:
+        pats = ", ".join(patterns(space, tuple(unmeasured)))
+        notes.append(f"no launch of {pats} was measured for {', '.join(unmeasured)}: they keep "
+                     "their default; check the kernel patterns against the profile, or that the run launches them")
+    config: Config = make_config(space, chosen)
+    broken = check(space, config)
+    if broken:
+        notes.append(f"the combined pick breaks a constraint ({broken}); confirm it before use")
+    return Best(space.name, tuple(choices), config.as_dict(), tuple(unmeasured), tuple(notes),
+                tuple(w.to_dict() for w in space.workloads))
+
+
+def write_best(best: Best, results_dir: Path, conf_text: str) -> tuple[Path, Path]:
+    """results_dir/best.json and results_dir/best/conf.cuh (atomic)."""
+    results_dir = Path(results_dir)
+    j = results_dir / "best.json"
+    atomic.write_json(j, best.to_dict())
+    conf = results_dir / "best" / "conf.cuh"
+    atomic.write_text(conf, conf_text)
+    return j, conf
+
+
+def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame, best: Best) -> Confirmation:
+    """End to end: the combined best's total against the sum of the per-group bests and
+    against the default launch sizes (governed kernels per iteration, and the forward pass);
+    with workloads, the totals are weighted, and each workload gets its own pair as well."""
+    all_macros = tuple(p.macro for p in space.parameters)
+
+    def total(role: str) -> float | None:
+        return baseline_time(space, measurements, all_macros, role)
+
+    def forward(role: str) -> float | None:
+        if configs.empty or "forward_ms" not in configs:
+            return None
+        r = configs[(configs["role"] == role) & (configs["status"] == "ok")]["forward_ms"].dropna()
+        return float(r.iloc[0]) if len(r) else None
+
+    def per_workload() -> dict[str, dict[str, float | None]]:
+        jobs = {role: group_rows(space, measurements, all_macros, role) for role in ("best", "baseline")}
+        out = {}
+        for w in space.workloads:
+            ns = {}
+            for role, rows in jobs.items():
+                here = objective.only(rows, w.name)
+                ns[role] = float(here["total_median_ns"].sum()) if not here.empty else None
+            out[w.name] = {"best_ns": ns["best"], "default_ns": ns["baseline"],
+                           "speedup_vs_default": ratio(ns["baseline"], ns["best"])}
+        return out
+
+    sum_of_bests = sum(c.best.ns for c in best.choices)
+    best_ns, default_ns = total("best"), total("baseline")
+    best_ms, default_ms = forward("best"), forward("baseline")
+    return Confirmation(workloads=per_workload(),
+        sum_of_group_bests_ns=sum_of_bests, best_total_ns=best_ns, default_total_ns=default_ns,
+        best_forward_ms=best_ms, default_forward_ms=default_ms,
+        best_vs_sum_of_bests=ratio(best_ns, sum_of_bests), speedup_vs_default=ratio(default_ns, best_ns),
+        forward_speedup_vs_default=ratio(default_ms, best_ms))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None where either is unknown or zero."""
+    return a / b if a and b else None
+
+
+def summary_lines(best: Best) -> list[str]:
+    """The per-kernel picks as text lines, for the terminal."""
+    lines = []
+    for c in best.choices:
+        vals = " ".join(f"{k}={v}" for k, v in c.values.items())
+        ru = ""
+        if c.runner_up is not None and c.margin is not None:
+            rv = ",".join(str(v) for v in c.runner_up.values.values())
+            ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
+        sp = f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
+        lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
+                     f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")
+        lines.extend("  " + workload_line(w) for w in c.workloads)
+    return lines
+
+
+def race_words(c: Choice) -> str:
+    """What the certification race says of a pick, for the summary line: the pick shown is
+    always the one that applies (in best/conf.cuh), so a race too short to say anything
+    names the sweep's pick as standing rather than the tie rule it did not apply."""
+    cert = c.certification
+    if cert is None:
+        return ""
+    if cert.verdict == "unknown":
+        return f"  race: no evidence after {cert.rounds} round(s), the sweep's pick stands"
+    if c.certified:
+        return f"  certified ({cert.rounds} rounds)"
+    return f"  race tie ({len(cert.tied)} tied, picked by rule: {cert.rule})"
+
+
+def workload_line(w: WorkloadPick) -> str:
+    """One workload's own pick and the overall pick's regret there, for the terminal."""
+    vals = ",".join(str(v) for v in w.values.values())
+    regret = "the overall pick is its own" if w.regret == 0 else \
+        "overall pick not measured there" if w.regret is None else f"overall pick {100 * w.regret:+.1f}% here"
+    return f"{w.workload} (weight {w.weight:g}): {vals}  {w.ns / 1e3:.1f} us/iter; {regret}"

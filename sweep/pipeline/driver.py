@@ -1,0 +1,322 @@
+"""A whole sweep, stage after stage: the function the CLI's `run` calls.
+
+    run      space -> strategy -> render -> executor (build, verify, profile)
+             -> collect -> select -> certify (race each group's top candidates
+             on one GPU, sweep.decide.certify) -> confirm (combined best and defaults,
+             end to end) -> results/<sweep>/ (tables, best.json, best/conf.cuh, report)
+
+Each stage is a module of plain functions; this one only strings them together,
+checks up front what a run needs (tools, GPUs; sweep.pipeline.preflight) and says what is
+missing. The strategy is asked through the executor's `stream`: the executor asks
+for as many configurations as it can start, and each result is told to the strategy
+as it ends (on Slurm a new trial goes out as each ends; locally batch by batch).
+The commands that read a sweep's files afterwards (status, collect, clean) are in
+sweep.pipeline.manage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep import dispatch as executors, plan as strategies, profile
+from sweep.core import atomic, paths
+from sweep.decide import by_gpu, select as select_mod
+from sweep.node import render
+from sweep.pipeline import finish as finish_mod
+from sweep.space import target
+from sweep.core.errors import SweepError
+from sweep.node.lock import DriverLock
+from sweep.pipeline.preflight import preflight
+from sweep.dispatch.progress import Progress
+from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
+from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
+
+ROOT = paths.WORK_ROOT
+OBJECT_CACHE = "_cache/objects"
+BACKEND_CACHE = "_cache/cupti"          # the cupti backend's injection library, built once per CUDA version
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    executor: str = "local"
+    jobs_root: Path = paths.JOBS
+    results_root: Path = paths.RESULTS
+    dry_run: bool = False
+    arch: str | None = None               # overrides build.arch (a dry run on a machine without a GPU)
+    retry_failed: bool = False
+    confirm: bool = True                  # run the combined best and the defaults end to end
+    certify: bool | None = None           # race each group's top candidates on one GPU (None: as confirm)
+    report: bool = True
+    poll_s: float = 0.1
+    slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings
+    nsys: str = ""                        # profiler paths for the jobs (config.json); "": the node's
+    ncu: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    sweep: str
+    sweep_dir: Path
+    results_dir: Path
+    counts: dict[str, int]
+    best: select_mod.Best | None
+    confirmation: Confirmation
+    seconds: float
+    note: str
+
+    @property
+    def measured(self) -> int:
+        return self.counts.get("ok", 0)
+
+
+def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
+                    samples: int | None = None, slurm: dict[str, Any] | None = None) -> Space:
+    """The space with command-line overrides (the CLI wins over the file)."""
+    if name:
+        if not NAME_RE.match(name):
+            raise SweepError(f"--name {name!r} must be letters, digits, '.', '_' or '-'")
+        space = dataclasses.replace(space, name=name)
+    if strategy:
+        if strategy not in strategies.STRATEGIES:
+            raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
+        space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
+    if samples:
+        space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
+    if backend:
+        profile.backend(backend)
+        space = dataclasses.replace(space, profile=dataclasses.replace(space.profile, backend=backend))
+    if slurm:
+        valid = set(space.slurm.__slots__)
+        bad = [k for k in slurm if k not in valid]
+        if bad:
+            raise SweepError(f"unknown Slurm option(s) {', '.join(bad)}; valid: {', '.join(sorted(valid))}")
+        space = dataclasses.replace(space, slurm=dataclasses.replace(space.slurm, **slurm))
+    return space
+
+
+class TargetPrepare:
+    """The target's prepare step (the engine: its model export), run alongside the builds
+    (they do not need it); measuring waits for it."""
+
+    def __init__(self, space: Space, jobs_root: Path, skip: bool):
+        plugin = space.target.plugin
+        self.values: dict[str, str] = plugin.values(jobs_root) if plugin is not None else {}
+        self.interval: list[float] = []  # [start, end] wall-clock times of the step, once it ran
+        self._future: Future | None = None
+        if plugin is not None and not skip:
+            print(plugin.describe(jobs_root), file=sys.stderr)
+            self._future = ThreadPoolExecutor(max_workers=1).submit(self._run, plugin, jobs_root)
+
+    def _run(self, plugin: target.Prepare, jobs_root: Path) -> dict[str, str]:
+        t0 = time.time()
+        try:
+            return plugin.prepare(jobs_root)
+        finally:
+            self.interval = [t0, time.time()]
+
+    @property
+    def seconds(self) -> float:
+        return self.interval[1] - self.interval[0] if self.interval else 0.0
+
+    def ready(self) -> bool:
+        """True once the step is done; raises its error if it failed."""
+        if self._future is None:
+            return True
+        if not self._future.done():
+            return False
+        self._future.result()
+        return True
+
+    def wait(self) -> None:
+        if self._future is not None:
+            self._future.result()
+
+
+@dataclass
+class Sweep:
+    """One sweep being run: what rendering and dispatching need."""
+
+    space: Space
+    opts: Options
+    sweep_dir: Path
+    digest: str
+    commit: str
+    values: dict[str, str]
+    manifest: Manifest
+    prepared: TargetPrepare | None = None
+
+    def settings(self) -> JobSettings:
+        return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
+                           ncu=self.opts.ncu, pythonpath=str(paths.IMPORT_ROOT),
+                           cache_dir=str(Path(self.opts.jobs_root) / BACKEND_CACHE))
+
+    def render(self, config: Config | None, tag: str, role: str = "sweep", partition: str = "") -> executors.PendingJob:
+        h = config_hash(self.space, config if config else Config(()), self.digest)
+        space = self.space
+        if self.opts.arch:
+            space = dataclasses.replace(space, build=dataclasses.replace(space.build, arch=(self.opts.arch,)))
+        jc = render.job_config(space, config, tag, h, self.commit, self.values, role, self.settings())
+        rendered = render.render_job(space, jc, self.opts.jobs_root, self.opts.jobs_root / OBJECT_CACHE)
+        render.write_job(rendered)
+        return executors.PendingJob(tag, rendered.dir, h, partition)
+
+    def save_manifest(self) -> None:
+        self.manifest.save(self.sweep_dir)
+
+    @property
+    def stages(self) -> str:
+        return "build" if self.opts.dry_run else "all"
+
+    def executor(self) -> executors.Executor:
+        gate = self.prepared.ready if self.prepared is not None else (lambda: True)
+        ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
+                                dry_run=self.opts.dry_run)
+        return executors.executor(self.opts.executor)(ctx)
+
+    def _prepared(self) -> None:
+        if self.opts.executor != "local" and self.prepared is not None:
+            self.prepared.wait()  # the local executor builds meanwhile; the others need it at once
+
+    def dispatch(self, jobs: list[executors.PendingJob], progress, on_result) -> None:
+        if not jobs:
+            return
+        self._prepared()
+        self.executor().run(jobs, self.stages, on_result, progress)
+
+    def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
+        """Run those of `jobs` with no result of their configuration yet (after the sweep: the
+        baseline, the combined best, a race's entrants), saying `say` and their tags first."""
+        jobs = [j for j in jobs if executors.should_run(j.dir, j.config_hash, self.opts.retry_failed)[0]]
+        if jobs:
+            print(f"{say}: {', '.join(j.tag for j in jobs)}", file=sys.stderr)
+            progress = Progress(label)
+            progress.add(len(jobs))
+            self.dispatch(jobs, progress, progress.finished)
+            progress.close()
+
+    def stream(self, ask: executors.Ask, progress, on_result) -> None:
+        """Run what `ask` hands over as the executor takes it (see Executor.stream)."""
+        def ready(n: int) -> list[executors.PendingJob]:
+            jobs = ask(n)
+            if jobs:
+                self._prepared()
+            return jobs
+
+        self.executor().stream(ready, self.stages, on_result, progress)
+
+
+def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
+    """The space file as run, kept in the sweep folder: collect and report read it, so
+    editing or moving the original later changes nothing already measured."""
+    atomic.write_bytes(sweep_dir / target.SNAPSHOT, Path(space_path).read_bytes())
+    return target.SNAPSHOT
+
+
+def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> RunSummary:
+    t0, started = time.monotonic(), time.time()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    # Absolute from here on: Makefiles run with make -C inside each job folder.
+    opts = dataclasses.replace(opts, jobs_root=Path(opts.jobs_root).resolve(), results_root=Path(opts.results_root).resolve())
+    space = apply_overrides(target.load(space_path), **overrides)
+    preflight(space, opts)
+    sweep_dir = Path(opts.jobs_root) / space.name
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with DriverLock(sweep_dir, space.name):
+        return _run_locked(space, Path(space_path), opts, sweep_dir, t0, started, ru0)
+
+
+def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, t0: float, started: float,
+                ru0: Any) -> RunSummary:
+    digest, commit = target.source_digest(space.target), target.commit(space.target.source_dir)
+    prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run)
+    search = strategies.start(space)
+    n, product = space.size()
+    note = getattr(getattr(search, "plan", None), "note", "") or f"{space.strategy.name}: up to {space.strategy.samples} trials"
+    manifest = Manifest(sweep=space.name, space=str(space_path.resolve()), strategy=space.strategy.name,
+                        backend=space.profile.backend, executor=opts.executor, grid_size=n, grid_product=product,
+                        commit=commit, source_digest=digest, created=now(), note=note,
+                        space_snapshot=snapshot_space(space_path, sweep_dir))
+    if (sweep_dir / "sweep.json").is_file():
+        prev = Manifest.load(sweep_dir)
+        manifest = dataclasses.replace(manifest, created=prev.created, runs=prev.runs)
+    sw = Sweep(space, opts, sweep_dir, digest, commit, prepared.values, manifest, prepared)
+
+    counts: dict[str, int] = {}
+    results: dict[str, JobResult] = {}
+    all_tags: dict[Config, str] = {}
+    by_tag: dict[str, Config] = {}
+
+    def tell(c: Config, r: JobResult | None) -> None:
+        search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
+
+    def on_result(r: JobResult) -> None:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+        results[r.tag] = r
+        progress.finished(r)
+        if r.tag in by_tag:
+            tell(by_tag[r.tag], r)
+
+    finds_running = executors.executor(opts.executor).finds_running
+
+    def ask(n: int) -> list[executors.PendingJob]:
+        """Up to n jobs to run (a static plan: all of it at once): the strategy's next configs,
+        rendered; those measured before are told at once and not run again."""
+        pending: list[executors.PendingJob] = []
+        while len(pending) < n:
+            batch = search.ask(n - len(pending))
+            if not batch:
+                break
+            tags = tags_for(space, list(all_tags) + batch)
+            done_before, job_tags = 0, set()
+            for c in batch:
+                all_tags[c] = tags[c]
+                for part in space.slurm.partitions or ("",):   # one job per GPU partition (slurm.partitions)
+                    t = by_gpu.partition_tag(tags[c], part) if part else tags[c]
+                    by_tag[t] = c
+                    job_tags.add(t)
+                    job = sw.render(c, t, partition=part)
+                    go = opts.dry_run or executors.should_run(job.dir, job.config_hash, opts.retry_failed)[0]
+                    if go and (finds_running or not executors.running_elsewhere(job.dir)):
+                        pending.append(job)
+                        continue
+                    r = read_result(job.dir)
+                    r = r if r is not None and r.config_hash == job.config_hash else None
+                    if r is not None:
+                        results[r.tag] = r
+                        progress.counted(r)
+                    done_before += 1
+                    tell(c, r)
+            sw.manifest = dataclasses.replace(
+                sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | job_tags)),
+                skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
+            sw.save_manifest()
+            progress.add(len(job_tags))
+            if done_before:
+                progress.note(f"  {done_before} already measured (resumed): skipped")
+        return pending
+
+    progress = Progress(space.name)
+    print(f"{space.name}: {note}; backend {space.profile.backend}; executor {opts.executor}"
+          + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
+    sw.stream(ask, progress, on_result)
+    progress.close()
+
+    results_dir = Path(opts.results_root) / space.name
+    prepared.wait()
+    best, conf = (None, Confirmation()) if opts.dry_run else \
+        finish_mod.finish(space, sw, results_dir, confirm=opts.confirm, certify_picks=opts.certify)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
+        "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
+        "dry_run": opts.dry_run, "counts": counts, "model_export_s": prepared.seconds,
+        "model_export_interval": prepared.interval,
+        "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
+    sw.save_manifest()
+    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)

@@ -1,0 +1,164 @@
+"""What every strategy shares: its declaration (StrategySpec, Option), what it
+returns (Plan, Skipped, or a Search the driver asks and tells), and the helpers
+that enumerate points and sort the legal from the skipped."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from sweep.core.errors import SweepError
+from sweep.space import MAX_VALUE, Config, Parameter, Space, Strategy, check, first_broken, group_constraints, \
+    make_config
+from sweep.space.sections import integer, show
+
+GRID_LIMIT = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """An option a strategy takes: its key in the space file, type, default and what it does."""
+
+    name: str
+    type: type                 # int or list
+    default: Any
+    doc: str
+    lo: int = 0                # bounds of an int option
+    hi: int = MAX_VALUE
+
+    def check(self, value: Any, where: str) -> Any:
+        """`value` if it has this option's type (and bounds), else a SweepError at `where`."""
+        if self.type is int:
+            return integer(value, where, self.lo, self.hi)
+        if not isinstance(value, self.type):
+            raise SweepError(f"{where}: {show(value)} must be a {self.type.__name__} ({self.name}: {self.doc})")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class StrategySpec:
+    """What a strategy module declares (as its module-level SPEC): its name, what it
+    does, the options it takes, and one entry point: `plan(space) -> Plan` for a
+    static strategy, or `search(space) -> Search` for one that learns from results.
+    `check(options, parameters, at)` may check options against each other and the
+    parameters when a space loads (at(option) names its place in the file)."""
+
+    name: str
+    doc: str
+    options: tuple[Option, ...] = ()
+    plan: Callable[[Space], Plan] | None = None
+    search: Callable[[Space], Search] | None = None
+    check: Callable[[dict[str, Any], Sequence[Parameter], Callable[[str], str]], dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.plan is None) == (self.search is None):
+            raise TypeError(f"strategy {self.name}: declare exactly one of plan and search")
+
+    def values(self, strategy: Strategy) -> dict[str, Any]:
+        """This strategy's options for `strategy`: the given values, else the declared defaults."""
+        given = dict(strategy.options)
+        return {o.name: given.get(o.name, o.default) for o in self.options}
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    config: Config
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    configs: tuple[Config, ...]
+    skipped: tuple[Skipped, ...] = ()
+    note: str = ""
+
+
+def legal(space: Space, candidates: Iterable[Config], want: int | None = None) -> Plan:
+    """Split candidates into the legal ones and the skipped ones (first broken rule), dropping duplicates;
+    with `want`, stop taking candidates once that many are legal."""
+    seen, ok, skipped = set(), [], []
+    for c in candidates:
+        if want is not None and len(ok) >= want:
+            break
+        if c in seen:
+            continue
+        seen.add(c)
+        reason = check(space, c)
+        if reason is None:
+            ok.append(c)
+        else:
+            skipped.append(Skipped(c, reason))
+    return Plan(tuple(ok), tuple(skipped))
+
+
+def grid_points(space: Space, params=None) -> Iterator[Config]:
+    """Every combination of the swept parameters' values (or of `params`, others at their first value)."""
+    swept = space.swept
+    chosen = params if params is not None else swept
+    fixed = {p.macro: p.values[0] for p in swept if p not in chosen}
+    for combo in itertools.product(*(p.values for p in chosen)):
+        yield make_config(space, {**fixed, **{p.macro: v for p, v in zip(chosen, combo)}})
+
+
+def check_grid_size(space: Space) -> int:
+    n, product = space.size()
+    if n > GRID_LIMIT:
+        raise SweepError(f"{space.path}: the grid has {n:,} points ({product}), over {GRID_LIMIT:,}; "
+                         "use strategy: factorized or random (samples: N), or fewer values")
+    return n
+
+
+def group_size(group: Sequence[Parameter]) -> int:
+    n = 1
+    for p in group:
+        n *= len(p.values)
+    return n
+
+
+def group_combinations(space: Space, group: Sequence[Parameter],
+                       base: dict[str, int]) -> tuple[list[dict[str, int]], list[Skipped]]:
+    """Every combination of `group`'s values, split into those the group's constraints
+    allow and the rest, each Skipped for the first rule it breaks (recorded with the
+    other parameters at `base`). A group's constraints name only its parameters
+    (see sweep.space.groups), so no other value changes the split."""
+    rules = group_constraints(space, group)
+    derived = [(p.macro, p.equals) for p in space.parameters if p.derived]
+    ok, skipped = [], []
+    for values in itertools.product(*(p.values for p in group)):
+        chosen = dict(zip((p.macro for p in group), values))
+        full = {**base, **chosen}
+        full.update((m, full[src]) for m, src in derived)
+        reason = first_broken(rules, full)
+        if reason is None:
+            ok.append(chosen)
+        else:
+            skipped.append(Skipped(make_config(space, full), reason))
+    return ok, skipped
+
+
+class Search:
+    """What the driver talks to: ask for configs to run, tell what each measured."""
+
+    skipped: list[Skipped]
+
+    def ask(self, n: int) -> list[Config]:
+        raise NotImplementedError
+
+    def tell(self, config: Config, objective_ns: float | None) -> None:
+        """objective_ns: the config's total kernel time (lower is better), None if it failed."""
+
+
+class StaticSearch(Search):
+    """A precomputed plan, handed out in one piece."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.skipped = list(plan.skipped)
+        self._given = False
+
+    def ask(self, n: int) -> list[Config]:
+        if self._given:
+            return []
+        self._given = True
+        return list(self.plan.configs)
