@@ -81,3 +81,40 @@ def test_the_example_space_file_loads_and_its_constraints_reject_what_the_static
     assert space.target.verify == "profile" and space.profile.backend == "cupti"
     assert check(space, make_config(space, TILES_B)) is None
     assert "48 KB" in (check(space, make_config(space, TOO_MUCH_SHARED)) or "")
+
+
+# space_large.yaml: the same program over wider values, for brute force and learned search
+BIG_PATCH = {"GEMM_BM": 256, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 16, "GEMM_TN": 8}     # 128 accumulators
+ONE_EACH = {"GEMM_BM": 16, "GEMM_BN": 16, "GEMM_BK": 64, "GEMM_TM": 1, "GEMM_TN": 1}       # one element per thread
+
+
+def test_the_large_space_holds_1552_legal_points_and_every_legal_point_of_the_small_one():
+    import itertools
+
+    large, small = load_space(EXAMPLE / "space_large.yaml"), load_space(EXAMPLE / "space.yaml")
+    assert large.size() == (3125, "5*5*5*5*5") and large.name == "tiled-gemm-large"
+    assert large.target.source_dir == EXAMPLE and large.target.verify == "profile"
+
+    def legal(space):
+        names = [p.macro for p in space.swept]
+        points = (dict(zip(names, v)) for v in itertools.product(*[p.values for p in space.swept]))
+        return [p for p in points if check(space, make_config(space, p)) is None]
+
+    big = legal(large)
+    assert len(big) == 1552
+    assert all(check(large, make_config(large, p)) is None for p in legal(small))
+    assert {p.macro: p.default for p in large.swept} == {p.macro: p.default for p in small.swept}
+    assert BIG_PATCH in big and ONE_EACH in big
+    assert "128 accumulators" in check(large, make_config(large, {**BIG_PATCH, "GEMM_TN": 16}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tiles", [BIG_PATCH, ONE_EACH], ids=["T256x128_K8_P16x8", "T16x16_K64_P1x1"])
+def test_the_large_spaces_extreme_tiles_build(tmp_path, tiles):
+    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, tiles)}", "ARCH=sm_90")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    if shutil.which("nm"):
+        t = tiles
+        mangled = (f"_Z17gemm_tiled_kernelILi{t['GEMM_BM']}ELi{t['GEMM_BN']}ELi{t['GEMM_BK']}ELi{t['GEMM_TM']}"
+                   f"ELi{t['GEMM_TN']}EEviiiPKfS1_Pf")
+        assert mangled in symbols(tmp_path / "build" / "tiled_gemm")

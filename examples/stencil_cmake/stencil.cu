@@ -1,0 +1,333 @@
+// stencil: checks jacobi_kernel and the residual kernels against a CPU reference,
+// then times them with CUDA events at several grid sizes. One iteration, per
+// size: --sweeps Jacobi sweeps (ping-pong between two buffers), then the residual
+// of the result (residual_partial_kernel, then residual_sum_kernel).
+//
+//   stencil [--sizes 512,1024,2048] [--sweeps S] [--iters N] [--warmup W] [--check-only] [--json FILE]
+//
+// --sizes LIST   grid sizes N (an N x N grid, boundary included), each 3..8192
+// --sweeps S     Jacobi sweeps per size and iteration (default 10)
+// --iters N      timed iterations
+// --warmup W     untimed iterations first
+// --check-only   exit after the correctness check (0: right, 1: wrong)
+// --json FILE    write the event timing of every launch as engine-timing/1 JSON
+//                (what the sweep's events backend reads), as tiled_gemm does
+//
+// It opens no NVTX range: a profiler that attributes launches to NVTX ranges
+// sees one iteration holding every launch, the check's included; its own
+// events time only the timed iterations. The check runs first, every time (exit
+// 1 before any timing when the launch sizes compute wrong results).
+#include "stencil.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+    int iters = 10;
+    int warmup = 2;
+    int sweeps = 10;
+    std::vector<int> sizes = {512, 1024, 2048};
+    bool check_only = false;
+    std::string json;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
+        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
+        else if (a == "--sweeps" && has_value) o.sweeps = atoi(argv[++i]);
+        else if (a == "--check-only") o.check_only = true;
+        else if (a == "--json" && has_value) o.json = argv[++i];
+        else if (a == "--sizes" && has_value) {
+            o.sizes.clear();
+            for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) o.sizes.push_back(atoi(tok));
+        } else {
+            fprintf(stderr, "stencil: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    bool sizes_ok = !o.sizes.empty() &&
+                    std::all_of(o.sizes.begin(), o.sizes.end(), [](int s) { return s >= 3 && s <= 8192; });
+    if (o.iters < 1 || o.warmup < 0 || o.sweeps < 1 || o.sweeps > 1000 || !sizes_ok) {
+        fprintf(stderr, "stencil: need --iters >= 1, --warmup >= 0, --sweeps in 1..1000, sizes in 3..8192\n");
+        return false;
+    }
+    return true;
+}
+
+// Deterministic values in [-scale, scale).
+void fill(std::vector<float>& v, uint32_t seed, float scale) {
+    for (float& x : v) {
+        seed = seed * 1664525u + 1013904223u;
+        x = scale * (float(seed >> 8) / float(1u << 23) - 1.0f);
+    }
+}
+
+// One problem on the device: u (the boundary random, the interior 0), f, a
+// second buffer for the ping-pong, the partial sums and the residual.
+struct Problem {
+    int n = 0;
+    std::vector<float> u0, f;
+    float *dU[2] = {nullptr, nullptr}, *dF = nullptr;
+    double *dPartial = nullptr, *dResidual = nullptr;
+
+    bool init(int size, uint32_t seed) {
+        n = size;
+        size_t elems = size_t(n) * n;
+        u0.assign(elems, 0.0f);
+        f.resize(elems);
+        fill(f, seed, 0.01f);
+        std::vector<float> edge(4 * size_t(n));
+        fill(edge, seed + 1, 1.0f);
+        for (int k = 0; k < n; ++k) {
+            u0[k] = edge[k];
+            u0[size_t(n - 1) * n + k] = edge[n + k];
+            u0[size_t(k) * n] = edge[2 * n + k];
+            u0[size_t(k) * n + n - 1] = edge[3 * n + k];
+        }
+        return !(cudaCheck(cudaMalloc(&dU[0], elems * 4)) || cudaCheck(cudaMalloc(&dU[1], elems * 4)) ||
+                 cudaCheck(cudaMalloc(&dF, elems * 4)) ||
+                 cudaCheck(cudaMalloc(&dPartial, size_t(residual_blocks(n)) * sizeof(double))) ||
+                 cudaCheck(cudaMalloc(&dResidual, sizeof(double))) ||
+                 cudaCheck(cudaMemcpy(dF, f.data(), elems * 4, cudaMemcpyHostToDevice)) || reset());
+    }
+    bool reset() {   // u back to its start, in the buffer the first sweep reads
+        return cudaCheck(cudaMemcpy(dU[0], u0.data(), u0.size() * 4, cudaMemcpyHostToDevice));
+    }
+    bool release() {
+        bool failed = false;
+        for (void* p : {(void*)dU[0], (void*)dU[1], (void*)dF, (void*)dPartial, (void*)dResidual})
+            failed |= cudaCheck(cudaFree(p));
+        return !failed;
+    }
+};
+
+// The CPU reference: the same sweeps in the same order of operations (fp32),
+// the residual in fp64.
+void reference(const Problem& p, int sweeps, std::vector<float>& u, double& residual) {
+    const int n = p.n;
+    u = p.u0;
+    std::vector<float> next = u;
+    for (int s = 0; s < sweeps; ++s) {
+        for (int i = 1; i < n - 1; ++i)
+            for (int j = 1; j < n - 1; ++j) {
+                size_t at = size_t(i) * n + j;
+                next[at] = 0.25f * (u[at - n] + u[at + n] + u[at - 1] + u[at + 1] + p.f[at]);
+            }
+        std::swap(u, next);
+    }
+    residual = 0.0;
+    for (int i = 1; i < n - 1; ++i)
+        for (int j = 1; j < n - 1; ++j) {
+            size_t at = size_t(i) * n + j;
+            double r = double(p.f[at]) + u[at - n] + u[at + n] + u[at - 1] + u[at + 1] - 4.0 * u[at];
+            residual += r * r;
+        }
+}
+
+// Which buffer holds u after `sweeps` sweeps from dU[0].
+int result_buffer(int sweeps) { return sweeps % 2; }
+
+// The launches of one size and iteration; `before`/`after` (may be null) are
+// recorded around each launch, in launch order: sweeps Jacobi, then 2 residual.
+bool launch_all(Problem& p, int sweeps, cudaEvent_t* before, cudaEvent_t* after) {
+    int k = 0;
+    auto timed = [&](auto&& launch) {
+        if (before && cudaCheck(cudaEventRecord(before[k]))) return true;
+        if (launch()) return true;
+        if (after && cudaCheck(cudaEventRecord(after[k]))) return true;
+        ++k;
+        return false;
+    };
+    for (int s = 0; s < sweeps; ++s)
+        if (timed([&] { return jacobi(p.n, p.dU[s % 2], p.dF, p.dU[(s + 1) % 2]); })) return false;
+    const float* u = p.dU[result_buffer(sweeps)];
+    return !timed([&] { return residual_partial(p.n, u, p.dF, p.dPartial); }) &&
+           !timed([&] { return residual_sum(residual_blocks(p.n), p.dPartial, p.dResidual); });
+}
+
+// The kernels against the CPU reference at one size: every point of u within
+// atol + |ref| * rtol (the GPU may contract to FMAs), the residual within rtol.
+bool check(Problem& p, int sweeps) {
+    if (p.reset() || !launch_all(p, sweeps, nullptr, nullptr)) return false;
+    std::vector<float> got(p.u0.size()), want;
+    double residual = 0, want_residual = 0;
+    if (cudaCheck(cudaMemcpy(got.data(), p.dU[result_buffer(sweeps)], got.size() * 4, cudaMemcpyDeviceToHost)) ||
+        cudaCheck(cudaMemcpy(&residual, p.dResidual, sizeof(double), cudaMemcpyDeviceToHost)))
+        return false;
+    reference(p, sweeps, want, want_residual);
+    const double atol = 1e-5, rtol = 1e-4;
+    for (size_t at = 0; at < got.size(); ++at) {
+        if (!(std::fabs(double(got[at]) - want[at]) <= atol + std::fabs(want[at]) * rtol)) {
+            fprintf(stderr, "jacobi_kernel (BLOCK %dx%d, USE_SHARED=%d) is wrong at N=%d after %d sweeps: "
+                            "u[%zu][%zu] = %g, the CPU says %g\n",
+                    STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_USE_SHARED, p.n, sweeps, at / p.n, at % p.n, got[at],
+                    want[at]);
+            return false;
+        }
+    }
+    // The residual of the GPU's u, which may differ from the CPU's in the last bits.
+    if (!(std::fabs(residual - want_residual) <= 1e-3 * want_residual + 1e-9)) {
+        fprintf(stderr, "residual kernels (RED_BLOCK=%d ITEMS=%d) are wrong at N=%d: %.10g, the CPU says %.10g\n",
+                STENCIL_RED_BLOCK, STENCIL_ITEMS, p.n, residual, want_residual);
+        return false;
+    }
+    return true;
+}
+
+struct Summary {
+    double median, min, max, mean, std;
+};
+
+Summary summarize(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    double mean = 0, var = 0;
+    for (double x : v) mean += x / v.size();
+    for (double x : v) var += (x - mean) * (x - mean);
+    return {v[v.size() / 2], v.front(), v.back(), mean, v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0};
+}
+
+// One kernel at one launch shape: the times of its calls, and their sum per iteration.
+struct Entry {
+    std::string kernel;
+    dim3 grid, block;
+    std::vector<double> call_ns, iter_total_ns;
+};
+
+// The entry of a launch shape, added on first sight (the residual_sum_kernel has
+// one shape at every size, so its calls of all sizes share an entry).
+size_t entry_for(std::vector<Entry>& entries, const char* kernel, dim3 grid, dim3 block, int iters) {
+    for (size_t e = 0; e < entries.size(); ++e)
+        if (entries[e].kernel == kernel && entries[e].grid.x == grid.x && entries[e].grid.y == grid.y &&
+            entries[e].block.x == block.x && entries[e].block.y == block.y)
+            return e;
+    entries.push_back({kernel, grid, block, {}, std::vector<double>(iters, 0.0)});
+    return entries.size() - 1;
+}
+
+// engine-timing/1 (sweep/profile/events.py), tiled_gemm's format: one entry per
+// kernel and launch shape, its per-call statistics in ns and its total per iteration.
+bool write_json(const std::string& path, const Options& o, const std::vector<Entry>& entries) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) {
+        fprintf(stderr, "stencil: cannot write %s\n", path.c_str());
+        return false;
+    }
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop;
+    if (cudaCheck(cudaGetDevice(&dev)) || cudaCheck(cudaGetDeviceProperties(&prop, dev)) ||
+        cudaCheck(cudaDriverGetVersion(&driver)) || cudaCheck(cudaRuntimeGetVersion(&runtime))) {
+        fclose(f);
+        return false;
+    }
+    std::vector<double> per_iter(o.iters, 0.0);
+    for (const Entry& e : entries)
+        for (int it = 0; it < o.iters; ++it) per_iter[it] += e.iter_total_ns[it] / 1e6;
+    Summary fw = summarize(per_iter);
+    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"stencil\",\n"
+               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
+               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
+               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
+               " \"kernels\": [",
+            prop.name, driver, runtime, o.iters, o.warmup, fw.median, fw.min, fw.max, fw.mean, fw.std);
+    for (size_t j = 0; j < entries.size(); ++j) {
+        const Entry& e = entries[j];
+        Summary s = summarize(e.call_ns);
+        fprintf(f, "%s\n  {\"kernel\": \"%s\", \"grid\": [%u, %u, 1], \"block\": [%u, %u, 1], \"calls\": %zu, "
+                   "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
+                j ? "," : "", e.kernel.c_str(), e.grid.x, e.grid.y, e.block.x, e.block.y, e.call_ns.size() / o.iters,
+                s.median, s.min, s.max, s.mean, s.std);
+        for (int it = 0; it < o.iters; ++it) fprintf(f, "%s%.1f", it ? ", " : "", e.iter_total_ns[it]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]}\n");
+    return fclose(f) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    if (!parse(argc, argv, o)) return 2;
+    printf("stencil: BLOCK %dx%d USE_SHARED=%d (%d B shared memory), RED_BLOCK=%d ITEMS=%d, %d sweeps\n",
+           STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_USE_SHARED, STENCIL_SMEM_BYTES, STENCIL_RED_BLOCK, STENCIL_ITEMS,
+           o.sweeps);
+
+    // Every timed size, and one size that is no multiple of any block (edges).
+    std::vector<Problem> problems(o.sizes.size());
+    for (size_t j = 0; j < o.sizes.size(); ++j)
+        if (!problems[j].init(o.sizes[j], 100 + uint32_t(j))) return 1;
+    Problem edge;
+    if (!edge.init(131, 7)) return 1;
+    bool ok = check(edge, o.sweeps);
+    for (size_t j = 0; ok && j < problems.size(); ++j) ok = check(problems[j], o.sweeps);
+    if (!edge.release()) return 1;
+    if (!ok) {
+        fprintf(stderr, "stencil: FAILED the check\n");
+        return 1;
+    }
+    printf("check: ok (%zu sizes)\n", problems.size() + 1);
+    if (o.check_only) return 0;
+
+    for (int it = 0; it < o.warmup; ++it)
+        for (Problem& p : problems)
+            if (!launch_all(p, o.sweeps, nullptr, nullptr)) return 1;
+
+    const int per = o.sweeps + 2;   // launches per size and iteration
+    size_t n = problems.size();
+    std::vector<cudaEvent_t> events(2 * n * per * size_t(o.iters));
+    for (cudaEvent_t& e : events)
+        if (cudaCheck(cudaEventCreate(&e))) return 1;
+    auto before = [&](int it, size_t j) { return &events[2 * ((size_t(it) * n + j) * per)]; };
+    if (cudaCheck(cudaDeviceSynchronize())) return 1;
+    for (int it = 0; it < o.iters; ++it)
+        for (size_t j = 0; j < n; ++j) {
+            cudaEvent_t* b = before(it, j);
+            if (!launch_all(problems[j], o.sweeps, b, b + per)) return 1;
+        }
+    if (cudaCheck(cudaDeviceSynchronize())) return 1;
+
+    std::vector<Entry> entries;
+    for (size_t j = 0; j < n; ++j) {
+        int size = problems[j].n;
+        size_t ids[3] = {
+            entry_for(entries, "jacobi_kernel", jacobi_grid(size), jacobi_block(), o.iters),
+            entry_for(entries, "residual_partial_kernel", dim3(residual_blocks(size)), dim3(STENCIL_RED_BLOCK), o.iters),
+            entry_for(entries, "residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK), o.iters)};
+        std::vector<double> jacobi_ms(o.iters, 0.0), residual_ms(o.iters, 0.0);
+        for (int it = 0; it < o.iters; ++it) {
+            cudaEvent_t* b = before(it, j);
+            for (int k = 0; k < per; ++k) {
+                float ms = 0;
+                if (cudaCheck(cudaEventElapsedTime(&ms, b[k], b[per + k]))) return 1;
+                Entry& e = entries[ids[k < o.sweeps ? 0 : k - o.sweeps + 1]];
+                e.call_ns.push_back(ms * 1e6);
+                e.iter_total_ns[it] += ms * 1e6;
+                (k < o.sweeps ? jacobi_ms : residual_ms)[it] += ms;
+            }
+        }
+        double residual = 0;
+        if (cudaCheck(cudaMemcpy(&residual, problems[j].dResidual, sizeof(double), cudaMemcpyDeviceToHost))) return 1;
+        double jm = summarize(jacobi_ms).median, rm = summarize(residual_ms).median;
+        printf("N=%d: jacobi grid %ux%u, %d sweeps median %.4f ms (%.1f GB/s); residual %d blocks median %.4f ms; "
+               "residual %.6g, over %d iterations\n",
+               size, jacobi_grid(size).x, jacobi_grid(size).y, o.sweeps, jm,
+               3.0 * 4 * double(size) * size * o.sweeps / (jm * 1e6), residual_blocks(size), rm, residual, o.iters);
+    }
+    if (!o.json.empty() && !write_json(o.json, o, entries)) return 1;
+    for (cudaEvent_t e : events)
+        if (cudaCheck(cudaEventDestroy(e))) return 1;
+    for (Problem& p : problems)
+        if (!p.release()) return 1;
+    return 0;
+}

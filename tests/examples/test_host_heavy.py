@@ -1,0 +1,97 @@
+"""examples/host_heavy, the "no NVTX ranges, host work dominates the run" program,
+builds with real nvcc by the target contract and through the tool's dry run: a
+legal tile builds, a tile whose HH_ROWS does not divide HH_TILE stops at its
+static_assert, a tile of 128 is refused by ptxas for its shared memory (both
+recorded as skipped), and HOST_HEAVY_UNSAFE lets the wrong-result tile build (its
+own check finds it on a GPU). Running it needs a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import sweep.objcache
+from sweep.space import check, load_space, make_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "host_heavy"
+OBJCACHE = Path(sweep.objcache.__file__)
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+UNSAFE = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 1}     # builds, computes wrong results
+NOT_DIVIDING = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 0}
+TOO_MUCH_SHARED = {"HH_TILE": 128, "HH_ROWS": 8, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 0}  # 64 KB
+
+
+def conf_dir(tmp: Path, macros: dict[str, int]) -> Path:
+    folder = tmp / "conf"
+    folder.mkdir()
+    (folder / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
+    return folder
+
+
+def make(tmp: Path, *variables: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp / 'build'}", *variables],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_space_file_loads_with_its_0_1_flags_and_58_legal_points():
+    space = load_space(EXAMPLE / "space.yaml")
+    assert space.target.source_dir == EXAMPLE and space.size() == (96, "4*6*2*2")
+    assert space.target.verify == "profile" and space.profile.backend == "cupti"
+    assert space.run.iterations == 1
+    import itertools
+    points = [dict(zip([p.macro for p in space.swept], v)) for v in itertools.product(*[p.values for p in space.swept])]
+    legal = [p for p in points if check(space, make_config(space, p)) is None]
+    assert len(legal) == 58
+    # the unsafe flag only where it changes something; the build decides the rest
+    assert check(space, make_config(space, UNSAFE)) is None
+    assert check(space, make_config(space, NOT_DIVIDING)) is None and check(space, make_config(space, TOO_MUCH_SHARED)) is None
+    assert "changes nothing" in check(space, make_config(space, {**UNSAFE, "HH_ROWS": 8}))
+    assert "1024 threads" in check(space, make_config(space, {**TOO_MUCH_SHARED, "HH_ROWS": 16}))
+
+
+@pytest.mark.slow
+def test_a_dry_run_builds_the_legal_tile_and_skips_the_static_assert_and_the_ptxas_refusal(tmp_path):
+    data = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    data["target"]["dir"] = str(EXAMPLE)
+    for macro, values in {"HH_TILE": [32, 128], "HH_ROWS": [6, 8], "HH_PAD": [0], "HOST_HEAVY_UNSAFE": [0]}.items():
+        data["parameters"][macro]["values"] = values
+    data["parameters"]["HH_PAD"]["default"] = 0
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    jobs = tmp_path / "jobs"
+    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
+                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "ok 1, skipped 3" in p.stdout + p.stderr
+    folder = jobs / "host-heavy"
+    assert (folder / "T32x8_P0_U0" / "build" / "host_heavy").is_file()
+    results = {d.name: json.loads((d / "result.json").read_text()) for d in folder.iterdir() if (d / "result.json").is_file()}
+    assert {t: r["status"] for t, r in results.items()} == {"T32x6_P0_U0": "skipped", "T128x6_P0_U0": "skipped",
+                                                             "T128x8_P0_U0": "skipped"}
+    assert results["T32x6_P0_U0"]["reason"] == ("static_assert: HH_TILE must be a multiple of HH_ROWS "
+                                                 "(every thread copies as many rows of the tile)")
+    assert results["T128x8_P0_U0"]["reason"].startswith("resource limit: shared memory per block 65536 bytes > 49152")
+
+
+@pytest.mark.slow
+def test_the_unsafe_tile_builds_through_the_sweeps_nvcc_with_its_macros(tmp_path):
+    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {tmp_path / 'objcache'} -- nvcc"
+    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, UNSAFE)}", f"NVCC={nvcc}", "ARCH=sm_90", "NVCCFLAGS=-O3")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "objcache: miss" in p.stderr + p.stdout
+    exe = tmp_path / "build" / "host_heavy"
+    assert exe.is_file() and not (EXAMPLE / "build").exists()
+    if shutil.which("nm"):
+        nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+        assert "_Z22transpose_tiled_kernelILi32ELi6ELi0EEviiPKfPf" in nm
+

@@ -1,0 +1,94 @@
+"""examples/stencil_cmake builds with real nvcc both ways: through the tool's dry run
+(its Makefile, the target contract) for two configurations, one with the shared-
+memory tile and one without, and by hand with CMake, taking conf.cuh from
+-DCONF_DIR ahead of its own folder. Its space file loads with the 0/1 flag
+(min: 0). Running it needs a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep.space import check, default_config, load_space, make_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "stencil_cmake"
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+MACROS = {"STENCIL_BLOCK_X": 64, "STENCIL_BLOCK_Y": 4, "STENCIL_USE_SHARED": 0, "STENCIL_RED_BLOCK": 128,
+          "STENCIL_ITEMS": 16}
+
+
+def nm(exe: Path) -> str:
+    return subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
+
+
+def test_the_space_file_loads_with_the_0_1_flag_and_two_groups():
+    space = load_space(EXAMPLE / "space.yaml")
+    assert space.target.source_dir == EXAMPLE and space.size() == (288, "4*4*2*3*3")
+    assert space.target.verify == "profile" and space.profile.backend == "events"
+    assert space.target.events == ("--json", "{events_json}")
+    assert [p.values for p in space.swept if p.macro == "STENCIL_USE_SHARED"] == [(0, 1)]
+    assert [[p.macro for p in g] for g in space.groups()] == [
+        ["STENCIL_BLOCK_X", "STENCIL_BLOCK_Y", "STENCIL_USE_SHARED"], ["STENCIL_RED_BLOCK", "STENCIL_ITEMS"]]
+    assert default_config(space).as_dict() == {"STENCIL_BLOCK_X": 32, "STENCIL_BLOCK_Y": 8, "STENCIL_USE_SHARED": 1,
+                                               "STENCIL_RED_BLOCK": 256, "STENCIL_ITEMS": 4}
+    assert check(space, make_config(space, MACROS)) is None
+    assert "whole warps" in check(space, make_config(space, {**MACROS, "STENCIL_BLOCK_X": 16, "STENCIL_BLOCK_Y": 1}))
+
+
+@pytest.mark.slow
+def test_a_dry_run_builds_the_shared_and_the_global_jacobi_through_the_makefile(tmp_path):
+    data = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    data["target"]["dir"] = str(EXAMPLE)
+    data["strategy"] = "grid"
+    for macro, values in {"STENCIL_BLOCK_X": [32], "STENCIL_BLOCK_Y": [8], "STENCIL_USE_SHARED": [0, 1],
+                          "STENCIL_RED_BLOCK": [256], "STENCIL_ITEMS": [4]}.items():
+        data["parameters"][macro]["values"] = values
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    jobs = tmp_path / "jobs"
+    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
+                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "2 legal" in p.stdout + p.stderr
+    for flag in (0, 1):
+        job = jobs / "stencil-cmake" / f"B32x8_S{flag}_R256_I4"
+        assert f"#define STENCIL_USE_SHARED {flag}" in (job / "conf.cuh").read_text()
+        exe = job / "build" / "stencil"
+        assert exe.is_file(), sorted(d.name for d in (jobs / "stencil-cmake").iterdir())
+        if shutil.which("nm"):
+            assert f"_Z13jacobi_kernelILi32ELi8ELi{flag}EEviPKfS1_Pf" in nm(exe)
+    built = [json.loads((jobs / "stencil-cmake" / f"B32x8_S{f}_R256_I4" / "built.json").read_text()) for f in (0, 1)]
+    assert built[0]["build"]["objects"] != built[1]["build"]["objects"]   # the flag reached the compiler
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+def test_cmake_builds_it_with_conf_cuh_from_conf_dir_first_on_the_include_path(tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in MACROS.items()))
+    build = tmp_path / "build"
+    p = subprocess.run(["cmake", "-S", str(EXAMPLE), "-B", str(build), f"-DCONF_DIR={conf}",
+                        "-DCMAKE_CUDA_ARCHITECTURES=90"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"stencil: conf.cuh from {conf}" in p.stdout
+    p = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    exe = build / "stencil"
+    assert exe.is_file() and not (EXAMPLE / "build").exists()
+    includes = (build / "CMakeFiles" / "stencil.dir" / "includes_CUDA.rsp").read_text().split()
+    assert includes[0].replace('"', "") == f"-I{conf}"   # CMake quotes some paths
+    if shutil.which("nm"):
+        symbols = nm(exe)
+        assert "_Z13jacobi_kernelILi64ELi4ELi0EEviPKfS1_Pf" in symbols
+        assert "_Z23residual_partial_kernelILi128ELi16EEviPKfS1_Pd" in symbols
