@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-import sweep.objcache
+import sweep.node.objcache
 from sweep.space import check, load_space, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "host_heavy"
-OBJCACHE = Path(sweep.objcache.__file__)
+OBJCACHE = Path(sweep.node.objcache.__file__)
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 UNSAFE = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 1}     # builds, computes wrong results
