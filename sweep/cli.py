@@ -64,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "then pick each kernel's best launch sizes and confirm them end to end.")
     r.add_argument("space", nargs="?", type=Path, default=paths.DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
     r.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one")
+                   help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one; "
+                        "replay: no GPU, each configuration answered from --from's recording")
+    r.add_argument("--from", dest="replay_from", type=Path, metavar="FILE",
+                   help="replay: a Kernel Tuner cache or T4 results file (.json/.json.gz), or a sweep's results/<name>/ "
+                        "folder (docs/replay.md)")
     r.add_argument("--backend", choices=BACKENDS, help="profile backend (overrides the space file): nsys, ncu, cupti "
                    "(an injection library, no profiler; a custom target's default) or events (the program's own timing)")
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
@@ -132,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     opts = pipeline.Options(executor=args.executor, jobs_root=args.jobs_dir, results_root=args.results_dir,
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
                             confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
-                            **tools)
+                            replay_from=args.replay_from.expanduser().resolve() if args.replay_from else None, **tools)
     s = pipeline.run(paths.shipped_file(args.space), opts, name=args.name, strategy=args.strategy, backend=args.backend,
                      samples=args.samples, slurm=slurm or None)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
