@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ("best", "print the per-kernel picks (and best/conf.cuh)"), ("report", "write results/<sweep>/report.html")):
         p = sub.add_parser(name, help=hlp, description=hlp)
         p.add_argument("sweep", nargs="?", help="sweep name (default: every sweep under --jobs-dir)" if name == "status" else "sweep name")
-        p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text")
+        p.add_argument("--format", choices=("text", "json", "markdown", "csv") + (("t4",) if name == "report" else ()),
+                       default="text", help="t4: write results/<sweep>/results_T4.json (the T4 results format)"
+                       if name == "report" else None)
         _add_common(p)
     c = sub.add_parser("compare", help="two sweeps side by side (HTML and markdown)",
                        description="Compare two collected sweeps (two GPUs, or before/after a kernel change): each "
@@ -288,6 +290,10 @@ def report(args: argparse.Namespace) -> int:
         print(json.dumps(report_mod.summary_json(results_dir), indent=2, default=str))
     elif args.format == "csv":
         print(results_dir / "measurements.csv")
+    elif args.format == "t4":
+        from sweep.report import t4
+
+        print(t4.write_t4(results_dir))
     else:
         print(results_dir / "report.html")
     return 0
