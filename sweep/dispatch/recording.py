@@ -42,6 +42,7 @@ T4_INVALIDITY = {"correct": Status.OK, "compile": Status.COMPILE_FAILED, "runtim
 KT_KEYS = {"time", "times", "compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time",
            "timestamp", "GFLOP/s"}
 MS = 1e-3
+NOT_RECORDED = "not in the recording"   # a replay's reason for a configuration its recording lacks
 T4_KERNEL = "kernel"
 
 
@@ -203,8 +204,9 @@ def _sweep(path: Path) -> Recording:
     out, gpus = [], []
     for d in dirs:
         cfg, r = JobConfig.load(d), read_result(d)
-        if r is None or r.config_hash != cfg.config_hash or not cfg.macros or r.status not in _FINAL:
-            continue          # not measured, or the baseline (the target's own sizes, no macros)
+        if r is None or r.config_hash != cfg.config_hash or not cfg.macros or r.status not in _FINAL \
+                or r.reason.startswith(NOT_RECORDED):
+            continue          # not measured, the baseline (no macros), or a replay's gap: not a recording
         out.append(Recorded(dict(cfg.macros), r.status, r.reason, r.measurements, _job_costs(r.timings)))
         gpus.append(r.env.get("gpu"))
     return Recording(path, "sweep", _device(gpus), tuple(_union(out)), tuple(out))
@@ -247,8 +249,9 @@ def _tables(path: Path) -> Recording:
     out, seen = [], set()
     for row in configs.to_dict("records"):
         values = {n: key(row[n]) for n in names}
-        if any(not isinstance(v, int) for v in values.values()) or row.get("status") not in {s.value for s in _FINAL}:
-            continue                      # the baseline (no macros), or not measured
+        if any(not isinstance(v, int) for v in values.values()) or row.get("status") not in {s.value for s in _FINAL} \
+                or str(row.get("reason") or "").startswith(NOT_RECORDED):
+            continue                      # the baseline (no macros), not measured, or a replay's gap
         k = tuple(values.items())
         if k in seen:                     # the best job repeats a sweep job's configuration: the first counts
             continue

@@ -36,7 +36,7 @@ from sweep.records import JobConfig, JobResult, Status, read_result, write_resul
 from sweep.space import Space, default_config
 
 STAGE = "replay"
-NOT_RECORDED = "not in the recording"
+NOT_RECORDED = recording.NOT_RECORDED
 
 
 @dataclass(frozen=True, slots=True)
