@@ -83,10 +83,13 @@ def identity(source_digest: str, path: Path | None) -> str:
 def index(space: Space, path: Path) -> Index:
     """The recording at `path` matched to `space`; SweepError in one line where they cannot be matched."""
     rec = load(path)
-    names = {p.macro: space.replay.name_of(p.macro) for p in space.parameters}
     known = set(rec.params)
+    # a mapped name where the recording has it; else the macro itself (an earlier sweep of this project records macros)
+    names = {p.macro: space.replay.name_of(p.macro) if space.replay.name_of(p.macro) in known else p.macro
+             for p in space.parameters}
     fix = f"map it with replay: {{params: {{MACRO: recorded_name}}}} in {space.path}"
-    missing = [f"{m} (as {n!r})" if n != m else m for m, n in names.items() if n not in known]
+    missing = [f"{m} (or {space.replay.name_of(m)!r})" if space.replay.name_of(m) != m else m
+               for m, n in names.items() if n not in known]
     if missing:
         raise SweepError(f"--from {path}: the recording has no parameter for {', '.join(missing[:5])}; it records "
                          f"{', '.join(rec.params[:12]) or 'none'}; {fix}")
