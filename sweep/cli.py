@@ -64,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "then pick each kernel's best launch sizes and confirm them end to end.")
     r.add_argument("space", nargs="?", type=Path, default=paths.DEFAULT_SPACE, help="space file (default: spaces/seed.yaml)")
     r.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one")
+                   help="local: this machine's GPUs, one job per GPU; slurm: a job array; debug: in-process, one by one; "
+                        "replay: no GPU, each configuration answered from --from's recording")
+    r.add_argument("--from", dest="replay_from", type=Path, metavar="FILE",
+                   help="replay: a Kernel Tuner cache or T4 results file (.json/.json.gz), or a sweep's results/<name>/ "
+                        "folder (docs/replay.md)")
     r.add_argument("--backend", choices=BACKENDS, help="profile backend (overrides the space file): nsys, ncu, cupti "
                    "(an injection library, no profiler; a custom target's default) or events (the program's own timing)")
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
@@ -100,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ("best", "print the per-kernel picks (and best/conf.cuh)"), ("report", "write results/<sweep>/report.html")):
         p = sub.add_parser(name, help=hlp, description=hlp)
         p.add_argument("sweep", nargs="?", help="sweep name (default: every sweep under --jobs-dir)" if name == "status" else "sweep name")
-        p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text")
+        p.add_argument("--format", choices=("text", "json", "markdown", "csv") + (("t4",) if name == "report" else ()),
+                       default="text", help="t4: write results/<sweep>/results_T4.json (the T4 results format)"
+                       if name == "report" else None)
         _add_common(p)
     c = sub.add_parser("compare", help="two sweeps side by side (HTML and markdown)",
                        description="Compare two collected sweeps (two GPUs, or before/after a kernel change): each "
@@ -132,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     opts = pipeline.Options(executor=args.executor, jobs_root=args.jobs_dir, results_root=args.results_dir,
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
                             confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
-                            **tools)
+                            replay_from=args.replay_from.expanduser().resolve() if args.replay_from else None, **tools)
     s = pipeline.run(paths.shipped_file(args.space), opts, name=args.name, strategy=args.strategy, backend=args.backend,
                      samples=args.samples, slurm=slurm or None)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
@@ -284,6 +290,10 @@ def report(args: argparse.Namespace) -> int:
         print(json.dumps(report_mod.summary_json(results_dir), indent=2, default=str))
     elif args.format == "csv":
         print(results_dir / "measurements.csv")
+    elif args.format == "t4":
+        from sweep.report import t4
+
+        print(t4.write_t4(results_dir))
     else:
         print(results_dir / "report.html")
     return 0

@@ -2,6 +2,8 @@
 
     debug   in-process, one job after another (submitit's DebugExecutor): for
             stepping through a job with a debugger
+    replay  no GPU: each configuration answered from a recording (--from FILE: a
+            Kernel Tuner cache, T4 results, an earlier sweep; sweep.dispatch.replay)
     local   this machine: builds run in parallel on the CPUs while measurements
             run one job per visible GPU (a submitit LocalExecutor per GPU); jobs
             outlive the driver, so a killed driver loses nothing
@@ -64,6 +66,7 @@ class Context:
     poll_s: float = 0.5
     ready_to_measure: Callable[[], bool] = field(default=lambda: True)   # the target's prepare step is done
     dry_run: bool = False
+    replay_from: Path | None = None      # the replay executor's recording (--from)
 
 
 class Executor(ABC):
@@ -115,13 +118,13 @@ class Executor(ABC):
 
 def registry() -> dict[str, type[Executor]]:
     out = {}
-    for module in ("local", "slurm", "debug"):
+    for module in ("local", "slurm", "debug", "replay"):
         cls = importlib.import_module(f"sweep.dispatch.{module}").EXECUTOR
         out[cls.name] = cls
     return out
 
 
-EXECUTORS = ("local", "slurm", "debug")
+EXECUTORS = ("local", "slurm", "debug", "replay")
 
 
 def executor(name: str) -> type[Executor]:

@@ -34,6 +34,7 @@ from sweep.space import target
 from sweep.core.errors import SweepError
 from sweep.node.lock import DriverLock
 from sweep.pipeline.preflight import preflight
+from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
 from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
@@ -58,6 +59,7 @@ class Options:
     slurm: dict[str, Any] = field(default_factory=dict)   # overrides of the space's slurm settings
     nsys: str = ""                        # profiler paths for the jobs (config.json); "": the node's
     ncu: str = ""
+    replay_from: Path | None = None       # the replay executor's recording (--from FILE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +179,7 @@ class Sweep:
     def executor(self) -> executors.Executor:
         gate = self.prepared.ready if self.prepared is not None else (lambda: True)
         ctx = executors.Context(self.space, self.sweep_dir, poll_s=self.opts.poll_s, ready_to_measure=gate,
-                                dry_run=self.opts.dry_run)
+                                dry_run=self.opts.dry_run, replay_from=self.opts.replay_from)
         return executors.executor(self.opts.executor)(ctx)
 
     def _prepared(self) -> None:
@@ -235,7 +237,10 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
 def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, t0: float, started: float,
                 ru0: Any) -> RunSummary:
     digest, commit = target.source_digest(space.target), target.commit(space.target.source_dir)
-    prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run)
+    replaying = opts.executor == "replay"
+    if replaying:   # a replayed result is the recording's: never taken for a GPU's measurement, nor another's
+        digest = replay.identity(digest, opts.replay_from)
+    prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run or replaying)
     search = strategies.start(space)
     n, product = space.size()
     note = getattr(getattr(search, "plan", None), "note", "") or f"{space.strategy.name}: up to {space.strategy.samples} trials"
@@ -311,7 +316,8 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()
     best, conf = (None, Confirmation()) if opts.dry_run else \
-        finish_mod.finish(space, sw, results_dir, confirm=opts.confirm, certify_picks=opts.certify)
+        finish_mod.finish(space, sw, results_dir, confirm=opts.confirm,
+                          certify_picks=False if replaying else opts.certify)   # a race needs new samples
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import dispatch as executors, plan as strategies, profile
+from sweep.dispatch import replay
 from sweep.node import build
 from sweep.core.errors import SweepError
 from sweep.node.process import Tools
@@ -20,7 +21,8 @@ from sweep.space import Space, workloads
 def preflight(space: Space, opts: Any) -> None:
     """What a run needs here (opts: pipeline.Options), checked before anything is rendered; raises with
     what is missing."""
-    for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
+    for what, path in (("--jobs-dir", opts.jobs_root),) + ((("the target's source folder", space.target.source_dir),)
+                                                        if opts.executor != "replay" else ()):
         if any(ch.isspace() for ch in str(path)):
             raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
                              "into several paths; use a folder whose path has no spaces")
@@ -32,6 +34,8 @@ def preflight(space: Space, opts: Any) -> None:
         raise SweepError(f"{space.path}: strategy {space.strategy.name} learns from one objective, but slurm.partitions "
                          f"measures on {len(space.slurm.partitions)} GPU models; run one sweep per partition "
                          "(--partition P --name NAME-P), or use grid, random, factorized or tuples")
+    if _replay(space, opts):
+        return
     if opts.executor == "slurm" and space.slurm.build_partition and list(space.build.arch) == ["auto"] and not opts.arch:
         raise SweepError(f"{space.path}: slurm.build_partition {space.slurm.build_partition!r} builds on nodes without "
                          "a GPU to detect the architecture from (build.arch: auto); set build.arch (e.g. [sm_90]) "
@@ -55,6 +59,26 @@ def preflight(space: Space, opts: Any) -> None:
     if be.tool and not tools.path(be.tool):
         raise SweepError(f"{be.tool} not found: put it on PATH, set {be.tool.upper()}=/path/to/{be.tool} or pass "
                          f"--{be.tool} PATH, or use --backend events (the program's own CUDA-event timing)")
+
+
+def _replay(space: Space, opts: Any) -> bool:
+    """True for a replay (its checks done here: the recording matches the space); a T1 space
+    (no Makefile) or --from on another executor is refused."""
+    source = getattr(opts, "replay_from", None)
+    if opts.executor != "replay":
+        if source is not None:
+            raise SweepError(f"--from {source} is the replay executor's recording: add --executor replay, or drop --from")
+        if space.target.replay_only:
+            raise SweepError(f"{space.path} is a T1 space: it names a kernel, not a Makefile target, so it can only be "
+                             "replayed: run it with --executor replay --from RECORDING (a Kernel Tuner cache or T4 "
+                             "results)")
+        return False
+    if source is None:
+        raise SweepError("--executor replay needs --from FILE: a Kernel Tuner cache or T4 results file (.json or "
+                         ".json.gz), or a sweep's results/<name>/ folder")
+    executors.executor("replay").preflight(space, opts.dry_run)
+    replay.index(space, Path(source))
+    return True
 
 
 JOB_PLACEHOLDERS = ("build", "job", "batch", "seq_len", "iterations", "warmup", "events_json")

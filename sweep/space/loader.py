@@ -39,7 +39,7 @@ MAX_PARAMETERS = 256
 MAX_CONSTRAINTS = 1024
 
 _TOP_KEYS = ("name", "description", "target", "model", "strategy", "tuples", "samples", "seed", "parameters",
-             "constraints", "build", "run", "profile", "slurm", "certify", "workloads")
+             "constraints", "build", "run", "profile", "slurm", "certify", "workloads", "replay")
 _PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc")
 
 
@@ -64,7 +64,7 @@ def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = N
     return Space(name, path, tuple(params), target, tuple(constraints), sections.strategy(top, path, params),
                  sections.build(top, path), run, sections.profile(top, path), sections.slurm(top, path),
                  top.str("description", "") or "", sections.certify(top, path),
-                 workloads.parse(top, path, target, run))
+                 workloads.parse(top, path, target, run), sections.replay(top, path, set(raw)))
 
 
 def launch_size(v: Any, where: str, floor: int = 1) -> int:

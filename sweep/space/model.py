@@ -229,6 +229,26 @@ class Target:
             raise KeyError(f"the target {self.name} has no program {name!r} (it has: {known})")
         return self.programs[name]
 
+    @property
+    def replay_only(self) -> bool:
+        """No timing command (a T1 space's target, sweep.space.t1): it can only be replayed."""
+        return not self.profile
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """How a replay (`--executor replay --from FILE`, sweep.dispatch.replay) finds a configuration in a
+    recording: `params` maps a macro to its recorded parameter name (absent: the macro's own name);
+    `fixed` holds recorded parameters the space does not sweep at one value; `kernel` names the kernel
+    a T4 file's times are of (T4 names none; "": the one kernel the space's parameters govern)."""
+
+    params: Mapping[str, str] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    kernel: str = ""
+
+    def name_of(self, macro: str) -> str:
+        return self.params.get(macro, macro)
+
 
 @dataclass(frozen=True, slots=True, init=False)
 class Strategy:
@@ -305,6 +325,7 @@ class Space:
     description: str = ""
     certify: Certify = field(default_factory=Certify)
     workloads: tuple[Workload, ...] = ()   # named runs (sweep.space.workloads); (): run:'s one run
+    replay: Replay = field(default_factory=Replay)   # matching a recording's parameters (`replay:`)
 
     def parameter(self, macro: str) -> Parameter:
         for p in self.parameters:

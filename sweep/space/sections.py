@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from sweep.core.errors import SweepError
 from sweep.space import declared as declarations
 from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
-                               Program, Run, Slurm, Stopping, Strategy, Target)
+                               Program, Replay, Run, Slurm, Stopping, Strategy, Target)
 
 # \Z, not $: "$" also matches before a final newline, which would let "name\n" through
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")   # space, workload and program names: they name folders
@@ -331,3 +331,24 @@ def programs(target_section: Section, verify: tuple[tuple[str, ...], ...] | str)
         s = Section(spec, f"{where}.{name}", ("profile", "events", "check_args"))
         out[name] = Program(timing_command(s), s.strings("events", ()), check_args(s, verify))
     return out
+
+
+def replay(top: Section, path: Path, macros: set[str]) -> Replay:
+    """`replay: {params: {MACRO: recorded_name}, fixed: {recorded_name: value}, kernel: NAME}`: how a replay
+    matches this space's configurations to a recording's (sweep.space.model.Replay)."""
+    s = Section(top.data.get("replay"), top.at("replay"), ("params", "fixed", "kernel"))
+    params, fixed = s.data.get("params") or {}, s.data.get("fixed") or {}
+    for key, value, what in (("params", params, "{MACRO: recorded_name}"), ("fixed", fixed, "{recorded_name: value}")):
+        if not isinstance(value, dict):
+            raise SweepError(f"{s.at(key)}: expected a mapping {what}, got {show(value)}")
+    for macro, name in params.items():
+        if macro not in macros:
+            raise SweepError(f"{s.at('params')}: {show(macro)} is not a parameter of this space; parameters: "
+                             f"{', '.join(sorted(macros))}")
+        if not isinstance(name, str) or not name:
+            raise SweepError(f"{s.at('params')}.{plain(macro)}: {show(name)} must be the recording's parameter name")
+    for name, value in fixed.items():
+        if not isinstance(name, str) or isinstance(value, (dict, list)):
+            raise SweepError(f"{s.at('fixed')}: {show(name)}: {show(value)} must be a recorded parameter name "
+                             "and one value")
+    return Replay(dict(params), dict(fixed), s.str("kernel", "") or "")

@@ -52,8 +52,14 @@ def plugin_target(name: str, options: Mapping[str, Any] | None) -> space_mod.Tar
 
 
 def load(path: Path | str) -> space_mod.Space:
-    """Load a space file, with the plugin targets available (`target: engine`)."""
-    return space_mod.load_space(path, plugin_target=plugin_target)
+    """Load a space file, with the plugin targets available (`target: engine`); a T1 file
+    (JSON with a ConfigurationSpace, sweep.space.t1) loads as a replay-only space."""
+    from sweep.space import t1
+
+    data = t1.read(Path(path))
+    if t1.is_t1(data):
+        return t1.parse(data, Path(path))
+    return space_mod.parse_space(data, Path(path), plugin_target=plugin_target)
 
 
 SNAPSHOT = "space.yaml"     # the space file as run, kept in jobs/<sweep>/ and results/<sweep>/
@@ -62,9 +68,12 @@ SNAPSHOT = "space.yaml"     # the space file as run, kept in jobs/<sweep>/ and r
 def load_snapshot(snapshot: Path, recorded: Path) -> space_mod.Space:
     """A space from its snapshot's text, with relative paths (a custom target's dir)
     resolved from where the original file was when the sweep ran."""
-    from sweep.space import reader
+    from sweep.space import reader, t1
 
-    return space_mod.parse_space(reader.read(Path(snapshot)), Path(recorded), plugin_target=plugin_target)
+    data = reader.read(Path(snapshot))
+    if t1.is_t1(data):
+        return t1.parse(data, Path(recorded))
+    return space_mod.parse_space(data, Path(recorded), plugin_target=plugin_target)
 
 
 def source_digest(target: space_mod.Target) -> str:
