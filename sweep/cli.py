@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(an injection library, no profiler; a custom target's default) or events (the program's own timing)")
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
     r.add_argument("--samples", type=int, help="points for random / trials for optuna")
+    r.add_argument("--budget", type=int, help="evaluations at most, for learning and auto")
+    r.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one of the strategy's options (repeatable), e.g. whole=20 for auto")
     r.add_argument("--name", help="sweep name (default: the space's name); results go to results/<name>/")
     r.add_argument("--dry-run", action="store_true", help="render and compile every configuration; run nothing on a GPU")
     r.add_argument("--arch", help="GPU architecture to compile for, e.g. sm_90 (default: the space's build.arch)")
@@ -139,7 +142,11 @@ def run(args: argparse.Namespace) -> int:
                             dry_run=args.dry_run, arch=args.arch, retry_failed=args.retry_failed,
                             confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
                             replay_from=args.replay_from.expanduser().resolve() if args.replay_from else None, **tools)
+    options = dict(o.partition("=")[::2] for o in args.strategy_option)
+    if args.budget is not None:
+        options["budget"] = str(args.budget)
     s = pipeline.run(paths.shipped_file(args.space), opts, name=args.name, strategy=args.strategy, backend=args.backend,
+                     strategy_options=options or None,
                      samples=args.samples, slurm=slurm or None)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")

@@ -78,8 +78,27 @@ class RunSummary:
         return self.counts.get("ok", 0)
 
 
+def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
+    """The space's strategy with options from the command line (`--budget 50`, `--strategy-option
+    whole=20`), each checked against what the strategy declares."""
+    spec = strategies.spec(space)
+    declared = {o.name: o for o in spec.options}
+    values = dict(space.strategy.options)
+    for key, text in given.items():
+        if key not in declared:
+            raise SweepError(f"--strategy-option {key}: strategy {spec.name!r} takes "
+                             f"{', '.join(declared) or 'no options'}")
+        try:
+            value: Any = int(text) if declared[key].type is int else text
+        except ValueError:
+            raise SweepError(f"--strategy-option {key}={text}: must be a whole number ({declared[key].doc})") from None
+        values[key] = declared[key].check(value, f"--strategy-option {key}")
+    return dataclasses.replace(space.strategy, options=tuple(sorted(values.items())))
+
+
 def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
-                    samples: int | None = None, slurm: dict[str, Any] | None = None) -> Space:
+                    samples: int | None = None, slurm: dict[str, Any] | None = None,
+                    strategy_options: dict[str, str] | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
         if not NAME_RE.match(name):
@@ -91,6 +110,8 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
     if samples:
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
+    if strategy_options:
+        space = dataclasses.replace(space, strategy=strategy_option_values(space, strategy_options))
     if backend:
         profile.backend(backend)
         space = dataclasses.replace(space, profile=dataclasses.replace(space.profile, backend=backend))
@@ -243,7 +264,8 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run or replaying)
     search = strategies.start(space)
     n, product = space.size()
-    note = getattr(getattr(search, "plan", None), "note", "") or f"{space.strategy.name}: up to {space.strategy.samples} trials"
+    note = getattr(search, "note", "") or getattr(getattr(search, "plan", None), "note", "") \
+        or f"{space.strategy.name}: up to {space.strategy.samples} trials"
     manifest = Manifest(sweep=space.name, space=str(space_path.resolve()), strategy=space.strategy.name,
                         backend=space.profile.backend, executor=opts.executor, grid_size=n, grid_product=product,
                         commit=commit, source_digest=digest, created=now(), note=note,
@@ -259,7 +281,10 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     by_tag: dict[str, Config] = {}
 
     def tell(c: Config, r: JobResult | None) -> None:
-        search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
+        ok = r is not None and r.status == Status.OK
+        search.tell(c, select_mod.objective_ns(space, r.measurements) if ok else None,
+                    failure=None if ok else (str(r.status) if r is not None else "failed"),
+                    cost_s=r.timings.get("total") if r is not None else None)
 
     def on_result(r: JobResult) -> None:
         counts[str(r.status)] = counts.get(str(r.status), 0) + 1
@@ -312,6 +337,9 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
     sw.stream(ask, progress, on_result)
     progress.close()
+    if getattr(search, "stopped", ""):
+        print(f"{space.name}: {space.strategy.name} stopped after {len(results)} evaluations: {search.stopped}",
+              file=sys.stderr)
 
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()

@@ -16,6 +16,9 @@ loader's checks) comes from it:
     random      `samples` distinct points drawn from the legal set, seeded
     optuna      TPE, learning from each batch's results (lower is better), with the
                 constraints handed to the sampler
+    learning    a surrogate model over the legal set, learning where configurations
+                are fast and where they fail; batches; stops by itself or at a budget
+    auto        the whole grid for a small space, learning for a large one
 
 A space file giving a strategy an option it does not declare is refused, naming
 what the strategy takes (see sweep.space.sections). Static plans are handed to
@@ -28,11 +31,12 @@ from __future__ import annotations
 
 from sweep.core.errors import SweepError
 from sweep.space import Space, declared
-from sweep.plan import factorized, grid, optuna_tpe, random_sample, tuples
+from sweep.plan import factorized, grid, learned, optuna_tpe, random_sample, tuples
 from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, Skipped, StaticSearch, StrategySpec, \
     check_grid_size, grid_points, legal
 
-REGISTRY: dict[str, StrategySpec] = {m.SPEC.name: m.SPEC for m in (tuples, grid, factorized, random_sample, optuna_tpe)}
+REGISTRY: dict[str, StrategySpec] = {s.name: s for s in (tuples.SPEC, grid.SPEC, factorized.SPEC, random_sample.SPEC, optuna_tpe.SPEC,
+                                                learned.SPEC, learned.SPEC_AUTO)}
 for _spec in REGISTRY.values():      # the space loader checks a file's strategy against these
     declared.declare(_spec)
 STRATEGIES = tuple(REGISTRY)

@@ -145,8 +145,11 @@ class Search:
     def ask(self, n: int) -> list[Config]:
         raise NotImplementedError
 
-    def tell(self, config: Config, objective_ns: float | None) -> None:
-        """objective_ns: the config's total kernel time (lower is better), None if it failed."""
+    def tell(self, config: Config, objective_ns: float | None, failure: str | None = None,
+             cost_s: float | None = None) -> None:
+        """objective_ns: the config's total kernel time (lower is better), None if it failed;
+        failure: then its status (compile_failed, verify_failed, ...); cost_s: what its job
+        cost on the GPU (seconds), where known."""
 
 
 class StaticSearch(Search):

@@ -89,7 +89,8 @@ class TPESearch(Search):
             out.append(c)
         return out
 
-    def tell(self, config: Config, objective_ns: float | None) -> None:
+    def tell(self, config: Config, objective_ns: float | None, failure: str | None = None,
+             cost_s: float | None = None) -> None:
         self.told[config] = objective_ns
         for trial in self.pending.pop(config, []):
             if objective_ns is None:

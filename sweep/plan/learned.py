@@ -1,0 +1,132 @@
+"""`learning` and `auto`: the strategies for spaces too large to sweep whole.
+
+learning  a surrogate model of each configuration's time learns from every result
+          (sweep.plan.learning: a Gaussian process on log time, expected improvement
+          weighted by a learned chance that a point builds and checks), proposing only
+          legal points, in batches as large as the executor can run at once. It stops
+          by itself when more evaluations are unlikely to pay (the summary says which
+          rule stopped it) or at its budget: `budget` evaluations, or `budget_s`
+          seconds of what the configurations cost on the GPU (their jobs' recorded
+          time; under replay, what they cost when they were recorded).
+auto      sweeps a space of at most `whole` legal points whole (grid), and uses
+          learning on a larger one; the first line says which and why.
+
+Resuming: the driver tells a resumed sweep its earlier results before it asks, and
+the model's proposals depend only on the seed and what it was told, so an
+interrupted learning sweep asks for exactly what it would have asked for.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, group_combinations, \
+    group_size
+from sweep.plan.grid import plan as grid_plan
+from sweep.plan.learning import Dim, LearningSearch
+from sweep.space import Config, Space, check, groups, make_config
+
+ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
+
+
+def legal_points(space: Space) -> list[dict[str, int]] | None:
+    """Every legal point (swept parameters only) when the legal set is small enough to
+    enumerate, built as the product of each parameter group's legal combinations (a
+    constraint speaks about one group); None when it is too large."""
+    gs = groups(space)
+    if any(group_size(g) > GRID_LIMIT for g in gs):
+        return None
+    first = {p.macro: p.values[0] for p in space.swept}
+    combos = [group_combinations(space, g, first)[0] for g in gs]
+    if math.prod(len(c) for c in combos) > ENUMERATE_LIMIT:
+        return None
+    points: list[dict[str, int]] = [{}]
+    for c in combos:
+        points = [{**p, **q} for p in points for q in c]
+    swept = [p.macro for p in space.swept]
+    return [{m: point[m] for m in swept} for point in points
+            if check(space, make_config(space, point)) is None]   # rules naming no parameter
+
+
+class LearnedSearch(Search):
+    """The driver's Search over sweep.plan.learning's model."""
+
+    def __init__(self, space: Space, options: dict | None = None):
+        o = options if options is not None else SPEC.values(space.strategy)
+        self.space = space
+        self.skipped = []                  # only legal points are proposed
+        self.budget, self.budget_s = o["budget"], o["budget_s"]
+        self.spent_s = 0.0
+        self.told = 0
+        self.asked = 0
+        self.stopped = ""                  # why it stopped, once it has
+        points = legal_points(space)
+        dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
+        self.legal = len(points) if points is not None else None
+
+        def is_legal(point: dict[str, int]) -> bool:
+            return check(space, make_config(space, point)) is None
+
+        self.model = LearningSearch(dims, None if points is not None else is_legal, legal_points=points,
+                                    seed=o["seed"], budget=self.budget)
+        size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
+        self.note = (f"learning: {size}; at most {self.budget} evaluations"
+                     + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "") + f" (seed {o['seed']})")
+
+    def ask(self, n: int) -> list[Config]:
+        if self.stopped:
+            return []
+        left = self.budget - self.asked
+        if left <= 0:
+            self.stopped = f"its budget of {self.budget} evaluations is spent"
+            return []
+        if self.budget_s and self.spent_s >= self.budget_s:
+            self.stopped = f"its budget of {self.budget_s:g} GPU-seconds is spent ({self.spent_s:.1f} s)"
+            return []
+        reason = self.model.stop() if self.told else None
+        if reason:
+            self.stopped = reason
+            return []
+        points = self.model.ask(min(n, left))
+        if not points:
+            self.stopped = "every legal point has been measured"
+        self.asked += len(points)
+        return [make_config(self.space, p) for p in points]
+
+    def tell(self, config: Config, objective_ns: float | None, failure: str | None = None,
+             cost_s: float | None = None) -> None:
+        point = {p.macro: config[p.macro] for p in self.space.swept}
+        self.model.tell(point, objective_ns, failure=None if objective_ns is not None else (failure or "failed"))
+        self.told += 1
+        self.spent_s += cost_s or 0.0
+
+
+def auto_search(space: Space) -> Search:
+    o = SPEC_AUTO.values(space.strategy)
+    points = legal_points(space)
+    if points is not None and len(points) <= o["whole"]:
+        plan = grid_plan(space)
+        note = (f"auto: {len(points):,} legal points, at most {o['whole']}: the whole grid "
+                f"(the learning strategy pays on larger spaces)")
+        return StaticSearch(Plan(plan.configs, plan.skipped, note))
+    search = LearnedSearch(space, {"budget": o["budget"], "budget_s": o["budget_s"], "seed": o["seed"]})
+    size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
+    search.note = f"auto: {size}, over {o['whole']}: " + search.note
+    return search
+
+
+_BUDGETS = (
+    Option("budget", int, 100, "evaluations at most (failed ones count)", lo=1, hi=1_000_000),
+    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit)", lo=0),
+    Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
+)
+
+SPEC = StrategySpec(
+    "learning", "a surrogate model learns from every result and proposes legal points in batches; stops by "
+                "itself when more evaluations are unlikely to pay, or at its budget",
+    options=_BUDGETS, search=LearnedSearch)
+
+SPEC_AUTO = StrategySpec(
+    "auto", "the whole grid for a space of at most `whole` legal points, else the learning strategy",
+    options=(Option("whole", int, 64, "the most legal points swept whole", lo=1, hi=GRID_LIMIT), *_BUDGETS),
+    search=auto_search)

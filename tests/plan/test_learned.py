@@ -1,0 +1,105 @@
+"""The learning and auto strategies in a sweep: replayed from a recorded brute-forced space
+(tests/data/benchmark_spaces: an extract of the convolution space on an RTX A4000), so the
+driver, the replay executor and the model meet as they do on a GPU. No GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sweep import cli
+from sweep.dispatch import recording
+from sweep.plan import REGISTRY
+from sweep.records import Status, read_result
+from sweep.space import target
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
+KT = DATA / "A4000_extract.json.gz"
+GRID = {"block_size_x": [16, 32], "block_size_y": [1, 2], "tile_size_x": [1, 2], "tile_size_y": [1, 2],
+        "read_only": [0, 1], "use_padding": [0], "use_shmem": [0, 1]}
+
+
+def t1_space(tmp_path: Path, strategy: dict | None = None, name: str = "conv") -> Path:
+    t1 = json.loads((DATA / "convolution_milo.T1.json").read_text())
+    t1["General"]["BenchmarkName"] = name
+    for p in t1["ConfigurationSpace"]["TuningParameters"]:
+        if p["Name"] in GRID:
+            p["Values"] = str(GRID[p["Name"]])
+            p["Default"] = GRID[p["Name"]][0]
+    path = tmp_path / f"{name}.T1.json"
+    path.write_text(json.dumps(t1))
+    return path
+
+
+def run(tmp_path: Path, space: Path, *extra: str, jobs: str = "jobs") -> int:
+    return cli.main(["run", str(space), "--executor", "replay", "--from", str(KT), "--no-report", "--no-confirm",
+                     "--jobs-dir", str(tmp_path / jobs), "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def measured(tmp_path: Path, jobs: str = "jobs", name: str = "conv") -> list[tuple[str, Status]]:
+    out = []
+    for d in sorted((tmp_path / jobs / name).iterdir()):
+        r = read_result(d) if d.is_dir() else None
+        if r is not None:
+            out.append((r.tag, r.status))
+    return out
+
+
+def test_a_strategy_option_the_strategy_does_not_declare_is_refused_in_one_line(tmp_path, capsys):
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--strategy-option", "whole=3") == 1
+    assert "--strategy-option whole: strategy 'learning' takes budget, budget_s, seed" in capsys.readouterr().err
+
+
+def test_learning_and_auto_are_registered_strategies_with_declared_budgets():
+    assert {"learning", "auto"} <= set(REGISTRY)
+    assert {o.name for o in REGISTRY["learning"].options} >= {"budget", "budget_s", "seed"}
+    assert {o.name for o in REGISTRY["auto"].options} >= {"whole", "budget", "seed"}
+
+
+def test_a_learning_sweep_stops_at_its_budget_having_run_only_legal_points(tmp_path, capsys):
+    space = t1_space(tmp_path)
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "12") == 0
+    runs = measured(tmp_path)
+    assert len(runs) == 12
+    err = capsys.readouterr().err
+    assert "learning" in err and "stopped after 12 evaluations: its budget of 12 evaluations is spent" in err
+    s = target.load(space)
+    from sweep.space import check, make_config
+    for tag, _ in runs:
+        cfg = json.loads((tmp_path / "jobs" / "conv" / tag / "config.json").read_text())["macros"]
+        assert check(s, make_config(s, {k: v for k, v in cfg.items() if k in {p.macro for p in s.swept}})) is None
+
+
+def test_a_learning_sweep_finds_a_near_best_point_of_the_recording_in_a_fraction_of_it(tmp_path):
+    rec = recording.load(KT)
+    times = sorted(e.measurements[0].mean_ns for e in rec.entries if e.status == Status.OK)
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--budget", "24") == 0
+    found = min(read_result(tmp_path / "jobs" / "conv" / tag).measurements[0].mean_ns
+                for tag, st in measured(tmp_path) if st == Status.OK)
+    # 24 of the 64 legal points: random picks would reach the best 5% about 70% of the time
+    assert found <= times[max(0, len(times) // 20)], (found, times[:5])
+
+
+def test_an_interrupted_learning_sweep_resumes_with_the_proposals_it_would_have_made(tmp_path):
+    space = t1_space(tmp_path)
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "16", jobs="whole") == 0
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "7", jobs="cut") == 0
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "16", jobs="cut") == 0
+    assert [t for t, _ in measured(tmp_path, "cut")] == [t for t, _ in measured(tmp_path, "whole")]
+
+
+def test_auto_sweeps_a_small_space_whole_and_says_why(tmp_path, capsys):
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "auto") == 0
+    err = capsys.readouterr().err
+    assert "auto: 64 legal points, at most 64: the whole grid" in err
+    assert len(measured(tmp_path)) == 64
+
+
+def test_auto_learns_on_a_space_over_its_whole_limit(tmp_path, capsys):
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "auto", "--budget", "10", "--strategy-option",
+               "whole=20") == 0
+    err = capsys.readouterr().err
+    assert "auto: 64 legal points, over 20: learning" in err
+    assert len(measured(tmp_path)) == 10
