@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.space import check, default_config, load_space, make_config
+from sweep.space import check, default_config, groups, load_space, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
@@ -36,7 +36,7 @@ def test_the_space_file_loads_with_the_0_1_flag_and_two_groups():
     assert space.target.verify == "profile" and space.profile.backend == "events"
     assert space.target.events == ("--json", "{events_json}")
     assert [p.values for p in space.swept if p.macro == "STENCIL_USE_SHARED"] == [(0, 1)]
-    assert [[p.macro for p in g] for g in space.groups()] == [
+    assert [[p.macro for p in g] for g in groups(space)] == [
         ["STENCIL_BLOCK_X", "STENCIL_BLOCK_Y", "STENCIL_USE_SHARED"], ["STENCIL_RED_BLOCK", "STENCIL_ITEMS"]]
     assert default_config(space).as_dict() == {"STENCIL_BLOCK_X": 32, "STENCIL_BLOCK_Y": 8, "STENCIL_USE_SHARED": 1,
                                                "STENCIL_RED_BLOCK": 256, "STENCIL_ITEMS": 4}
