@@ -38,6 +38,7 @@ from typing import Callable, ClassVar
 
 from sweep.core import paths
 from sweep.core.errors import SweepError
+from sweep.node import gpus
 from sweep.node.lock import pid_alive
 from sweep.dispatch.progress import Progress
 from sweep.records import FAILED, JobConfig, JobResult, Status, read_result, write_result
@@ -163,16 +164,17 @@ def running_elsewhere(job_dir: Path) -> bool:
     return pid_alive(st.get("pid"))
 
 
-def visible_gpus() -> list[int]:
-    """Indices of the GPUs this process may use (CUDA_VISIBLE_DEVICES, else nvidia-smi)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (indices, GPU-<uuid>,
+    MIG-<uuid>), else nvidia-smi's indices."""
+    named = gpus.visible()
+    if named is not None:
+        return named
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
     r = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True)
-    return [int(x) for x in r.stdout.split() if x.strip().isdigit()] if r.returncode == 0 else []
+    return [x.strip() for x in r.stdout.split() if x.strip().isdigit()] if r.returncode == 0 else []
 
 
 def record_lost(j: PendingJob, reason: str, log: Path | str = "", status: Status = Status.RUNTIME_FAILED,

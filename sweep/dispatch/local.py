@@ -3,15 +3,17 @@
 Builds run in a thread pool (make -j shares the CPUs among them). Measurements
 run through one submitit LocalExecutor per visible GPU (CUDA_VISIBLE_DEVICES
 set to it), two jobs per GPU at a time: one measuring, the next already started
-and waiting on the GPU's lock (sweep.node.job.gpu_lock), so process start-up and the
-last profile's post-processing overlap GPU time while measurements stay
-exclusive. Jobs are processes of their own: a killed driver loses nothing.
+and waiting on the GPU's lock (sweep.node.gpus: one per GPU for the whole node,
+every sweep's), so process start-up and the last profile's post-processing
+overlap GPU time while measurements stay exclusive. Jobs are processes of their
+own: a killed driver loses nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,6 +23,7 @@ from typing import Any, Iterator
 from sweep.core.errors import SweepError
 from sweep.dispatch import (Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
                              visible_gpus)
+from sweep.node import gpus
 from sweep.node.job import Job, run_job
 from sweep.dispatch.progress import Progress
 from sweep.records import JobResult, Status
@@ -38,7 +41,7 @@ class LocalExecutor(Executor):
     name = "local"
     doc = "this machine: builds on the CPUs, measurements one job per visible GPU"
 
-    def __init__(self, ctx: Context, gpus: list[int] | None = None, build_parallel: int = 0):
+    def __init__(self, ctx: Context, gpus: list[str] | None = None, build_parallel: int = 0):
         super().__init__(ctx)
         self.gpus = visible_gpus() if gpus is None else gpus
         self.build_parallel = build_parallel
@@ -50,6 +53,13 @@ class LocalExecutor(Executor):
     def preflight(cls, space, dry_run: bool) -> None:
         if not dry_run and not visible_gpus():
             raise SweepError(no_gpu_message())
+
+    def lock_paths(self) -> dict[str, Path]:
+        """Each GPU's lock: one per GPU for the whole node (sweep.node.gpus), so two sweeps, or two
+        users' sweeps, never measure on one GPU at once."""
+        uuids = {} if all(gpus.UUID_RE.match(g) for g in self.gpus) else gpus.uuids_by_index()
+        directory = gpus.lock_dir()
+        return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
     def parallelism(self) -> int:
         return max(1, len(self.gpus))
@@ -74,15 +84,19 @@ class LocalExecutor(Executor):
         cpus = len(os.sched_getaffinity(0))
         build_parallel = self.build_parallel or max(1, min(len(self.queued), cpus // 4 or 1))
         build_jobs = max(1, cpus // build_parallel)     # make -j shares the CPUs among the builds at once
-        executors = {}
-        for g in self.gpus:
-            ex = submitit.LocalExecutor(folder=str(folder / f"gpu{g}"))
-            ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=1, visible_gpus=(g,))
+        executors, locks = {}, self.lock_paths()
+        for i, g in enumerate(self.gpus):
+            ex = submitit.LocalExecutor(folder=str(folder / f"gpu{i}"))
+            if g.isdigit():
+                ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=1, visible_gpus=(int(g),))
+            else:   # submitit takes indices only: a UUID (GPU-..., MIG-...) is exported before the job starts
+                ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=0,
+                                     setup=[f"export CUDA_VISIBLE_DEVICES={shlex.quote(g)}"])
             executors[g] = ex
 
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
-        measuring: dict[int, list[tuple[Any, PendingJob]]] = {g: [] for g in self.gpus}
+        measuring: dict[str, list[tuple[Any, PendingJob]]] = {g: [] for g in self.gpus}
         pool = ThreadPoolExecutor(max_workers=build_parallel)
 
         def build_one(j: PendingJob) -> JobResult | None:
@@ -106,7 +120,7 @@ class LocalExecutor(Executor):
                         j = ready.pop(0)
                         with environment(job_environment()):  # submitit copies the environment at submit
                             sjob = executors[g].submit(run_job, str(j.dir), "measure",
-                                                       gpu_lock_path=str(folder / f"gpu{g}.lock"))
+                                                       gpu_lock_path=str(locks[g]))
                         self._submitted.append(sjob)
                         measuring[g].append((sjob, j))
                 for g in self.gpus:
