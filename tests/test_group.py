@@ -1,0 +1,92 @@
+"""A job's programs run in a process group of their own, within the job's own deadline: a
+program that never exits, or exits leaving a child that holds its output, ends the job as
+`timeout` with the stage, and no process of its group outlives it (checked in /proc)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sweep.node import group
+from sweep.node.process import JobFailed, run_program
+
+LEAVES_A_CHILD = """#!/bin/sh
+echo $$ > "$PIDS"
+sleep 1000 &
+echo $! >> "$PIDS"
+echo started
+exit 0
+"""
+NEVER_EXITS = """#!/bin/sh
+echo $$ > "$PIDS"
+sleep 1000 &
+echo $! >> "$PIDS"
+while true; do sleep 1; done
+"""
+
+
+def _script(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("name, text, said", [("leaves_a_child.sh", LEAVES_A_CHILD, "still held its output"),
+                                              ("never_exits.sh", NEVER_EXITS, "ran past its")])
+def test_a_hung_program_ends_as_timeout_and_no_process_of_its_group_survives(tmp_path, monkeypatch, name, text, said):
+    monkeypatch.setenv("PIDS", str(tmp_path / "pids"))
+    monkeypatch.setattr(group, "LINGER_S", 0.5)
+    t0 = time.monotonic()
+    with pytest.raises(JobFailed) as info:
+        run_program([str(_script(tmp_path, name, text))], tmp_path / "log", "profile", timeout_s=1.5)
+    assert time.monotonic() - t0 < 10
+    assert info.value.status == "timeout" and info.value.stage == "profile" and said in info.value.reason
+    pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert not group.group_members(pids[0])
+    assert "started" in (tmp_path / "log").read_text() or name == "never_exits.sh"
+
+
+def test_the_jobs_deadline_shortens_a_programs_own_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIDS", str(tmp_path / "pids"))
+    group.time_limit(2.0)            # a 2 s job: its programs get 40% of it, before the scheduler's signal
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(JobFailed, match="ran past its 1 s limit"):
+            run_program([str(_script(tmp_path, "n.sh", NEVER_EXITS))], tmp_path / "log", "verify", timeout_s=600)
+        assert time.monotonic() - t0 < 8
+    finally:
+        group.time_limit(None)
+
+
+def test_a_program_that_ends_is_read_whole_and_its_exit_code_kept(tmp_path):
+    ran = run_program(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; echo; echo err >&2; exit 3"],
+                      tmp_path / "log", "verify", timeout_s=30)
+    assert ran.returncode == 3 and len(ran.stdout) == 200001 and ran.stderr == "err\n"
+
+
+@pytest.mark.slow
+def test_a_job_whose_profiled_program_hangs_records_timeout_and_leaves_no_process(job_for, tmp_path, monkeypatch):
+    """The fault injected as the toy target's profile command, through a whole job."""
+    from sweep.node.job import Job
+
+    monkeypatch.setenv("PIDS", str(tmp_path / "pids"))
+    monkeypatch.setattr(group, "LINGER_S", 0.5)
+    script = _script(tmp_path, "leaves_a_child.sh", LEAVES_A_CHILD)
+    d = job_for(target={"profile": [str(script), "{iterations}"]})
+    r = Job(d, timeout_s=20).run()
+    assert r.status == "timeout" and r.stage == "profile", r.reason
+    pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
+    assert pids and not any(_alive(p) for p in pids)
+    assert not (d / "state.json").exists()
