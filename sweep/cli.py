@@ -19,7 +19,7 @@ from sweep.core import paths
 from sweep.decide import select as select_mod
 from sweep.pipeline import driver as pipeline, manage
 from sweep.core.errors import DiskFull, SweepError
-from sweep.dispatch import EXECUTORS
+from sweep.dispatch import EXECUTORS, INTERRUPTED, Interrupted
 from sweep.profile import BACKENDS
 from sweep.records import Best, load_record
 from sweep.plan import STRATEGIES
@@ -334,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("\ninterrupted: jobs already started keep running; run the same command again to resume", file=sys.stderr)
+    except KeyboardInterrupt as e:   # the executor says what became of its jobs (local: stopped; Slurm: running)
+        print("\n" + (e.args[0] if isinstance(e, Interrupted) and e.args else INTERRUPTED), file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -139,3 +139,25 @@ def test_a_gpu_named_by_uuid_in_cuda_visible_devices_is_measured_on_with_that_uu
     (d,) = (jobs / "toy").glob("A*")
     assert json.loads((d / "result.json").read_text())["env"]["gpu_uuid"] == \
         "toy-GPU-GPU-8f3a2b1c-0000-1111-2222-333344445555"
+
+
+@pytest.mark.parametrize("name, words", [("slurm", "keep running"), ("debug", "what ran is kept")])
+def test_an_interrupt_while_watching_says_what_became_of_the_executors_jobs(name, words, tmp_path):
+    from sweep import dispatch
+
+    cls = dispatch.executor(name)
+
+    class Watched(cls):
+        def submit(self, jobs, stages, progress=None):
+            pass
+
+        def watch(self, on_result, progress):
+            raise KeyboardInterrupt
+
+        def cancel(self):
+            pass
+
+    ex = Watched.__new__(Watched)
+    with pytest.raises(dispatch.Interrupted) as info:
+        ex.run([dispatch.PendingJob("t", tmp_path, "h")], "all", lambda r: None, None)
+    assert words in info.value.args[0]

@@ -32,9 +32,10 @@ import shutil
 import socket
 import subprocess
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Iterator
 
 from sweep.core import paths
 from sweep.core.errors import SweepError
@@ -45,6 +46,12 @@ from sweep.records import FAILED, JobConfig, JobResult, Status, read_result, wri
 from sweep.space import Space
 
 OnResult = Callable[[JobResult], None]
+INTERRUPTED = "interrupted: what ran is kept; run the same command again to resume"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while an executor watched its jobs; args[0] says what became of them (the executor's word)."""
+
 Ask = Callable[[int], "list[PendingJob]"]
 
 
@@ -95,12 +102,28 @@ class Executor(ABC):
     def cancel(self) -> None:
         """Stop what is still queued or running (the driver was interrupted)."""
 
+    def interrupted(self) -> str:
+        """What became of the jobs once cancel() ran after an interrupt: the line the CLI prints."""
+        return INTERRUPTED
+
     def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:
         if not jobs:
             return
         self.submit(jobs, stages)
-        try:
+        with self.interruptible():
             self.watch(on_result, progress)
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Whatever ends the watch stops the jobs (cancel); Ctrl-C becomes Interrupted with the
+        executor's word on what became of them."""
+        try:
+            yield
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            self.cancel()
+            raise Interrupted(self.interrupted()) from None
         except BaseException:
             self.cancel()
             raise
