@@ -328,8 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        where = e.filename or getattr(args, "jobs_dir", None) or "."  # a flush names no file: the sweep's folder
-        print(f"error: {DiskFull.at(where)}", file=sys.stderr)
+        folders = {f"--{k.replace('_', '-')}": getattr(args, k) for k in ("jobs_dir", "results_dir")
+                   if getattr(args, k, None) is not None} or {"--jobs-dir": "."}
+        if e.filename:   # the file named: its folder's flag (results or jobs)
+            flag = next((f for f, d in folders.items() if Path(e.filename).resolve().is_relative_to(Path(d).resolve())),
+                        "--jobs-dir")
+            print(f"error: {DiskFull.at(e.filename, flag=flag)}", file=sys.stderr)
+        else:            # a flush names no file: the folder of the two whose filesystem is fullest
+            print(f"error: {DiskFull.fullest(folders)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)
