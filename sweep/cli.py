@@ -24,6 +24,7 @@ from sweep.profile import BACKENDS
 from sweep.records import Best, load_record
 from sweep.plan import STRATEGIES
 from sweep.core.paths import COMMAND
+from sweep.core.text import terminal_safe
 
 EXIT_OK = 0                 # something was measured (or a dry run built everything)
 EXIT_BAD_INPUT = 1          # a bad space file, option or sweep name; one line says which and the fix
@@ -141,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
         print("best launch sizes per kernel (" + ("weighted over the workloads: the sum of weight x per-iteration "
               "kernel time; then each workload's own pick" if s.best.workloads else "per-iteration kernel time") + "):")
         for line in select_mod.summary_lines(s.best):
-            print("  " + line)
+            print("  " + terminal_safe(line))   # kernel names are a program's words
         for n in s.best.notes:
-            print("  note: " + n)
+            print("  note: " + terminal_safe(n))
         conf = s.confirmation
         if conf.best_total_ns:
             print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} "
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     for model, entry in by_gpu_picks(s.results_dir).items():
         print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")
         for line in select_mod.summary_lines(Best.from_dict(entry["best"])) if entry.get("best") else ["nothing measured"]:
-            print("  " + line)
+            print("  " + terminal_safe(line))
     if args.dry_run:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
@@ -188,8 +189,8 @@ def status(args: argparse.Namespace) -> int:
         for r in s["running"]:
             print(f"  running {r['tag']}: {r.get('stage')} on {r.get('host')} since {r.get('started')}"
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
-        for f in s["failures"]:
-            print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+        for f in s["failures"]:   # a failure's reason is a program's last words: escapes spelled out
+            print(terminal_safe(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}"))
         for line in array_lines(s["arrays"]):
             print("  " + line)
     return 0
@@ -218,7 +219,7 @@ def collect(args: argparse.Namespace) -> int:
     print(f"collected {args.sweep} into {args.results_dir / args.sweep}/")
     if best:
         for line in select_mod.summary_lines(best):
-            print("  " + line)
+            print("  " + terminal_safe(line))
     return 0
 
 
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except DiskFull as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_safe(e)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {DiskFull.fullest(folders)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_safe(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as e:   # the executor says what became of its jobs (local: stopped; Slurm: running)
         print("\n" + (e.args[0] if isinstance(e, Interrupted) and e.args else INTERRUPTED), file=sys.stderr)
