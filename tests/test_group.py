@@ -60,14 +60,23 @@ def test_a_hung_program_ends_as_timeout_and_no_process_of_its_group_survives(tmp
 
 def test_the_jobs_deadline_shortens_a_programs_own_limit(tmp_path, monkeypatch):
     monkeypatch.setenv("PIDS", str(tmp_path / "pids"))
-    group.time_limit(2.0)            # a 2 s job: its programs get 40% of it, before the scheduler's signal
+    group.time_limit(2.0)            # a 2 s job (no scheduler's limit: those count minutes) gives its programs 2 s
     try:
         t0 = time.monotonic()
-        with pytest.raises(JobFailed, match="ran past its 1 s limit"):
+        with pytest.raises(JobFailed, match="ran past its 2 s limit"):
             run_program([str(_script(tmp_path, "n.sh", NEVER_EXITS))], tmp_path / "log", "verify", timeout_s=600)
         assert time.monotonic() - t0 < 8
     finally:
         group.time_limit(None)
+
+
+def test_a_jobs_programs_end_before_the_schedulers_signal():
+    for minutes, at_most in ((1, 30), (2, 90), (30, 1770)):      # submitit signals 30 s before the limit
+        group.time_limit(minutes * 60.0)
+        try:
+            assert group.remaining() < at_most
+        finally:
+            group.time_limit(None)
 
 
 def test_a_program_that_ends_is_read_whole_and_its_exit_code_kept(tmp_path):

@@ -38,7 +38,9 @@ def time_limit(seconds: float | None) -> None:
     if seconds is None:
         _clock.deadline = None
         return
-    budget = seconds - SCHEDULER_SIGNAL_S if seconds > 3 * SCHEDULER_SIGNAL_S else seconds * 0.4
+    # time_min counts whole minutes: a limit under one is a test's or a caller's own, not a scheduler's
+    margin = 0.0 if seconds < 60 else min(SCHEDULER_SIGNAL_S, seconds * 0.6)
+    budget = seconds - margin
     _clock.deadline = time.monotonic() + budget
 
 
