@@ -132,14 +132,15 @@ class LocalExecutor(Executor):
                         ready.append(j)
                     else:  # a failed build, or a dry run's end
                         on_result(result)
-                for g in self.gpus if ready and ctx.ready_to_measure() else ():
-                    while ready and len(measuring[g]) < JOBS_PER_GPU:
-                        j = ready.pop(0)
-                        with environment(job_environment()):  # submitit copies the environment at submit
-                            sjob = executors[g].submit(local_job, str(j.dir), "measure",
-                                                       gpu_lock_path=str(locks[g]))
-                        self._submitted.append(sjob)
-                        measuring[g].append((sjob, j))
+                while ready and ctx.ready_to_measure():
+                    g = min(self.gpus, key=lambda g: len(measuring[g]))   # the least busy GPU first
+                    if len(measuring[g]) >= JOBS_PER_GPU:
+                        break
+                    j = ready.pop(0)
+                    with environment(job_environment()):  # submitit copies the environment at submit
+                        sjob = executors[g].submit(local_job, str(j.dir), "measure", gpu_lock_path=str(locks[g]))
+                    self._submitted.append(sjob)
+                    measuring[g].append((sjob, j))
                 for g in self.gpus:
                     for entry in [e for e in measuring[g] if e[0].done()]:
                         measuring[g].remove(entry)
