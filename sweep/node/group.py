@@ -3,9 +3,12 @@
 A program that never exits, or exits leaving a child that holds its stdout, used to hang
 the job until the scheduler (or submitit) killed it: the record said "the job process
 failed" and the program ran on with parent PID 1. Here each program starts a session of
-its own (start_new_session), its output is read with a deadline, and when the deadline
-passes, or the program exited but something it started still holds its output LINGER_S
-later, the whole group gets SIGTERM, then SIGKILL after GRACE_S: no process outlives its job.
+its own (start_new_session) and its output is read with a deadline. When the deadline
+passes, the whole group gets SIGTERM, then SIGKILL after GRACE_S (the job records
+`timeout`); when the program exited but something it started still holds its output
+LINGER_S later, that is killed so, and the program's own exit code and output stand (a
+profiler's helper may linger so; failing the run for it would fail good measurements).
+No process outlives its job.
 
     time_limit   the job's own deadline (this thread's), set where a job starts: the time
                  limit less a margin, so the job records `timeout` itself, before the
@@ -96,11 +99,12 @@ def kill_group(p: subprocess.Popen, grace_s: float = GRACE_S) -> None:
         pass
 
 
-def run_group(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, linger_s: float = LINGER_S,
+def run_group(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, linger_s: float | None = None,
               stop: Callable[[], bool] = lambda: False) -> Ended:
     """Runs cmd in a session of its own, reading its output until it ends, `timeout_s` passes, or
     `stop()` (the scheduler's SIGTERM arrived); whatever of its group is left then is killed."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    linger_s = LINGER_S if linger_s is None else linger_s
     out = {p.stdout: bytearray(), p.stderr: bytearray()}
     deadline = time.monotonic() + timeout_s
     exited_at: float | None = None
