@@ -4,7 +4,7 @@ Tested without a GPU: the device list and NVML's process list are injected."""
 
 from __future__ import annotations
 
-import os
+import json
 import stat
 import threading
 import time
@@ -108,3 +108,17 @@ def test_a_measurement_alone_on_its_gpu_or_without_nvml_runs_once_unflagged():
         env, runs = {}, []
         gpus.exclusive(lambda: runs.append(1), env, users=lambda: reading)
         assert len(runs) == 1 and "gpu_shared" not in env
+
+
+@pytest.mark.slow
+def test_a_job_whose_gpu_was_shared_measures_again_and_says_so_in_result_json(job_for, monkeypatch):
+    from sweep.node.job import Job
+
+    d = job_for()
+    assert Job(d).run("build").status == "ok"
+    readings = iter([{4242}, set(), set(), set()])          # another process at the first window's start
+    monkeypatch.setattr(gpus, "others_on", lambda: next(readings))
+    r = Job(d).run("measure")
+    assert r.status == "ok", r.reason
+    assert r.env["gpu_shared"]["pids"] == [4242] and r.env["gpu_shared"]["repeated"] is True
+    assert json.loads((d / "result.json").read_text())["env"]["gpu_shared"]["pids"] == [4242]

@@ -169,9 +169,11 @@ def others_on(device: str | None = None) -> set[int] | None:
     return {int(p.pid) for p in procs} - {os.getpid()}
 
 
-def exclusive(window: Callable[[], T], env: dict[str, Any], users: Callable[[], set[int] | None] = others_on) -> T:
+def exclusive(window: Callable[[], T], env: dict[str, Any], users: Callable[[], set[int] | None] | None = None) -> T:
     """Runs a measuring window; when another process was on the GPU at its start or its end, runs it
-    once more, and says so in env["gpu_shared"] (the pids, and whether the repeat was clean)."""
+    once more, and says so in env["gpu_shared"] (the pids, and whether the repeat was clean).
+    `users`: who else is on the GPU (default others_on, NVML's process list)."""
+    users = users or others_on
     seen: list[list[int]] = []
     for attempt in (1, 2):
         before = users()
