@@ -8,7 +8,6 @@ import json
 import stat
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

@@ -4,7 +4,6 @@ child on its output is not waited for; no process of its group outlives it (chec
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
