@@ -19,11 +19,12 @@ from sweep.core import paths
 from sweep.decide import select as select_mod
 from sweep.pipeline import driver as pipeline, manage
 from sweep.core.errors import DiskFull, SweepError
-from sweep.dispatch import EXECUTORS
+from sweep.dispatch import EXECUTORS, INTERRUPTED, Interrupted
 from sweep.profile import BACKENDS
 from sweep.records import Best, load_record
 from sweep.plan import STRATEGIES
 from sweep.core.paths import COMMAND
+from sweep.core.text import terminal_safe
 
 EXIT_OK = 0                 # something was measured (or a dry run built everything)
 EXIT_BAD_INPUT = 1          # a bad space file, option or sweep name; one line says which and the fix
@@ -147,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
         print("best launch sizes per kernel (" + ("weighted over the workloads: the sum of weight x per-iteration "
               "kernel time; then each workload's own pick" if s.best.workloads else "per-iteration kernel time") + "):")
         for line in select_mod.summary_lines(s.best):
-            print("  " + line)
+            print("  " + terminal_safe(line))   # kernel names are a program's words
         for n in s.best.notes:
-            print("  note: " + n)
+            print("  note: " + terminal_safe(n))
         conf = s.confirmation
         if conf.best_total_ns:
             print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} "
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     for model, entry in by_gpu_picks(s.results_dir).items():
         print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")
         for line in select_mod.summary_lines(Best.from_dict(entry["best"])) if entry.get("best") else ["nothing measured"]:
-            print("  " + line)
+            print("  " + terminal_safe(line))
     if args.dry_run:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
@@ -194,8 +195,8 @@ def status(args: argparse.Namespace) -> int:
         for r in s["running"]:
             print(f"  running {r['tag']}: {r.get('stage')} on {r.get('host')} since {r.get('started')}"
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
-        for f in s["failures"]:
-            print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+        for f in s["failures"]:   # a failure's reason is a program's last words: escapes spelled out
+            print(terminal_safe(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}"))
         for line in array_lines(s["arrays"]):
             print("  " + line)
     return 0
@@ -224,7 +225,7 @@ def collect(args: argparse.Namespace) -> int:
     print(f"collected {args.sweep} into {args.results_dir / args.sweep}/")
     if best:
         for line in select_mod.summary_lines(best):
-            print("  " + line)
+            print("  " + terminal_safe(line))
     return 0
 
 
@@ -333,19 +334,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except DiskFull as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_safe(e)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        where = e.filename or getattr(args, "jobs_dir", None) or "."  # a flush names no file: the sweep's folder
-        print(f"error: {DiskFull.at(where)}", file=sys.stderr)
+        folders = {f"--{k.replace('_', '-')}": getattr(args, k) for k in ("jobs_dir", "results_dir")
+                   if getattr(args, k, None) is not None} or {"--jobs-dir": "."}
+        if e.filename:   # the file named: its folder's flag (results or jobs)
+            flag = next((f for f, d in folders.items() if Path(e.filename).resolve().is_relative_to(Path(d).resolve())),
+                        "--jobs-dir")
+            print(f"error: {DiskFull.at(e.filename, flag=flag)}", file=sys.stderr)
+        else:            # a flush names no file: the folder of the two whose filesystem is fullest
+            print(f"error: {DiskFull.fullest(folders)}", file=sys.stderr)
         return EXIT_DISK_FULL
     except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_safe(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("\ninterrupted: jobs already started keep running; run the same command again to resume", file=sys.stderr)
+    except KeyboardInterrupt as e:   # the executor says what became of its jobs (local: stopped; Slurm: running)
+        print("\n" + (e.args[0] if isinstance(e, Interrupted) and e.args else INTERRUPTED), file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

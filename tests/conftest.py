@@ -13,6 +13,13 @@ DATA = Path(__file__).parent / "data"
 TOY_TARGET = DATA / "toy_target"
 H100 = DATA / "h100"
 
+# The node-wide GPU locks (sweep.node.gpus) of this test run's own: the toy's "GPU 0" of
+# concurrent test runs on one machine is no shared device
+if "SWEEP_LOCK_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["SWEEP_LOCK_DIR"] = tempfile.mkdtemp(prefix="sweep-locks-")
+
 
 def toy_space_dict(**overrides) -> dict:
     space = yaml.safe_load((DATA / "toy_space.yaml").read_text())

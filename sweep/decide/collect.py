@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import socket
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pandas as pd
@@ -54,6 +55,12 @@ def read_manifest(sweep_dir: Path) -> Manifest:
     return Manifest.load(sweep_dir)
 
 
+def process_gone(state: Any) -> bool:
+    """A job's state.json naming a process on this host that no longer runs (a killed driver's
+    or job's): not running, whatever the file says."""
+    return isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid"))
+
+
 def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     """A job with no result of its configuration: running (its state.json says so), unless
     that state names a process on this host that is gone (a killed driver's job: pending,
@@ -63,7 +70,7 @@ def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     except (OSError, SweepError):
         state = None
     if state is not None:
-        if isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid")):
+        if process_gone(state):
             return Status.PENDING, "interrupted: its process is gone; the next run measures it"
         return Status.RUNNING, ""
     try:

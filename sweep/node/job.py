@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from sweep import profile
 from sweep.core import atomic, limits
-from sweep.node import build as build_mod, clocks, measure, sampling
+from sweep.node import build as build_mod, clocks, gpus, group, measure, sampling
 from sweep.core.errors import DiskFull, SweepError
 from sweep.node.measure import CUDA_FAILURE, Measuring  # noqa: F401  (CUDA_FAILURE: importable from here, as before)
 from sweep.node.process import (JobFailed, Ran, Termination, Tools, check_exit, current_stage, device_facts,  # noqa: F401
@@ -309,6 +309,7 @@ class Job:
         An interrupt (Ctrl-C, SIGINT) is not a result: the job leaves none, so the
         next run measures it, and the interrupt goes on to the caller."""
         t0 = time.monotonic()
+        group.time_limit(self.timeout_s)      # its programs end (and record `timeout`) before the scheduler's kill
         previous = read_result(self.dir)
         history: tuple[dict[str, str], ...] = ()
         restarts = os.environ.get("SLURM_RESTART_COUNT", "")
@@ -333,7 +334,7 @@ class Job:
                     held = time.time()
                     try:
                         self.verify()
-                        taken = self.capture()
+                        taken = gpus.exclusive(self.capture, self.env)   # repeated once if shared
                     finally:
                         self.mark("gpu", held)      # the GPU held: verify and profile, what the lock serialises
                 ms, forward = self.parse(taken)

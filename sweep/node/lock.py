@@ -48,7 +48,9 @@ def holder(sweep_dir: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(info, dict):
         return None
-    if info.get("host") == socket.gethostname():
+    if info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")):
+        info["alive"] = False     # killed (kill -9): whatever it left holding the file, the driver is gone
+    elif info.get("host") == socket.gethostname():
         try:
             with open(path, "a") as f:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -43,9 +43,11 @@ def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
     running = []
     for d in collect_mod.job_dirs(sweep_dir):
         try:
-            running.append({"tag": d.name, **read_json(d / "state.json")})
-        except (OSError, SweepError, TypeError):
-            pass
+            state = read_json(d / "state.json")
+        except (OSError, SweepError):
+            continue
+        if isinstance(state, dict) and not collect_mod.process_gone(state):
+            running.append({"tag": d.name, **state})
     failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
         if not c.configs.empty else []
     return {"sweep": sweep, "manifest": c.manifest.to_dict(), "counts": counts, "running": running,
