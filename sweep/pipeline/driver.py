@@ -275,6 +275,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 break
             tags = tags_for(space, list(all_tags) + batch)
             done_before, job_tags = 0, set()
+            progress.add(len(batch) * len(space.slurm.partitions or ("",)))   # before any is counted done
             for c in batch:
                 all_tags[c] = tags[c]
                 for part in space.slurm.partitions or ("",):   # one job per GPU partition (slurm.partitions)
@@ -297,7 +298,6 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | job_tags)),
                 skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
             sw.save_manifest()
-            progress.add(len(job_tags))
             if done_before:
                 progress.note(f"  {done_before} already measured (resumed): skipped")
         return pending
