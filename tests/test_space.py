@@ -607,3 +607,43 @@ def test_a_verify_word_other_than_profile_is_refused_naming_the_three_forms(tmp_
 def test_the_engine_checks_itself_in_its_timing_run_with_the_reference():
     t = target.load(SEED).target
     assert t.verify == "profile" and t.check_args == ("--ref", "{reference}")
+
+
+def _custom_target(tmp_path):
+    from sweep.space import target
+
+    src = tmp_path / "tgt"
+    src.mkdir()
+    (src / "k.cu").write_text("__global__ void k() {}\n")
+    (src / "Makefile").write_text("all:\n")
+    (src / "CMakeLists.txt").write_text("project(k CUDA)\n")
+    (src / "flags.mk").write_text("X := 1\n")
+    (src / "cuda.cmake").write_text("set(X 1)\n")
+    (src / "k.cc").write_text("int main() {}\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\ntarget: {{name: t, dir: {src}, profile: [x]}}\n"
+                    "parameters: {A: {values: [1, 2], kernels: [k]}}\n")
+    return src, target.load(path)
+
+
+@pytest.mark.parametrize("edited", ["CMakeLists.txt", "flags.mk", "cuda.cmake", "k.cc", "Makefile", "k.cu"])
+def test_editing_any_file_the_build_may_read_changes_the_config_hash(tmp_path, edited):
+    from sweep.space import config_hash, make_config, target
+
+    src, space = _custom_target(tmp_path)
+    c = make_config(space, {"A": 1})
+    before = config_hash(space, c, target.source_digest(space.target))
+    (src / edited).write_text((src / edited).read_text() + "# changed\n")
+    assert config_hash(space, c, target.source_digest(space.target)) != before
+
+
+def test_build_output_and_hidden_folders_are_not_part_of_the_source_digest(tmp_path):
+    from sweep.space import target
+
+    src, space = _custom_target(tmp_path)
+    before = target.source_digest(space.target)
+    for d in ("build", ".git", ".cache"):
+        (src / d).mkdir()
+        (src / d / "gen.h").write_text("#define GENERATED 1\n")
+        (src / d / "CMakeLists.txt").write_text("# generated\n")
+    assert target.source_digest(space.target) == before
