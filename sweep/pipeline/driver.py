@@ -87,7 +87,14 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
-    if samples:
+    if samples is not None:   # 0 is a value to refuse, not "not given"
+        spec = strategies.spec(space)
+        option = next((o for o in spec.options if o.name == "samples"), None)
+        if option is None:
+            takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == "samples" for o in s.options)]
+            raise SweepError(f"--samples {samples}: strategy {spec.name} does not take samples (it plans its own "
+                             f"points); add --strategy {' or --strategy '.join(takers)}, or drop --samples")
+        option.check(samples, "--samples")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
     if backend:
         profile.backend(backend)
