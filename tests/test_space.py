@@ -647,3 +647,63 @@ def test_build_output_and_hidden_folders_are_not_part_of_the_source_digest(tmp_p
         (src / d / "gen.h").write_text("#define GENERATED 1\n")
         (src / d / "CMakeLists.txt").write_text("# generated\n")
     assert target.source_digest(space.target) == before
+
+
+def _space_with(tmp_path, parameters: dict, constraints: list) -> "object":
+    from sweep.space import target
+
+    (tmp_path / "Makefile").write_text("all:\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"name": "c", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                    "parameters": parameters, "constraints": constraints}))
+    return target.load(path)
+
+
+def test_a_constraint_that_cannot_be_evaluated_names_the_error_and_the_values(tmp_path):
+    from sweep.space import check, make_config
+
+    space = _space_with(tmp_path, {"X": {"values": [0, 2], "min": 0}, "Y": {"values": [1, 3]}}, ["Y // X >= 1"])
+    reason = check(space, make_config(space, {"X": 0, "Y": 3}))
+    assert "division by zero" in reason and "X=0" in reason and "Y=3" in reason and "is false" not in reason
+    assert check(space, make_config(space, {"X": 2, "Y": 1})) == "Y // X >= 1 is false"
+    assert check(space, make_config(space, {"X": 2, "Y": 3})) is None
+
+
+def test_the_compiled_constraint_check_agrees_with_evaluating_each_rule_on_random_spaces(tmp_path):
+    import random
+
+    from sweep.space import expr, first_broken
+
+    rng = random.Random(7)
+    names = ["A", "B", "C"]
+    atoms = ["A", "B", "C", "2", "0", "3"]
+    ops = ["+", "-", "*", "//", "%", "**", "<<", ">>", "&", "|", "/"]
+    for trial in range(40):
+        rules = []
+        for _ in range(rng.randint(1, 6)):
+            left = f"({rng.choice(atoms)} {rng.choice(ops)} {rng.choice(atoms)})"
+            rhs = rng.choice([f"max({rng.choice(atoms)}, {rng.choice(atoms)})", rng.choice(atoms),
+                              f"(1 if {rng.choice(names)} > 1 else 0)"])
+            rule = f"{left} {rng.choice(['<', '<=', '==', '!=', '>'])} {rhs}"
+            rules.append(rule if rng.random() < 0.7 else f"not {rule} or {rng.choice(names)} == 1")
+        space = _space_with(tmp_path, {n: {"values": [0, 1, 2, 5], "min": 0} for n in names}, rules)
+        for a in (0, 1, 2, 5):
+            for b in (0, 1, 2, 5):
+                values = {"A": a, "B": b, "C": (a + b) % 3}
+                slow = None
+                for c in space.constraints:
+                    try:
+                        ok = bool(expr.evaluate(c.expr, values))
+                    except (ArithmeticError, ValueError, TypeError) as e:
+                        slow = ("error", c.expr, type(e))
+                        break
+                    if not ok:
+                        slow = ("false", c.expr, None)
+                        break
+                fast = first_broken(space.constraints, values)
+                if slow is None:
+                    assert fast is None, (rules, values, fast)
+                elif slow[0] == "false":
+                    assert fast == f"{slow[1]} is false", (rules, values, fast)
+                else:
+                    assert fast.startswith(slow[1] + ":") and " at " in fast, (rules, values, fast)

@@ -37,15 +37,23 @@ def check(space: Space, config: Config) -> str | None:
 
 
 def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
-    """Why the first of `constraints` that `values` break fails; None when all hold."""
-    for c in constraints:
-        try:
-            ok = c.holds(values)
-        except (ArithmeticError, ValueError, TypeError):  # e.g. x // 0, a negative shift, a complex power
-            ok = False
-        if not ok:
-            return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
-    return None
+    """Why the first of `constraints` that `values` break fails; None when all hold. A rule
+    that cannot be evaluated there (x // 0, a negative shift) is named with its error and
+    the values it read, not called false. The rules are tested by one function compiled
+    once per list (expr.checker), stopping at the first that fails."""
+    constraints = tuple(constraints)
+    check_all, args = expr.checker(tuple(c.expr for c in constraints))
+    out = check_all(*[values[a] for a in args])
+    if out == -1:
+        return None
+    if isinstance(out, tuple):
+        i, error = out
+        c = constraints[i]
+        at = ", ".join(f"{n}={values[n]}" for n in sorted(expr.names(c.expr) - set(expr.FUNCTIONS)))
+        what = "division by zero" if isinstance(error, ZeroDivisionError) else f"{type(error).__name__}: {error}"
+        return f"{c.expr}: {what} at {at}" + (f" ({c.why})" if c.why else "")
+    c = constraints[out]
+    return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
 
 
 def tag(space: Space, config: Config) -> str:
