@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sweep.space import expr
 from sweep.space.model import Config, Constraint, Parameter, Space, iterations_per_run
@@ -37,23 +37,49 @@ def check(space: Space, config: Config) -> str | None:
 
 
 def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
-    """Why the first of `constraints` that `values` break fails; None when all hold. A rule
-    that cannot be evaluated there (x // 0, a negative shift) is named with its error and
-    the values it read, not called false. The rules are tested by one function compiled
-    once per list (expr.checker), stopping at the first that fails."""
-    constraints = tuple(constraints)
-    check_all, args = expr.checker(tuple(c.expr for c in constraints))
+    """Why the first of `constraints` that `values` break fails; None when all hold. The rules
+    are tested by one function compiled once per list (expr.checker), stopping at the first
+    that fails."""
+    constraints = constraints if isinstance(constraints, tuple) else tuple(constraints)
+    check_all, args = _checker(constraints)
     out = check_all(*[values[a] for a in args])
     if out == -1:
         return None
-    if isinstance(out, tuple):
-        i, error = out
-        c = constraints[i]
-        at = ", ".join(f"{n}={values[n]}" for n in sorted(expr.names(c.expr) - set(expr.FUNCTIONS)))
-        what = "division by zero" if isinstance(error, ZeroDivisionError) else f"{type(error).__name__}: {error}"
-        return f"{c.expr}: {what} at {at}" + (f" ({c.why})" if c.why else "")
-    c = constraints[out]
-    return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
+    i, error = out if isinstance(out, tuple) else (out, None)
+    return reason(constraints[i], values, error)
+
+
+def reason(c: Constraint, values: Mapping[str, int], error: BaseException | None = None) -> str:
+    """Why `values` break `c`: false, or (error given) the error it raised and the values it
+    read, e.g. 'Y // X >= 1: division by zero at X=0, Y=3', never 'is false'."""
+    why = f" ({c.why})" if c.why else ""
+    if error is None:
+        try:
+            expr.evaluate(c.expr, values)
+        except (ArithmeticError, ValueError, TypeError) as e:
+            error = e
+    if error is None:
+        return f"{c.expr} is false{why}"
+    at = ", ".join(f"{n}={values[n]}" for n in sorted(expr.names(c.expr) - set(expr.FUNCTIONS)))
+    what = "division by zero" if isinstance(error, ZeroDivisionError) else f"{type(error).__name__}: {error}"
+    return f"{c.expr}: {what} at {at}{why}"
+
+
+_CHECKERS: dict[int, tuple[tuple[Constraint, ...], tuple[Callable[..., Any], tuple[str, ...]]]] = {}
+
+
+def _checker(constraints: tuple[Constraint, ...]) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """expr.checker for a tuple of rules, found by the tuple's identity: a space's rules are
+    one tuple checked at every point, and hashing 1,024 expressions per point cost more
+    than checking them. The tuple is kept with its entry, so its id is not reused."""
+    hit = _CHECKERS.get(id(constraints))
+    if hit is not None and hit[0] is constraints:
+        return hit[1]
+    if len(_CHECKERS) >= 256:
+        _CHECKERS.clear()
+    made = expr.checker(tuple(c.expr for c in constraints))
+    _CHECKERS[id(constraints)] = (constraints, made)
+    return made
 
 
 def tag(space: Space, config: Config) -> str:
