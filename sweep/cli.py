@@ -44,7 +44,8 @@ EPILOG = """examples:
 exit codes:
   0    something was measured (a dry run: every configuration built)
   1    bad input: the message names the file or value and the fix
-  3    nothing was measured (every configuration failed or was skipped)
+  3    nothing was measured (every configuration failed or was skipped, or no
+       configuration is legal: the message names the constraint that rejects most)
   4    the disk under the sweep is full: the message names it; what was measured is kept
   130  interrupted: what ran is kept; the same command resumes
   141  the output's reader stopped early (`... | head`): nothing more is printed, as
@@ -161,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")
         for line in select_mod.summary_lines(Best.from_dict(entry["best"])) if entry.get("best") else ["nothing measured"]:
             print("  " + line)
+    if s.no_legal:
+        print(s.no_legal, file=sys.stderr)
+        return EXIT_NOTHING_MEASURED
     if args.dry_run:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK

@@ -183,3 +183,17 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly_with_141(tmp_p
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == cli.EXIT_BROKEN_PIPE == 141
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
+
+
+def test_a_dry_run_of_a_space_with_no_legal_point_exits_3_naming_the_rule_that_rejects_most(write_space, tmp_path,
+                                                                                            capsys, monkeypatch):
+    from sweep.pipeline import driver
+
+    monkeypatch.setattr(driver, "preflight", lambda space, opts: None)   # no compiler needed: nothing is built
+    space = write_space(constraints=["BETA_X * BETA_Y <= 64", "ALPHA_BLOCK > 5000"])
+    rc = cli.main(["run", str(space), "--dry-run", "--arch", "sm_90", "--jobs-dir", str(tmp_path / "j"),
+                   "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_NOTHING_MEASURED
+    line = next(l for l in err.splitlines() if "no configuration is legal" in l)
+    assert "ALPHA_BLOCK > 5000" in line and "20 of the 20 points" in line

@@ -37,6 +37,7 @@ from sweep.pipeline.preflight import preflight
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
 from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
+from sweep.space.configs import most_rejecting
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
@@ -70,6 +71,7 @@ class RunSummary:
     confirmation: Confirmation
     seconds: float
     note: str
+    no_legal: str = ""      # the plan had no legal point: one line saying so and which rule rejects most
 
     @property
     def measured(self) -> int:
@@ -326,4 +328,19 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         "model_export_interval": prepared.interval,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
-    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
+    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,
+                      no_legal=no_legal_line(space, search.skipped) if not all_tags else "")
+
+
+def no_legal_line(space: Space, skipped: list[strategies.Skipped]) -> str:
+    """What to say when a plan has no legal point ("" if nothing was planned at all)."""
+    if not skipped:
+        return ""
+    worst = most_rejecting(space.constraints, [s.config for s in skipped])
+    rule = ""
+    if worst is not None:
+        c, n, of = worst
+        sample = "" if of == len(skipped) else f" (an even sample of {of:,} of {len(skipped):,})"
+        rule = f"; the constraint that rejects the most is {c.expr!r}: {n:,} of the {of:,} points{sample}"
+    return (f"no configuration is legal: every one of the {len(skipped):,} points planned breaks a constraint"
+            f"{rule}; relax it in {space.path} (constraints:)")

@@ -65,6 +65,21 @@ def reason(c: Constraint, values: Mapping[str, int], error: BaseException | None
     return f"{c.expr}: {what} at {at}{why}"
 
 
+REJECT_SAMPLE = 5000   # points checked against every rule to say which rejects the most
+
+
+def most_rejecting(constraints: tuple[Constraint, ...], configs: list[Config]) -> tuple[Constraint, int, int] | None:
+    """The rule that rejects the most of `configs` (each rule on its own, not only where it is
+    the first broken), how many it rejects, and of how many checked (an even sample of
+    REJECT_SAMPLE when there are more); None without rules or points."""
+    if not constraints or not configs:
+        return None
+    sample = configs if len(configs) <= REJECT_SAMPLE else configs[::-(-len(configs) // REJECT_SAMPLE)]
+    counts = [sum(first_broken((c,), cfg.as_dict()) is not None for cfg in sample) for c in constraints]
+    i = max(range(len(constraints)), key=counts.__getitem__)
+    return constraints[i], counts[i], len(sample)
+
+
 _CHECKERS: dict[int, tuple[tuple[Constraint, ...], tuple[Callable[..., Any], tuple[str, ...]]]] = {}
 
 
