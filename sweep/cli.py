@@ -31,6 +31,7 @@ EXIT_BAD_INPUT = 1          # a bad space file, option or sweep name; one line s
 EXIT_NOTHING_MEASURED = 3   # the run ended, but no configuration was measured
 EXIT_DISK_FULL = 4          # the filesystem under the sweep is full; what was measured is kept
 EXIT_INTERRUPTED = 130      # Ctrl-C / SIGINT: what ran is kept, the same command resumes
+EXIT_BROKEN_PIPE = 141      # stdout's reader stopped early (`| head`): quiet, as a tool killed by SIGPIPE exits
 
 EPILOG = """examples:
   {cmd}                                   seed 004's sweep on this machine's GPUs
@@ -44,9 +45,12 @@ EPILOG = """examples:
 exit codes:
   0    something was measured (a dry run: every configuration built)
   1    bad input: the message names the file or value and the fix
-  3    nothing was measured (every configuration failed or was skipped)
+  3    nothing was measured (every configuration failed or was skipped, or no
+       configuration is legal: the message names the constraint that rejects most)
   4    the disk under the sweep is full: the message names it; what was measured is kept
   130  interrupted: what ran is kept; the same command resumes
+  141  the output's reader stopped early (`... | head`): nothing more is printed, as
+       for any tool ended by SIGPIPE; a sweep run this way keeps what it measured
 """
 
 
@@ -165,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"best launch sizes on {model} (results/{entry['results']}/, {s.results_dir / str(entry['conf'])}):")
         for line in select_mod.summary_lines(Best.from_dict(entry["best"])) if entry.get("best") else ["nothing measured"]:
             print("  " + terminal_safe(line))
+    if s.no_legal:
+        print(s.no_legal, file=sys.stderr)
+        return EXIT_NOTHING_MEASURED
     if args.dry_run:
         failed = {k: v for k, v in s.counts.items() if k != "ok"}
         return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
@@ -220,7 +227,16 @@ def array_lines(arrays: list[dict]) -> list[str]:
     return lines
 
 
+def need_sweep(args: argparse.Namespace) -> str:
+    """The sweep name a command was given, else one line naming the fix."""
+    if not args.sweep:
+        raise SweepError(f"{args.command} needs a sweep name: `{COMMAND} {args.command} SWEEP` "
+                         f"(`{COMMAND} status` lists them)")
+    return args.sweep
+
+
 def collect(args: argparse.Namespace) -> int:
+    need_sweep(args)
     best, _ = manage.recollect(args.sweep, args.jobs_dir, args.results_dir)
     print(f"collected {args.sweep} into {args.results_dir / args.sweep}/")
     if best:
@@ -236,6 +252,7 @@ def by_gpu_picks(results_dir: Path) -> dict:
 
 
 def best(args: argparse.Namespace) -> int:
+    need_sweep(args)
     path = args.results_dir / args.sweep / "best.json"
     per_model = by_gpu_picks(args.results_dir / args.sweep)
     if per_model and not path.is_file():   # one conf.cuh per GPU model
@@ -263,9 +280,7 @@ def report(args: argparse.Namespace) -> int:
     the path of measurements.csv (csv)."""
     from sweep import report as report_mod
 
-    if not args.sweep:
-        raise SweepError(f"report needs a sweep name: `{COMMAND} report SWEEP` "
-                         f"(`{COMMAND} status` lists them)")
+    need_sweep(args)
     jobs_dir, results_dir = args.jobs_dir / args.sweep, args.results_dir / args.sweep
     if (jobs_dir / "sweep.json").is_file():
         # collected without the report, which is written here once: a failure to write it is
@@ -326,6 +341,20 @@ COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "rep
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            rc = _main(argv)
+        finally:   # argparse's --help and usage errors exit from inside _main
+            sys.stdout.flush()   # here, not at exit: a reader gone by then is handled below
+        return rc
+    except BrokenPipeError:
+        # `config-sweep best seed | head`: the reader took what it wanted. Output to it stops
+        # quietly (stdout onto /dev/null, so the interpreter's last flush cannot fail either).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
@@ -336,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     except DiskFull as e:
         print(f"error: {terminal_safe(e)}", file=sys.stderr)
         return EXIT_DISK_FULL
+    except BrokenPipeError:
+        raise
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -354,7 +385,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:   # the executor says what became of its jobs (local: stopped; Slurm: running)
         print("\n" + (e.args[0] if isinstance(e, Interrupted) and e.args else INTERRUPTED), file=sys.stderr)
         return EXIT_INTERRUPTED
-
 
 if __name__ == "__main__":
     sys.exit(main())

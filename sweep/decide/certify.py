@@ -334,7 +334,8 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         return {}
     if ranks:
         run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
-        c = collect_mod.collect(sw.sweep_dir)
+        swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
+        c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
     d = race_dir(sw.sweep_dir, p)
     d.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,11 @@
 Both are written to results/<sweep>/ as parquet and csv (atomically), and are
 what selection and the report read. Jobs the sweep planned but that have no
 result yet appear in `configs` with status "pending" (or "running").
+
+A space narrowed since earlier runs leaves job folders of points it no longer holds;
+they stay on disk, untouched (reused if the space grows back), but selection must not
+read them: `in_space(space, digest)` says which sweep jobs belong to the space as it is
+now, and `collect(..., keep=)` leaves the others out of both tables.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -36,6 +42,7 @@ from sweep.records.evidence import Sampled
 from sweep.records import JobConfig, Manifest, Status, read_json, read_result
 from sweep.stats import summarize
 from sweep.core.paths import COMMAND
+from sweep.space import Config, Space, check, config_hash, make_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +89,36 @@ def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     return Status.PENDING, ""
 
 
-def collect(sweep_dir: Path) -> Collected:
+def in_space(space: Space, source_digest: str) -> Callable[[JobConfig], bool]:
+    """Whether a sweep job measures a point of `space` as it is now: the point its strategy
+    plans (a static plan; else a legal point: each value one of its parameter's, the
+    constraints holding), rendered with the space's current settings and sources (its
+    config hash). Jobs of other roles (baseline, best, race entrants) always count."""
+    from sweep import plan as strategies   # the strategies' registry: only when a space is filtered
+
+    planned: set[Config] | None = None
+    if strategies.spec(space).plan is not None:
+        planned = set(strategies.plan(space).configs)
+    values = {p.macro: set(p.values) for p in space.swept}
+
+    def keep(cfg: JobConfig) -> bool:
+        if cfg.role != "sweep":
+            return True
+        try:
+            config = make_config(space, {m: cfg.macros[m] for m in values})
+        except (KeyError, TypeError, ValueError):   # a parameter the space no longer has, or gained
+            return False
+        if config.as_dict() != cfg.macros or config_hash(space, config, source_digest) != cfg.config_hash:
+            return False
+        if planned is not None:
+            return config in planned
+        return all(config[m] in vs for m, vs in values.items()) and check(space, config) is None
+
+    return keep
+
+
+def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) -> Collected:
+    """The sweep's tables; with `keep` (in_space), only the jobs it keeps."""
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
     config_rows, meas_rows = [], []
@@ -90,6 +126,8 @@ def collect(sweep_dir: Path) -> Collected:
     for d in job_dirs(sweep_dir):
         cfg = JobConfig.load(d)
         seen.add(d.name)
+        if keep is not None and not keep(cfg):
+            continue
         r = read_result(d)
         base = {"tag": d.name, "role": cfg.role, **cfg.macros}
         if r is None or r.config_hash != cfg.config_hash:

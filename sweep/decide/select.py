@@ -51,14 +51,13 @@ import pandas as pd
 
 from sweep.core import atomic
 from sweep.decide import objective
-from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows,  # noqa: F401
+from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows, kernel_groups,  # noqa: F401
                               group_times, patterns)
 from sweep.records.evidence import Certification, WorkloadPick, verdict_words
 from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.decide.shapes import shape_bests
 from sweep.space import Config, Space, check, make_config
-from sweep.space import groups as parameter_groups
 from sweep.space.workloads import weights
 
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
@@ -111,7 +110,7 @@ def select(space: Space, measurements: pd.DataFrame,
     """Each group's pick (see the module docstring); `certifications`: the races' outcomes by group macros."""
     measurements, gpu_note = same_gpu(measurements)
     choices, unmeasured, chosen = [], [], {}
-    for group in parameter_groups(space):
+    for group in kernel_groups(space, measurements):   # patterns matching one measured kernel: one group
         macros = tuple(p.macro for p in group)
         c = choose(space, measurements, macros, baseline_time(space, measurements, macros),
                    (certifications or {}).get(macros))

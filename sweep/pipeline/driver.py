@@ -38,6 +38,7 @@ from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
 from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
+from sweep.space.configs import most_rejecting
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
@@ -72,6 +73,7 @@ class RunSummary:
     confirmation: Confirmation
     seconds: float
     note: str
+    no_legal: str = ""      # the plan had no legal point: one line saying so and which rule rejects most
 
     @property
     def measured(self) -> int:
@@ -89,7 +91,14 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
-    if samples:
+    if samples is not None:   # 0 is a value to refuse, not "not given"
+        spec = strategies.spec(space)
+        option = next((o for o in spec.options if o.name == "samples"), None)
+        if option is None:
+            takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == "samples" for o in s.options)]
+            raise SweepError(f"--samples {samples}: strategy {spec.name} does not take samples (it plans its own "
+                             f"points); add --strategy {' or --strategy '.join(takers)}, or drop --samples")
+        option.check(samples, "--samples")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
     if backend:
         profile.backend(backend)
@@ -280,6 +289,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 break
             tags = tags_for(space, list(all_tags) + batch)
             done_before, job_tags = 0, set()
+            progress.add(len(batch) * len(space.slurm.partitions or ("",)))   # before any is counted done
             for c in batch:
                 all_tags[c] = tags[c]
                 for part in space.slurm.partitions or ("",):   # one job per GPU partition (slurm.partitions)
@@ -302,7 +312,6 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | job_tags)),
                 skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
             sw.save_manifest()
-            progress.add(len(job_tags))
             if done_before:
                 progress.note(f"  {done_before} already measured (resumed): skipped")
         return pending
@@ -325,4 +334,19 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         "model_export_interval": prepared.interval,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
-    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
+    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,
+                      no_legal=no_legal_line(space, search.skipped) if not all_tags else "")
+
+
+def no_legal_line(space: Space, skipped: list[strategies.Skipped]) -> str:
+    """What to say when a plan has no legal point ("" if nothing was planned at all)."""
+    if not skipped:
+        return ""
+    worst = most_rejecting(space.constraints, [s.config for s in skipped])
+    rule = ""
+    if worst is not None:
+        c, n, of = worst
+        sample = "" if of == len(skipped) else f" (an even sample of {of:,} of {len(skipped):,})"
+        rule = f"; the constraint that rejects the most is {c.expr!r}: {n:,} of the {of:,} points{sample}"
+    return (f"no configuration is legal: every one of the {len(skipped):,} points planned breaks a constraint"
+            f"{rule}; relax it in {space.path} (constraints:)")

@@ -34,6 +34,7 @@ class Sweep(certify.Sweep, Protocol):
     needs, and the run's options."""
 
     opts: Any
+    digest: str
 
 
 def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
@@ -43,14 +44,19 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
     the race; without it a race already run for the same candidates still counts, so
     collecting again (confirm=False) runs nothing on a GPU."""
     certify_picks = confirm if certify_picks is None else certify_picks
-    c = collect_mod.collect(sw.sweep_dir)
+    keep = collect_mod.in_space(space, sw.digest)   # a narrowed space's old points stay on disk, unread
+
+    def collect() -> collect_mod.Collected:
+        return collect_mod.collect(sw.sweep_dir, keep)
+
+    c = collect()
     models = by_gpu.models(c.configs)
     if len(space.slurm.partitions) > 1 and len(models) > 1:   # several GPU models: picks per model, not across them
         write_collected(c, sw.sweep_dir, results_dir)
         picks = {}
         for model, part in by_gpu.partitions_of(space, c).items():
             def sub(m: str = model) -> collect_mod.Collected:
-                return by_gpu.split(collect_mod.collect(sw.sweep_dir)).get(m) or by_gpu.empty(c)
+                return by_gpu.split(collect()).get(m) or by_gpu.empty(c)
             out = by_gpu.results_dir(results_dir, space, model)
             best, _ = _finish_one(space, sw, sub, out, confirm, certify_picks, part, several_models=False)
             picks[model] = best
@@ -59,7 +65,7 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
         print(f"{len(names)} GPU models ({', '.join(picks)}): results and picks per model in {', '.join(names)}; "
               f"side by side: {COMMAND} compare {names[0]} {names[1]}", file=sys.stderr)
         return None, Confirmation()
-    return _finish_one(space, sw, lambda: collect_mod.collect(sw.sweep_dir), results_dir, confirm, certify_picks, "",
+    return _finish_one(space, sw, collect, results_dir, confirm, certify_picks, "",
                        several_models=len(models) > 1, collected=c)
 
 
