@@ -35,7 +35,7 @@ from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, Skipped, StaticSea
 REGISTRY: dict[str, StrategySpec] = {m.SPEC.name: m.SPEC for m in (tuples, grid, factorized, random_sample, optuna_tpe)}
 for _spec in REGISTRY.values():      # the space loader checks a file's strategy against these
     declared.declare(_spec)
-STRATEGIES = tuple(REGISTRY)
+STRATEGIES = declared.NAMES
 
 __all__ = ["GRID_LIMIT", "REGISTRY", "STRATEGIES", "Option", "Plan", "Search", "Skipped", "StaticSearch",
            "StrategySpec", "check_grid_size", "grid_points", "legal", "plan", "start", "spec"]
