@@ -151,6 +151,17 @@ def short_reason(shown: int, planned: int, runs: int, repeated: bool) -> str:
             f"run.iterations: {shown} in the space repeats it")
 
 
+def cost_line(sampled: Sampled) -> str:
+    """The sweep's one line about a program that showed fewer timed iterations than its space said
+    (sampled.reason set), and what that costs a configuration; "" for any other."""
+    if not sampled.reason:
+        return ""
+    if sampled.runs > 1:
+        return (f"{sampled.reason.split(', not run.iterations')[0]}: each configuration runs it about {sampled.runs} times for its "
+                f"noise (NVTX \"iteration\" ranges around its timed iterations make one run enough)")
+    return sampled.reason
+
+
 def decide(rule: StoppingRule, ms: Sequence[Measurement], elapsed_s: float) -> dict[str, Any] | None:
     """The rule over every shape at once: None while one still needs samples, else the
     Stopped record of the whole (the least samples, the most noise, the last reason to stop)."""
