@@ -4,8 +4,11 @@ capture of a program without NVTX iteration ranges (tests/data/h100/cupti/gemm_s
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from sweep.node import sampling
 from sweep.profile import Invocation, cupti
@@ -62,3 +65,39 @@ def test_a_space_that_already_says_one_iteration_gives_no_reason():
     s, _ = replayed("gemm_shapes.txt", RUN | {"iterations": 1})
     _, rec = s.finish(s.take())
     assert rec.runs >= 5 and rec.reason == ""
+
+
+# --- end to end: the CPU toy target as a program that ignores the iteration count ----------------
+
+def _conftest():
+    """tests/conftest.py by its path (a plain `import conftest` can find another folder's first)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", Path(__file__).parent / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_a_sweep_of_a_one_iteration_program_repeats_it_says_so_once_and_certifies_by_default(
+        tmp_path, monkeypatch, capsys):
+    from sweep.decide import select
+    from sweep.records import JobResult
+
+    conf = _conftest()
+    monkeypatch.setenv("TOY_BENCH_ITERATIONS", "1")          # toy_bench ignores -n: one iteration a run
+    d = conf.toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
+                                                       "rows": [[64, 32], [128, 64], [256, 32]]},
+                            run={"iterations": 20})
+    d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
+    _, jobs, _, summary = conf.run_toy_sweep(tmp_path, d, report=False)
+    err = capsys.readouterr().err
+    r = JobResult.from_dict(json.loads((jobs / "toy" / "A128_B64x4" / "result.json").read_text()))
+    assert r.sampling.runs >= 5 and r.sampling.samples >= 5 and r.sampling.source == "runs"
+    assert r.sampling.reason.startswith("the program showed 1 iteration a run") and "repeated to" in r.sampling.reason
+    said = [line for line in err.splitlines() if "each configuration runs it about" in line]
+    assert len(said) == 1 and said[0].startswith("toy: the program showed 1 iteration a run")
+    assert "certify: not racing" not in err                        # the toy's race costs seconds: under the cap
+    for line in select.summary_lines(summary.best):
+        assert "  certified (" in line or "  tie: " in line or "  not raced: " in line, line

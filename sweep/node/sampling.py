@@ -12,6 +12,15 @@ when none matches): every shape's relative noise under max_noise, or settled
 gives 3 samples or more is run once by default: its iterations measure their
 noise, and repeating it would double the GPU time of every configuration.
 
+The plan is made from the space's `run.iterations`, and checked against what the
+first run showed (`Sampler.replan`): a program that shows fewer than 3 timed
+iterations a run (no NVTX iteration ranges: one; or it ignores the iteration
+count) is run as the run settings say for what it showed (Plan.observed: the
+stopping rule, at least 5 samples), and Sampled.reason says why. Seeing it needs
+the first run parsed on the GPU (Plan.observe: where the backend's parse is
+in-process and quick, cupti, events, ncu); where it waits for the GPU's release
+(nsys: its export), the reason says the run was short and how to repeat it.
+
 Each run is watched (sweep.node.clocks.Monitor, each reading stamped with the wall
 clock), and samples taken while the SM clock was under 75% of the default clock
 are dropped and counted (Sampled.throttled_samples). A run whose SM clock never
