@@ -89,7 +89,7 @@ def test_a_sweep_of_a_one_iteration_program_repeats_it_says_so_once_and_certifie
     monkeypatch.setenv("TOY_BENCH_ITERATIONS", "1")          # toy_bench ignores -n: one iteration a run
     d = conf.toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
                                                        "rows": [[64, 32], [128, 64], [256, 32]]},
-                            run={"iterations": 20})
+                            run={"iterations": 20, "stopping": {"budget_s": 0.5}})   # 5 runs, then the budget
     d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
     _, jobs, _, summary = conf.run_toy_sweep(tmp_path, d, report=False)
     err = capsys.readouterr().err

@@ -261,7 +261,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     def on_result(r: JobResult) -> None:
         if not said and r.sampling is not None and sampling.cost_line(r.sampling):
             said.add(r.tag)
-            print(f"{space.name}: {sampling.cost_line(r.sampling)}", file=sys.stderr)
+            progress.note(f"{space.name}: {sampling.cost_line(r.sampling)}")
         counts[str(r.status)] = counts.get(str(r.status), 0) + 1
         results[r.tag] = r
         progress.finished(r)
