@@ -105,7 +105,7 @@ def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_r
     line, = summary_lines(Best("s", (_raced_choice(rounds=1),), {"GELU_BLOCK_SIZE": 512}))
     assert "GELU_BLOCK_SIZE=512" in line and "the sweep's pick stands" in line and "by rule" not in line
     line, = summary_lines(Best("s", (_raced_choice(rounds=12),), {"GELU_BLOCK_SIZE": 512}))
-    assert "race tie (2 tied, picked by rule: default in tied set)" in line
+    assert "tie: 128 | 512 (picked by rule: default in tied set)" in line
 
 
 @pytest.mark.parametrize("verdict, source, words", [

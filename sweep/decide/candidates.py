@@ -203,7 +203,7 @@ def decide(t: pd.DataFrame, macros: tuple[str, ...], shapes: Shapes, baseline_ns
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
     if certification is not None:     # a race too short to say anything: the sweep's evidence stands
         short = (f"the race ran {certification.rounds} round(s) ({certification.stopped}): no evidence, the "
-                 "sweep's pick stands; give it more time with certify.budget_s")
+                 "sweep's pick stands; give it more time with certify.cap_s")
         note = f"{note}; {short}" if note else short
     return Choice(macros, kernels, pick.values, pick, ru, margin, ev.pop("noise_ns", None),
                   ev.get("verdict") == "faster", baseline_ns, speedup, tuple(cands), _with_nodes(note, nodes),

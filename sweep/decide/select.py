@@ -208,12 +208,13 @@ def race_words(c: Choice) -> str:
     names the sweep's pick as standing rather than the tie rule it did not apply."""
     cert = c.certification
     if cert is None:
-        return ""
+        return f"  not raced: {c.not_raced}" if c.not_raced else ""
     if cert.verdict == "unknown":
         return f"  race: no evidence after {cert.rounds} round(s), the sweep's pick stands"
     if c.certified:
         return f"  certified ({cert.rounds} rounds)"
-    return f"  race tie ({len(cert.tied)} tied, picked by rule: {cert.rule})"
+    tied = " | ".join(",".join(str(v) for v in t.values()) for t in cert.tied)
+    return f"  tie: {tied} (picked by rule: {cert.rule})"
 
 
 def workload_line(w: WorkloadPick) -> str:

@@ -169,6 +169,7 @@ class Measuring:
         inv = self.invocation()
         cfg = self.job.cfg
         plan = sampling.Plan.of({**cfg.run, "iterations": self.spec.iterations}, cfg.profile, inv.iterations)
+        plan = replace(plan, observe=not inv.post)   # a parse in-process is quick: see the iterations it shows at once
         self.sampler = sampling.Sampler(plan, self.capture_once, self.parse_once, reader=reader, facts=facts)
         taken = self.sampler.take()
         self.interval = [start, time.time()]
@@ -268,4 +269,5 @@ def combined(parts: Sequence[tuple[str, Sampled]]) -> Sampled:
                    throttled_runs=sum(s.throttled_runs for _, s in parts),
                    throttled_samples=sum(s.throttled_samples for _, s in parts), threshold_mhz=fewest.threshold_mhz,
                    clocks=tuple(c for _, s in parts for c in s.clocks), elapsed_s=sum(s.elapsed_s for _, s in parts),
-                   note="; ".join(f"{name}: {s.note}" for name, s in parts if s.note))
+                   note="; ".join(f"{name}: {s.note}" for name, s in parts if s.note),
+                   reason="; ".join(f"{name}: {s.reason}" for name, s in parts if s.reason))

@@ -28,7 +28,7 @@ from typing import Any
 from sweep import dispatch as executors, plan as strategies, profile
 from sweep.core import atomic, paths
 from sweep.decide import by_gpu, select as select_mod
-from sweep.node import render
+from sweep.node import render, sampling
 from sweep.pipeline import finish as finish_mod
 from sweep.space import target
 from sweep.core.errors import SweepError
@@ -270,7 +270,12 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     def tell(c: Config, r: JobResult | None) -> None:
         search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
 
+    said: set[str] = set()       # the line about a program showing fewer iterations than planned: once a sweep
+
     def on_result(r: JobResult) -> None:
+        if not said and r.sampling is not None and sampling.cost_line(r.sampling):
+            said.add(r.tag)
+            progress.note(f"{space.name}: {sampling.cost_line(r.sampling)}")
         counts[str(r.status)] = counts.get(str(r.status), 0) + 1
         results[r.tag] = r
         progress.finished(r)

@@ -86,19 +86,21 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
     else:
         best = select_mod.select(space, c.measurements)
         baseline = job(None, render.BASELINE_TAG, "baseline") if confirm or certify_picks else None
-        certified = {}
+        certified, why = {}, "certify.enabled is false"
         if space.certify.enabled and certify_picks and best.choices:
             if certify.needs_baseline(space, best):   # the default entrant of some group's race
                 _confirm(space, sw, [baseline])
                 c = collect()
-            certified = certify.run(space, sw, best, c, partition)
+            certified, why = certify.run(space, sw, best, c, partition)
         elif space.certify.enabled:
             certified = certify.recorded(space, sw.sweep_dir, best, c)
+            why = "not asked (--no-certify, or --no-confirm without --certify)"
         best = select_mod.select(space, c.measurements, certified)
         if confirm and best.choices:
             _confirm(space, sw, [baseline, job(_config_of(space, best), "best", "best")])
             c = collect()
             best = select_mod.select(space, c.measurements, certified)
+        best = certify.unraced(space, best, c, certified, why)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
         best = dataclasses.replace(best, notes=best.notes + _notes(space, c, several_models))
     write_collected(c, sw.sweep_dir, results_dir)

@@ -126,9 +126,13 @@ def iterations_per_run(run: Run, profile: "Profile") -> int:
 class Certify:
     """The race that certifies each group's pick after the sweep (sweep.decide.certify).
 
-    top: the fastest candidates raced (plus the default). budget_s: seconds the race
-    may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
-    of its jobs). max_rounds: rounds at most. lockstep: take the rounds in lockstep
+    top: the fastest candidates raced (plus the default). The race runs by default when
+    its estimated cost (the rounds up to its first decisive look, sweep.decide.race_cost)
+    is at most its cap, max(budget_share of the sweep's own GPU seconds (verify + profile
+    of its jobs), cap_s), and may hold the GPU up to the cap; above it, it is not raced
+    and `run` says what it would cost and which cap_s allows it. budget_s (the older
+    setting, kept): when > 0, the cap is budget_s exactly, budget_share and cap_s aside.
+    max_rounds: rounds at most. lockstep: take the rounds in lockstep
     (sweep.node.lockstep: a fresh process of each entrant a round, the processes of several
     rounds started at once, taking turns of one timed iteration) where the sweep measured
     per-iteration samples; false takes a run of each a round. turns: a lockstep round's
@@ -144,6 +148,7 @@ class Certify:
     top: int = 3
     budget_s: float = 0.0
     budget_share: float = 0.2
+    cap_s: float = 60.0
     max_rounds: int = 30
     combine: bool = True           # race every group at once on combined configurations (sweep.decide.certify.combined)
     lockstep: bool = True          # the entrants take turns, an iteration each (sweep.node.lockstep)

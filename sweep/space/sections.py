@@ -203,11 +203,12 @@ def stopping(run_section: Section) -> Stopping:
 
 def certify(top: Section, path: Path) -> Certify:
     s = Section(top.data.get("certify"), f"{path}: certify",
-                ("enabled", "top", "budget_s", "budget_share", "max_rounds", "combine", "lockstep", "turns",
+                ("enabled", "top", "budget_s", "budget_share", "cap_s", "max_rounds", "combine", "lockstep", "turns",
                  "processes"))
     d = Certify()
     return Certify(s.bool("enabled", d.enabled), s.int("top", d.top, 1, 64), s.number("budget_s", d.budget_s, 0, 86400),
-                   s.number("budget_share", d.budget_share, 0.001, 100), s.int("max_rounds", d.max_rounds, 5, 100000),
+                   s.number("budget_share", d.budget_share, 0.001, 100), s.number("cap_s", d.cap_s, 0.001, 86400),
+                   s.int("max_rounds", d.max_rounds, 5, 100000),
                    s.bool("combine", d.combine), s.bool("lockstep", d.lockstep), s.int("turns", d.turns, 1, 1000),
                    s.int("processes", d.processes, 1, 256))
 
