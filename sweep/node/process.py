@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import profile
+from sweep.core import safe
 from sweep.core.errors import SweepError
 from sweep.records import JobSettings, Status, read_json
 
@@ -62,7 +63,7 @@ class gpu_lock:
         if self.path:
             import fcntl
 
-            self.f = open(self.path, "a")
+            self.f = safe.open_nofollow(self.path, "a")
             fcntl.flock(self.f, fcntl.LOCK_EX)
         return self
 
@@ -141,7 +142,7 @@ class Ran:
 
 def run_program(cmd: list[str], log: Path, stage: str, timeout_s: float, env: dict[str, str] | None = None) -> Ran:
     """Runs cmd with its output appended to `log`; classifies crashes, hangs and missing programs."""
-    with open(log, "ab") as f:
+    with safe.open_nofollow(log, "ab") as f:
         f.write(f"\n$ {shlex.join(cmd)}\n".encode())
         f.flush()
         try:

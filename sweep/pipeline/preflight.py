@@ -4,6 +4,7 @@ Each refusal is one SweepError naming the file or option and the fix."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import string
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from sweep import dispatch as executors, plan as strategies, profile
 from sweep.node import build
+from sweep.core import safe
 from sweep.core.errors import SweepError
 from sweep.node.process import Tools
 from sweep.records import JobSettings
@@ -21,9 +23,9 @@ def preflight(space: Space, opts: Any) -> None:
     """What a run needs here (opts: pipeline.Options), checked before anything is rendered; raises with
     what is missing."""
     for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
-        if any(ch.isspace() for ch in str(path)):
-            raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
-                             "into several paths; use a folder whose path has no spaces")
+        safe.check_make_path(path, what)    # the job Makefiles and scripts name both unquoted
+    if opts.arch and not re.match(r"^sm_\d+[a-z]?\Z", opts.arch):
+        raise SweepError(f"--arch {opts.arch!r} is not a GPU architecture; write e.g. --arch sm_90")
     cls = executors.executor(opts.executor)
     if space.slurm.partitions and opts.executor != "slurm":
         raise SweepError(f"{space.path}: slurm.partitions measures every configuration on each of "
