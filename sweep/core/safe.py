@@ -103,6 +103,7 @@ def claim(folder: Path, what: str, legacy: Callable[[Path], bool] = lambda d: Fa
                          "choose another sweep name (--name) or folder, or empty it first")
     folder.mkdir(parents=True, exist_ok=True)
     write_new(folder / MARKER, MARKER_HEADER.encode())
+    forget(folder)
     return folder
 
 
@@ -127,7 +128,7 @@ def write_new(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-_recorded: set[tuple[str, str]] = set()    # (marker, entry) appended by this process already
+_recorded: set[tuple[str, str, int, int]] = set()    # (marker, entry) appended by this process already
 
 
 def owner(path: Path) -> Path | None:
@@ -157,13 +158,20 @@ def record(path: Path, folder: Path | None) -> None:
     # a job folder (it holds config.json) is the tool's as a whole: one line, not one per file
     entry = rel.parts[0] + "/" if len(rel.parts) > 1 and (Path(folder) / rel.parts[0] / JOB_FILE).is_file() \
         else rel.as_posix()
-    key = (str(folder), entry)
+    st = os.stat(Path(folder) / MARKER, follow_symlinks=False)
+    key = (str(folder), entry, st.st_dev, st.st_ino)     # a marker made afresh (after clean) lists anew
     if key in _recorded or "\n" in entry:
         return
     fd = os.open(Path(folder) / MARKER, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     with os.fdopen(fd, "a") as f:
         f.write(entry + "\n")
     _recorded.add(key)
+
+
+def forget(folder: Path) -> None:
+    """Drop what this process noted as recorded under `folder` (its marker was made anew)."""
+    for key in [k for k in _recorded if k[0] == str(folder)]:
+        _recorded.discard(key)
 
 
 def recorded(folder: Path) -> list[str]:

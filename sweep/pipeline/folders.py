@@ -52,5 +52,9 @@ def claim(name: str, jobs_root: Path, results_root: Path) -> tuple[Path, Path]:
     safe.usable_dir(jobs_root, "--jobs-dir")
     safe.usable_dir(results_root, "--results-dir")
     sweep_dir = safe.claim(jobs_root / name, "jobs folder", legacy_jobs)
-    results_dir = safe.claim(results_root / name, "results folder", legacy_results)
-    return sweep_dir, results_dir
+    return sweep_dir, claim_results(results_root / name)
+
+
+def claim_results(results_dir: Path) -> Path:
+    """results/<sweep>/ (or a GPU model's results/<sweep>.<model>/), the tool's from here on."""
+    return safe.claim(results_dir, "results folder", legacy_results)

@@ -152,6 +152,7 @@ def _clean_all(sweep: str, sweep_dir: Path, results_dir: Path) -> list[Path]:
             marker = d / safe.MARKER
             if safe.has_marker(d):        # what it listed is gone; a file of the user's keeps the folder (and marker)
                 safe.write_new(marker, safe.MARKER_HEADER.encode())
+                safe.forget(d)
                 if all(p == marker for p in d.iterdir()):
                     marker.unlink()
             if not any(d.iterdir()):
