@@ -81,7 +81,7 @@ def render_conf(job: JobConfig) -> str:
 def _make_words(what: str, words: list[str]) -> list[str]:
     for w in words:
         if MAKE_SYNTAX.search(w):
-            raise SweepError(f"refusing build.{what} word {w!r}: {MAKE_SYNTAX.search(w).group()!r} would be read by "
+            raise SweepError(f"refusing build.{what} word {w!r}: {MAKE_SYNTAX.search(w).group()!r} would be expanded by "
                              "make or the shell; give the flag literally")
     return words
 

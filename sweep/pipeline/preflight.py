@@ -24,8 +24,6 @@ def preflight(space: Space, opts: Any) -> None:
     what is missing."""
     for what, path in (("--jobs-dir", opts.jobs_root), ("the target's source folder", space.target.source_dir)):
         safe.check_make_path(path, what)    # the job Makefiles and scripts name both unquoted
-    if opts.arch and not re.match(r"^sm_\d+[a-z]?\Z", opts.arch):
-        raise SweepError(f"--arch {opts.arch!r} is not a GPU architecture; write e.g. --arch sm_90")
     cls = executors.executor(opts.executor)
     if space.slurm.partitions and opts.executor != "slurm":
         raise SweepError(f"{space.path}: slurm.partitions measures every configuration on each of "
@@ -47,6 +45,8 @@ def preflight(space: Space, opts: Any) -> None:
             raise SweepError("a dry run here needs an architecture to compile for (no GPU to detect): pass --arch sm_90")
     if opts.executor in ("local", "debug") or opts.dry_run:
         build.check_archs([opts.arch] if opts.arch else list(space.build.arch))
+    if opts.arch and not re.match(r"^sm_\d+[a-z]?\Z", opts.arch):    # it reaches make's command line
+        raise SweepError(f"--arch {opts.arch!r} is not a GPU architecture; write e.g. --arch sm_90")
     workloads.check_programs(space.path, space.workloads, space.target)   # a plugin's are checked only here
     check_placeholders(space, opts.jobs_root)
     cls.preflight(space, opts.dry_run)

@@ -190,8 +190,8 @@ def build(top: Section, path: Path) -> Build:
     for flag in flags:
         c = safe.unsafe_char(flag, NVCC_FLAG_EXTRA)
         if c is not None:
-            raise SweepError(f"{s.at('nvcc_flags')}: {show(flag)} holds {c!r}, which make or the shell would read "
-                             "rather than pass to nvcc; flags may hold letters, digits, spaces and _ - = + , . / : @ % ^ ~")
+            raise SweepError(f"{s.at('nvcc_flags')}: {show(flag)} holds {c!r}, which would be expanded by make or the "
+                             "shell rather than passed to nvcc; flags may hold letters, digits, spaces and _ - = + , . / : @ % ^ ~")
     for t in targets:
         c = safe.unsafe_char(t, "_.-/")
         if c is not None or not t or t.startswith("-"):
