@@ -42,8 +42,10 @@ def check_make_path(path: Path | str, what: str) -> None:
     """Refuse a path that make or a shell would misread (the Makefiles name it unquoted)."""
     c = unsafe_char(str(path))
     if c is not None:
-        raise SweepError(f"{what} {str(path)!r}: the character {c!r} cannot be passed to make and the shell safely; "
-                         "use a folder whose path holds only letters, digits and _ . / + , @ ~ -")
+        why = ("contains whitespace, which make and the shell split into several paths" if c.isspace()
+               else f"the character {c!r} cannot be passed to make and the shell safely")
+        raise SweepError(f"{what} {str(path)!r}: {why}; use a folder whose path holds only letters, digits and "
+                         "_ . / + , @ ~ -")
 
 
 def usable_dir(path: Path, what: str) -> Path:
