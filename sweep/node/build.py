@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.core import limits
+from sweep.core import limits, safe
 from sweep.core.errors import NO_SPACE, DiskFull, SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
@@ -119,7 +119,7 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
     cmd = ["make", "-C", str(job_dir), f"-j{jobs}", f"ARCH={arch}"]
     t0 = time.monotonic()
     try:
-        with open(log, "w") as f:
+        with safe.open_nofollow(log, "w") as f:
             f.write("$ " + " ".join(cmd) + "\n")
             f.flush()
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s).returncode

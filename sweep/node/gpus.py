@@ -109,7 +109,7 @@ def _open_shared(path: Path) -> int:
     O_CREAT on another user's file in a sticky folder)."""
     while True:
         try:
-            return os.open(path, os.O_RDONLY)
+            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)   # a link planted in the shared folder is refused
         except FileNotFoundError:
             pass
         try:

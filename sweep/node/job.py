@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sweep import profile
-from sweep.core import atomic, limits
+from sweep.core import atomic, limits, safe
 from sweep.node import build as build_mod, clocks, gpus, group, measure, sampling
 from sweep.core.errors import DiskFull, SweepError
 from sweep.node.measure import CUDA_FAILURE, Measuring  # noqa: F401  (CUDA_FAILURE: importable from here, as before)
@@ -191,7 +191,7 @@ class Job:
         self.state("verify")
         t0, start = time.monotonic(), time.time()
         log = self.dir / "verify.log"
-        log.write_text("")
+        safe.write_new(log, b"")
         for template in commands:
             cmd = expand(list(template), self.values(), list(self.cfg.run["args"]))
             p = run_program(cmd, log, "verify", self.timeout_s)
@@ -261,7 +261,7 @@ class Job:
         out = self.dir / DIAGNOSIS
         try:
             lib = cupti.library(cupti.cache_dir(self.request()))
-            with open(log, "a") as f:
+            with safe.open_nofollow(log, "a") as f:
                 f.write("\n# the runtime refused a launch: running it again under the CUPTI library to see its size\n")
             run_program(list(cmd), log, "diagnose", self.timeout_s, env=cupti.environment(lib, out))
         except (SweepError, JobFailed, OSError):

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 from sweep import profile
+from sweep.core import safe
 from sweep.node import clocks, sampling
 from sweep.core.errors import SweepError
 from sweep.records.evidence import Sampled
@@ -164,7 +165,7 @@ class Measuring:
     def capture(self, reader: clocks.Reader | None, facts: Mapping[str, Any]) -> sampling.Taken:
         """Its profiled runs, as often as its sampling plan says (needs the GPU)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        self.log.write_text("")
+        safe.write_new(self.log, b"")
         start = time.time()
         inv = self.invocation()
         cfg = self.job.cfg
@@ -203,7 +204,7 @@ class Measuring:
         inv = self.inv
         p = self._profiled(inv)
         if inv.fallback is not None and not be.timed(inv):
-            with open(self.log, "a") as f:
+            with safe.open_nofollow(self.log, "a") as f:
                 f.write(f"\n# {be.name} captured nothing in the {inv.capture} window (the program never called "
                         f"cudaProfilerStart): running it again, capturing the {inv.fallback.capture}\n")
             self.inv, self.fell_back = inv.fallback, True

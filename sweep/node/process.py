@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import profile
+from sweep.core import safe
 from sweep.node import group
 from sweep.core.errors import SweepError
 from sweep.node.gpus import gpu_lock  # noqa: F401  (importable from here, as before)
@@ -123,7 +124,7 @@ def run_program(cmd: list[str], log: Path, stage: str, timeout_s: float, env: di
     holding its output is killed LINGER_S after it exits; its own exit code and output stand."""
     left = group.remaining()
     limit = timeout_s if left is None else min(timeout_s, left)
-    with open(log, "ab") as f:
+    with safe.open_nofollow(log, "ab") as f:
         f.write(f"\n$ {shlex.join(cmd)}\n".encode())
         f.flush()
         try:

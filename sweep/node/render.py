@@ -22,14 +22,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.core import atomic, paths
+from sweep.core import atomic, paths, safe
 from sweep.core.errors import SweepError
 from sweep.records import JobConfig, JobSettings
-from sweep.space import MACRO_RE, NAME_RE, Config, Space, Target, Workload
+from sweep.space import MACRO_RE, Config, Space, Target, Workload
+from sweep.space.sections import sweep_name_problem
 from sweep.space.workloads import check_programs
 
 BASELINE_TAG = "default"     # the target's own launch sizes: a conf.cuh with no macros
-MAKE_SYNTAX = re.compile(r"[$`]")   # make expands $(...) and the shell runs `...`: never from a space file
+MAKE_SYNTAX = re.compile(r"[$`#\"'\\\n\r]")   # make expands $(...), '#' starts a comment, the shell runs `...`
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +50,9 @@ def _env():
 
 def job_dir(jobs_root: Path, sweep: str, tag: str) -> Path:
     """jobs_root/sweep/tag, refusing names that could leave it."""
-    if not NAME_RE.match(sweep):
-        raise SweepError(f"sweep name {sweep!r} must be letters, digits, '.', '_' or '-'")
+    problem = sweep_name_problem(sweep)
+    if problem:
+        raise SweepError(f"sweep name {sweep!r} {problem}")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_]*", tag):
         raise SweepError(f"tag {tag!r} must be letters, digits and '_' (it names a folder)")
     root = Path(jobs_root).resolve()
@@ -60,12 +62,18 @@ def job_dir(jobs_root: Path, sweep: str, tag: str) -> Path:
     return d
 
 
+def one_line(text: str) -> str:
+    """`text` for a comment line of a generated file: a newline in a path the user chose
+    would otherwise end the comment and start a line of C, make or shell."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def render_conf(job: JobConfig) -> str:
     for macro, value in job.macros.items():  # last line of defence: only macro names and ints reach C
         if not MACRO_RE.match(macro) or not isinstance(value, int) or isinstance(value, bool):
             raise SweepError(f"refusing to render {macro}={value!r}: macros are UPPER_CASE names with integer values")
     return _env().get_template("conf.cuh.j2").render(
-        tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit, config_hash=job.config_hash,
+        tag=job.tag, sweep=job.sweep, space_path=one_line(job.space_path), commit=job.commit, config_hash=job.config_hash,
         values=list(job.macros.items()),
     )
 
@@ -73,8 +81,8 @@ def render_conf(job: JobConfig) -> str:
 def _make_words(what: str, words: list[str]) -> list[str]:
     for w in words:
         if MAKE_SYNTAX.search(w):
-            raise SweepError(f"refusing build.{what} word {w!r}: '$' and backticks would be expanded by make or the "
-                             "shell; give the flag literally")
+            raise SweepError(f"refusing build.{what} word {w!r}: {MAKE_SYNTAX.search(w).group()!r} would be expanded by "
+                             "make or the shell; give the flag literally")
     return words
 
 
@@ -82,8 +90,10 @@ def render_makefile(job: JobConfig, cache_dir: Path) -> str:
     arch = job.build["arch"]
     _make_words("nvcc_flags", job.build["nvcc_flags"])
     _make_words("make_targets", job.build["make_targets"])
+    for what, path in (("the target's folder", job.target["source_dir"]), ("the object cache", cache_dir)):
+        safe.check_make_path(path, what)      # the space loader and the driver refused these already
     return _env().get_template("Makefile.j2").render(
-        tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit,
+        tag=job.tag, sweep=job.sweep, space_path=one_line(job.space_path), commit=job.commit,
         target_name=job.target["name"], target_dir=job.target["source_dir"], python=sys.executable,
         objcache=str(paths.OBJCACHE), cache_dir=str(cache_dir),
         arch="auto" if arch == ["auto"] else " ".join(arch),
@@ -94,7 +104,7 @@ def render_makefile(job: JobConfig, cache_dir: Path) -> str:
 
 def render_sbatch(job: JobConfig, directory: Path, slurm: dict[str, Any]) -> str:
     return _env().get_template("job.sbatch.j2").render(
-        tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit, job_dir=str(directory),
+        tag=job.tag, sweep=job.sweep, space_path=one_line(job.space_path), commit=job.commit, job_dir=str(directory),
         slurm=slurm, pythonpath=job.settings.pythonpath, python=sys.executable,
     )
 

@@ -29,15 +29,16 @@ from sweep import dispatch as executors, plan as strategies, profile
 from sweep.core import atomic, paths
 from sweep.decide import by_gpu, select as select_mod
 from sweep.node import render, sampling
-from sweep.pipeline import finish as finish_mod
+from sweep.pipeline import finish as finish_mod, folders
 from sweep.space import target
+from sweep.space.sections import show, sweep_name_problem
 from sweep.core.errors import SweepError
 from sweep.node.lock import DriverLock
 from sweep.pipeline.preflight import preflight
 from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
-from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
+from sweep.space import Config, Space, config_hash, tag as tag_of, tags_for
 from sweep.space.configs import most_rejecting
 
 ROOT = paths.WORK_ROOT
@@ -84,8 +85,9 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
                     samples: int | None = None, slurm: dict[str, Any] | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
-        if not NAME_RE.match(name):
-            raise SweepError(f"--name {name!r} must be letters, digits, '.', '_' or '-'")
+        problem = sweep_name_problem(name)
+        if problem:
+            raise SweepError(f"--name {show(name)} {problem}")
         space = dataclasses.replace(space, name=name)
     if strategy:
         if strategy not in strategies.STRATEGIES:
@@ -236,9 +238,9 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     # Absolute from here on: Makefiles run with make -C inside each job folder.
     opts = dataclasses.replace(opts, jobs_root=Path(opts.jobs_root).resolve(), results_root=Path(opts.results_root).resolve())
     space = apply_overrides(target.load(space_path), **overrides)
+    folders.check_roots(opts.jobs_root, opts.results_root)   # nothing written yet: a bad folder costs nothing
     preflight(space, opts)
-    sweep_dir = Path(opts.jobs_root) / space.name
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_dir, _ = folders.claim(space.name, opts.jobs_root, opts.results_root)
     with DriverLock(sweep_dir, space.name):
         return _run_locked(space, Path(space_path), opts, sweep_dir, t0, started, ru0)
 
@@ -261,6 +263,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         prev = Manifest.load(sweep_dir)
         manifest = dataclasses.replace(manifest, created=prev.created, runs=prev.runs)
     sw = Sweep(space, opts, sweep_dir, digest, commit, prepared.values, manifest, prepared)
+    sw.save_manifest()   # first: a sweep stopped while rendering can still be shown, resumed and cleaned
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}

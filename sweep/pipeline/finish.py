@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from sweep.core import atomic
 from sweep.decide import by_gpu, certify, collect as collect_mod, select as select_mod
 from sweep.node import render
+from sweep.pipeline import folders
 from sweep.space import target
 from sweep.records import Best, Confirmation
 from sweep.space import Space, make_config
@@ -44,6 +45,7 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
     the race; without it a race already run for the same candidates still counts, so
     collecting again (confirm=False) runs nothing on a GPU."""
     certify_picks = confirm if certify_picks is None else certify_picks
+    folders.claim_results(results_dir)      # `collect` comes here without the driver's claim
     keep = collect_mod.in_space(space, sw.digest)   # a narrowed space's old points stay on disk, unread
 
     def collect() -> collect_mod.Collected:
@@ -57,7 +59,7 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
         for model, part in by_gpu.partitions_of(space, c).items():
             def sub(m: str = model) -> collect_mod.Collected:
                 return by_gpu.split(collect()).get(m) or by_gpu.empty(c)
-            out = by_gpu.results_dir(results_dir, space, model)
+            out = folders.claim_results(by_gpu.results_dir(results_dir, space, model))
             best, _ = _finish_one(space, sw, sub, out, confirm, certify_picks, part, several_models=False)
             picks[model] = best
         by_gpu.write_index(space, results_dir, picks)

@@ -97,6 +97,9 @@ def _checker(constraints: tuple[Constraint, ...]) -> tuple[Callable[..., Any], t
     return made
 
 
+MAX_TAG = 120     # characters of a tag; leaves room for suffixes (a hash, a partition) in a 255-byte name
+
+
 def tag(space: Space, config: Config) -> str:
     """Readable, stable job name, e.g. R128_G128_E5x5x5_L256_P256_F16.
 
@@ -106,7 +109,12 @@ def tag(space: Space, config: Config) -> str:
     by_tag: dict[str, list[str]] = {}
     for p in space.parameters:
         by_tag.setdefault(p.tag, []).append(str(config[p.macro]))
-    return "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+    full = "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+    if len(full) <= MAX_TAG:
+        return full
+    # A folder name may have 255 bytes: a long tag keeps a readable start and ends in a
+    # hash of the whole, so it stays unique and the same from run to run.
+    return full[:MAX_TAG - 13].rstrip("_") + "_" + hashlib.sha256(full.encode()).hexdigest()[:12]
 
 
 def tags_for(space: Space, configs: list[Config]) -> dict[Config, str]:

@@ -53,9 +53,9 @@ def load_space(path: Path | str, *, plugin_target: PluginTarget | None = None) -
 def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = None) -> Space:
     top = Section(data, f"{path}:", _TOP_KEYS)
     name = top.str("name", path.stem)
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise SweepError(f"{top.at('name')}: {sections.show(name)} must be letters, digits, '.', '_' or '-' "
-                         "(it names jobs/<name>/)")
+    problem = sections.sweep_name_problem(name)
+    if problem:
+        raise SweepError(f"{top.at('name')}: {sections.show(name)} {problem}")
     raw = _macros(top, path)
     rules = _constraints(top, path, set(raw))      # checked as soon as the names are known: nothing runs from them
     params, constraints = _parameters(raw, path)

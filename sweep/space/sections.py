@@ -20,6 +20,7 @@ import reprlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from sweep.core import safe
 from sweep.core.errors import SweepError
 from sweep.space import declared as declarations
 from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
@@ -27,6 +28,23 @@ from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PRO
 
 # \Z, not $: "$" also matches before a final newline, which would let "name\n" through
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")   # space, workload and program names: they name folders
+# A sweep's name names jobs/<name>/, results/<name>/ and files joining two names
+# (compare-A-vs-B.html); a folder name may have 255 bytes.
+MAX_SWEEP_NAME = 100
+
+
+def sweep_name_problem(name: Any) -> str | None:
+    """Why `name` cannot name a sweep (None: it can), as the end of a one-line message."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        return "must be letters, digits, '.', '_' or '-' (it names jobs/<name>/)"
+    if len(name) > MAX_SWEEP_NAME:
+        return (f"is {len(name)} characters, over the {MAX_SWEEP_NAME} a sweep name may have (it names folders); "
+                "choose a shorter name")
+    return None
+# Beyond letters and digits, what an nvcc flag may hold: each reaches make and two shells
+# (the job's Makefile, the target's recipe), quoted for the shell; '#', '$', quotes,
+# backslashes and newlines cannot be quoted for all three at once.
+NVCC_FLAG_EXTRA = "_-=+,./:@%^~ "
 # What a run's sizes may be (run: and each workload): (lowest, highest).
 RUN_BOUNDS = {"batch": (1, 1 << 16), "seq_len": (1, 1 << 20), "warmup": (0, 10000), "iterations": (1, 100000)}
 
@@ -168,8 +186,19 @@ def build(top: Section, path: Path) -> Build:
     if "auto" in arch and len(arch) > 1:
         raise SweepError(f"{s.at('arch')}: 'auto' detects the GPU on each node; do not list it with other architectures")
     d = Build()
-    return Build(arch, s.strings("nvcc_flags", d.nvcc_flags), s.strings("make_targets", d.make_targets),
-                 s.int("jobs", 0, 0, 256))
+    flags, targets = s.strings("nvcc_flags", d.nvcc_flags), s.strings("make_targets", d.make_targets)
+    for flag in flags:
+        c = safe.unsafe_char(flag, NVCC_FLAG_EXTRA)
+        if c is not None:
+            raise SweepError(f"{s.at('nvcc_flags')}: {show(flag)} holds {c!r}, which would be expanded by make or the "
+                             "shell rather than passed to nvcc; flags may hold letters, digits, spaces and _ - = + , . / : @ % ^ ~")
+    for t in targets:
+        c = safe.unsafe_char(t, "_.-/")
+        if c is not None or not t or t.startswith("-"):
+            what = f"holds {c!r}" if c is not None else ("is empty" if not t else "starts with '-' (make reads an option)")
+            raise SweepError(f"{s.at('make_targets')}: {show(t)} {what}; a make target name is letters, digits and "
+                             "_ . - / (e.g. [all] or [bench, check])")
+    return Build(arch, flags, targets, s.int("jobs", 0, 0, 256))
 
 
 def run(top: Section, path: Path) -> Run:
@@ -279,6 +308,7 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
                          "your Makefile") from None
     if not has_makefile:
         raise SweepError(f"{s.at('dir')}: {source_dir} has no Makefile; point dir at the folder holding your Makefile")
+    safe.check_make_path(source_dir, f"{s.at('dir')}:")   # every job's Makefile names it to make and the shell
     verify = s.data.get("verify", [])
     if verify == VERIFY_IN_PROFILE:
         verify = VERIFY_IN_PROFILE  # the timing program checks itself first
