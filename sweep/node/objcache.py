@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -121,11 +122,16 @@ def _store(src: Path, dst: Path) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="objcache.py")
     ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--job-flags", type=Path, help="a JSON list of words put first on the command (CMake's launcher: "
+                    "the configuration's -I and -D; sweep/node/cmake.py writes it); ignored when absent")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("missing the compiler command after --")
+    if a.job_flags is not None and a.job_flags.is_file() and "-c" in cmd:
+        words = json.loads(a.job_flags.read_text())
+        cmd = [cmd[0], *(str(w) for w in words), *cmd[1:]]   # first: the job's conf.cuh before the project's headers
     out, src, dep, ident = _split(cmd[1:])
     if "-c" not in cmd or not out or not src:
         return subprocess.run(cmd).returncode          # a link, or something we do not cache

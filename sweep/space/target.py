@@ -22,7 +22,8 @@ from sweep.core.errors import SweepError
 
 PLUGINS = {"engine": "gpt2_engine"}     # `target: NAME` -> the module providing target(options)
 DEFAULT_SPACE = paths.DEFAULT_SPACE
-SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c")
+SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".cmake")
+BUILD_FILES = ("Makefile", "CMakeLists.txt")   # a changed build file changes what is built
 MAX_DIGEST_BYTES = 64 << 20
 
 
@@ -68,12 +69,12 @@ def load_snapshot(snapshot: Path, recorded: Path) -> space_mod.Space:
 
 
 def source_digest(target: space_mod.Target) -> str:
-    """sha256 over the target's source files (and Makefile): results measured on
+    """sha256 over the target's source files (and Makefile, CMakeLists.txt, *.cmake): results measured on
     other sources are not reused."""
     h = hashlib.sha256()
     total = 0
     files = sorted(p for p in target.source_dir.rglob("*")
-                   if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name == "Makefile"))
+                   if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name in BUILD_FILES))
     for p in files:
         data = p.read_bytes()
         total += len(data)
