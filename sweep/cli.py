@@ -190,6 +190,8 @@ def status(args: argparse.Namespace) -> int:
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
         for f in s["failures"]:
             print(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}")
+        for b in s.get("built", []):
+            print(f"  {b['tag']}: built (dry run), " + (b["resources"] or "no ptxas lines in its build.log"))
         for line in array_lines(s["arrays"]):
             print("  " + line)
     return 0

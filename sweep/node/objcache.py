@@ -12,7 +12,9 @@ copied from the cache instead of recompiled. Anything that is not a single
 -c compile (a link) is passed straight to nvcc.
 
 A hit also writes the dependency file make asked for (-MMD/-MF), from the
-preprocessor's line markers. Entries are written atomically (a private temporary
+preprocessor's line markers, and replays what the compile printed (kept beside
+the object: ptxas' --resource-usage lines, so a cached build reports its kernels'
+registers and spills as a fresh one does). Entries are written atomically (a private temporary
 file, fsynced, renamed into place), so builds on many nodes can share one cache
 on a shared filesystem, even while several compile the same object at once. Each call logs one line to stderr:
     objcache: hit build/obj/residual.o
@@ -151,11 +153,23 @@ def main(argv: list[str]) -> int:
         _store(entry, Path(out))
         if dep:
             Path(dep).write_text(_depfile(out, text))
+        said = entry.with_suffix(".log")
+        if said.is_file():      # what the compile printed (ptxas' registers and spills), as if compiled again
+            sys.stderr.write(said.read_text(errors="replace"))
         print(f"objcache: hit {out}", file=sys.stderr)
         return 0
     t0 = time.monotonic()
-    rc = subprocess.run(cmd).returncode
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    rc = p.returncode
     if rc == 0 and Path(out).is_file():
+        messages = Path(out).with_suffix(".objcache-log")
+        try:
+            messages.write_text(p.stdout + p.stderr)
+            _store(messages, entry.with_suffix(".log"))   # before the object: a hit finds both
+        finally:
+            messages.unlink(missing_ok=True)
         _store(Path(out), entry)
         print(f"objcache: miss {out} (compiled in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return rc

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from sweep.core import atomic, paths
 from sweep.core.errors import SweepError
+from sweep.node import resources
 from sweep.records import JobConfig, JobSettings
 from sweep.space import MACRO_RE, NAME_RE, Config, Space, Target, Workload
 from sweep.space.workloads import check_programs
@@ -94,6 +95,8 @@ def render_makefile(job: JobConfig, cache_dir: Path) -> str:
     _make_words("nvcc_flags", job.build["nvcc_flags"])
     _make_words("make_targets", job.build["make_targets"])
     flags = [*job.build["nvcc_flags"], *macro_defines(job)]
+    if resources.RESOURCE_FLAG not in flags:    # ptxas' registers, spills and shared memory into build.log
+        flags.append(resources.RESOURCE_FLAG)
     cmake = job.target.get("build") == "cmake"
     return _env().get_template("Makefile.j2").render(
         tag=job.tag, sweep=job.sweep, space_path=job.space_path, commit=job.commit,

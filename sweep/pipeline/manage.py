@@ -48,8 +48,10 @@ def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
             pass
     failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
         if not c.configs.empty else []
+    built = c.configs[c.configs["status"] == "built"][["tag", "resources"]].to_dict("records") \
+        if not c.configs.empty and "resources" in c.configs else []
     return {"sweep": sweep, "manifest": c.manifest.to_dict(), "counts": counts, "running": running,
-            "failures": failures, "driver": lock.holder(sweep_dir), "arrays": slurm_arrays(sweep_dir)}
+            "failures": failures, "built": built, "driver": lock.holder(sweep_dir), "arrays": slurm_arrays(sweep_dir)}
 
 
 def slurm_arrays(sweep_dir: Path) -> list[dict[str, Any]]:
