@@ -257,7 +257,8 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         search.tell(c, select_mod.objective_ns(space, r.measurements) if r and r.status == Status.OK else None)
 
     def on_result(r: JobResult) -> None:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+        key = str(Status.BUILT if opts.dry_run and r.status == Status.OK else r.status)   # a dry run measures nothing
+        counts[key] = counts.get(key, 0) + 1
         results[r.tag] = r
         progress.finished(r)
         if r.tag in by_tag:
