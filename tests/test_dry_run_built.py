@@ -64,3 +64,13 @@ def test_the_report_shows_the_built_configurations_and_their_kernels(job_for, tm
     assert "| A64_B64x4 | residual_sum_kernel<256>: 30 registers" in md.replace("\\<", "<").replace("&lt;", "<")
     html = (tmp_path / "results" / sweep_dir.name / "report.html").read_text()
     assert 'id="built"' in html and "jacobi_kernel&lt;32, 8, 1&gt;: 32 registers" in html
+
+
+def test_clean_removes_a_cmake_targets_configured_trees_and_keeps_the_build_records(job_for, tmp_path):
+    sweep_dir = dry_built_sweep(job_for, tmp_path)
+    tree = sweep_dir / "_cmake" / "0123456789abcdef"
+    tree.mkdir(parents=True)
+    (tree / "CMakeCache.txt").write_text("x\n")
+    removed = manage.clean(sweep_dir.name, sweep_dir.parent, tmp_path / "results")
+    assert sweep_dir / "_cmake" in removed and not (sweep_dir / "_cmake").exists()
+    assert (sweep_dir / "A64_B64x4" / "built.json").is_file() and (sweep_dir / "sweep.json").is_file()

@@ -125,4 +125,8 @@ def clean(sweep: str, jobs_root: Path = paths.JOBS, results_root: Path = paths.R
             else:
                 continue
             removed.append(p)
+    trees = sweep_dir / "_cmake"        # a CMake target's configured trees (sweep.node.cmake): rebuilt on demand
+    if trees.is_dir() and not trees.is_symlink():
+        shutil.rmtree(trees)
+        removed.append(trees)
     return removed
