@@ -12,7 +12,7 @@ import pytest
 TOY_TARGET = Path(__file__).parent / "data" / "toy_target"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "objcache.py"
+OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "node" / "objcache.py"
 
 
 def build(tmp: Path, name: str, conf: str, cache: Path, flags: str = "-O2") -> str:
