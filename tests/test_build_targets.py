@@ -89,7 +89,7 @@ def test_macros_define_passes_each_macro_as_a_D_flag_and_still_writes_conf_cuh(t
     _, job = rendered(write_space(build={"macros": "define"}), tmp_path,
                       {"ALPHA_BLOCK": 128, "BETA_X": 64, "BETA_Y": 4})
     line = next(l for l in job.files["Makefile"].splitlines() if l.startswith("NVCCFLAGS"))
-    assert line.split(":=")[1].split() == ["-O2", "-DALPHA_BLOCK=128", "-DBETA_X=64", "-DBETA_Y=4"]
+    assert line.split(":=")[1].split() == ["-O2", "-DALPHA_BLOCK=128", "-DBETA_X=64", "-DBETA_Y=4", "--resource-usage"]
     assert "#define ALPHA_BLOCK 128" in job.files["conf.cuh"]
 
 
@@ -190,7 +190,8 @@ def test_the_launcher_puts_the_jobs_words_first_on_a_compile_only(tmp_path, monk
     seen = []
     monkeypatch.setattr(objcache, "_preprocess", lambda cmd, out: seen.append(cmd) or b"x")
     monkeypatch.setattr(objcache, "_nvcc_version", lambda nvcc: b"v")
-    monkeypatch.setattr(objcache.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or type("P", (), {"returncode": 1})())
+    monkeypatch.setattr(objcache.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or objcache.subprocess.CompletedProcess(cmd, 1, "", ""))
     flags = tmp_path / "sweep_flags.json"
     flags.write_text(json.dumps(["-I", "/job", "-DA=1"]))
     objcache.main(["--dir", str(tmp_path / "c"), "--job-flags", str(flags), "--", "nvcc", "-Isrc", "-c", "a.cu", "-o", "a.o"])
