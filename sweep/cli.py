@@ -126,7 +126,29 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("sweep")
     cl.add_argument("--all", action="store_true", help="also remove its results and measurements")
     _add_common(cl)
+    add_adopt_commands(sub)
     return ap
+
+
+def add_adopt_commands(sub: argparse._SubParsersAction) -> None:
+    """init and validate: bringing a program to the tool (sweep.pipeline.adopt)."""
+    i = sub.add_parser("init", help="write a starter space file from a program's folder",
+                       description="Read a program's folder (its #ifndef macro defaults, Makefile or CMakeLists.txt, "
+                                   "and the kernels of a build when there is one) and write a starter space file, "
+                                   "with comments saying what to fill in.")
+    i.add_argument("program_dir", type=Path, help="the folder with the program's sources and build file")
+    i.add_argument("-o", "--output", type=Path, help="write it here (never overwrites); default: stdout")
+    i.add_argument("--build", type=Path, help="a folder of built programs (or a dry run's job folder) to read "
+                                              "kernel names from (default: PROGRAM_DIR/build)")
+    v = sub.add_parser("validate", help="check a space file: grid, legal points, the plan, the kernel globs",
+                       description="Load a space file and print its grid, how many points are legal (and the first "
+                                   "rule each illegal one breaks), what the strategy would build, and its kernel "
+                                   "globs against a build's kernel names. Writes nothing; exit 1 on a bad file or a "
+                                   "glob that matches no kernel of the build.")
+    v.add_argument("space", type=Path, help="space file")
+    v.add_argument("--build", type=Path, help="a dry run's job folder or a folder of built programs (default: a "
+                                              "job folder of this space's earlier dry run under --jobs-dir)")
+    _add_common(v)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
         print(s.no_legal, file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     if args.dry_run:
-        failed = {k: v for k, v in s.counts.items() if k != "ok"}
-        return EXIT_NOTHING_MEASURED if failed and not s.counts.get("ok") else EXIT_OK
+        failed = {k: v for k, v in s.counts.items() if k not in ("ok", "built")}
+        return EXIT_NOTHING_MEASURED if failed and not (s.counts.get("built") or s.counts.get("ok")) else EXIT_OK
     if not s.measured and not s.best:
         print(f"nothing was measured: see `{COMMAND} status {s.sweep}` and "
               f"{s.results_dir / 'report.html'} for why", file=sys.stderr)
@@ -204,6 +226,8 @@ def status(args: argparse.Namespace) -> int:
                   + (f" (Slurm job {r['slurm_job']})" if r.get("slurm_job") else ""))
         for f in s["failures"]:   # a failure's reason is a program's last words: escapes spelled out
             print(terminal_safe(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}"))
+        for b in s.get("built", []):
+            print(terminal_safe(f"  {b['tag']}: built (dry run), " + (b["resources"] or "no ptxas lines in its build.log")))
         for line in array_lines(s["arrays"]):
             print("  " + line)
     return 0
@@ -337,7 +361,29 @@ def clean(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "report": report, "compare": compare, "clean": clean}
+def init(args: argparse.Namespace) -> int:
+    from sweep.pipeline import adopt
+
+    text = adopt.init(args.program_dir, args.output, args.build)
+    if args.output is None:
+        print(text, end="")
+    else:
+        print(f"wrote {args.output}: fill in what its comments say, then `{COMMAND} validate {args.output}`")
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    from sweep.pipeline import adopt
+    from sweep.plan import validate as validate_mod
+
+    v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir)
+    for line in validate_mod.lines(v):
+        print(line)
+    return EXIT_BAD_INPUT if v.unmatched else 0
+
+
+COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "report": report, "compare": compare, "clean": clean,
+            "init": init, "validate": validate}
 
 
 def main(argv: list[str] | None = None) -> int:

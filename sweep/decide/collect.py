@@ -36,6 +36,7 @@ from typing import Callable
 import pandas as pd
 
 from sweep.core import atomic
+from sweep.node import resources
 from sweep.node.lock import pid_alive
 from sweep.core.errors import SweepError
 from sweep.records.evidence import Sampled
@@ -68,6 +69,21 @@ def process_gone(state: Any) -> bool:
     return isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid"))
 
 
+def resources_text(build: Any) -> str:
+    """A build's kernels as the compiler sized them, one '; '-joined line ('' when unknown)."""
+    rows = build.get("kernels") if isinstance(build, dict) else None
+    return "; ".join(resources.summary(k) for k in rows if isinstance(k, dict)) if isinstance(rows, list) else ""
+
+
+def _dry_built(d: Path, cfg: JobConfig) -> dict[str, Any] | None:
+    """The build record a dry run left for this configuration, or None."""
+    try:
+        built = read_json(d / "built.json")
+    except (OSError, SweepError):
+        return None
+    return built if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash else None
+
+
 def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     """A job with no result of its configuration: running (its state.json says so), unless
     that state names a process on this host that is gone (a killed driver's job: pending,
@@ -80,12 +96,8 @@ def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
         if process_gone(state):
             return Status.PENDING, "interrupted: its process is gone; the next run measures it"
         return Status.RUNNING, ""
-    try:
-        built = read_json(d / "built.json")
-        if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash:
-            return Status.PENDING, "built by a dry run; not measured yet"
-    except (OSError, SweepError):
-        pass
+    if _dry_built(d, cfg) is not None:
+        return Status.BUILT, "built by a dry run; not measured yet"
     return Status.PENDING, ""
 
 
@@ -132,8 +144,9 @@ def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) ->
         base = {"tag": d.name, "role": cfg.role, **cfg.macros}
         if r is None or r.config_hash != cfg.config_hash:
             status, reason = _unfinished(d, cfg)
+            built = _dry_built(d, cfg) if status == Status.BUILT else None
             config_rows.append({**base, "status": status.value, "stage": "", "reason": reason, "log": "",
-                                "config_hash": cfg.config_hash})
+                                "config_hash": cfg.config_hash, "resources": resources_text((built or {}).get("build"))})
             continue
         env = r.env
         row = {
@@ -145,6 +158,7 @@ def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) ->
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
             "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
+            "resources": resources_text(r.build),
             **fingerprint(env), **sampling_columns(r.sampling),
         }
         config_rows.append(row)

@@ -137,7 +137,8 @@ class Job:
         out = build_mod.build(self.dir, arch, self.build_jobs, self.timeout_s)
         self.timings["build"] = time.monotonic() - t0
         self.mark("build", start)
-        self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached)}
+        self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached),
+                           "kernels": list(out.kernels)}
         if not out.ok:
             raise JobFailed(out.status, "build", out.reason, out.log)
         self.build_info["objects"] = build_mod.object_digests(self.dir / "build")

@@ -1,7 +1,9 @@
 """Render a configuration into its job folder: jobs/<sweep>/<tag>/.
 
     conf.cuh     the launch sizes, one #define per macro (templates/conf.cuh.j2)
-    Makefile     builds the target with this conf.cuh into ./build (templates/Makefile.j2)
+    Makefile     builds the target with this conf.cuh into ./build (templates/Makefile.j2): make
+                 in the target's folder (the Makefile contract), or a CMake target's build
+                 (sweep.node.cmake: the sweep's one configured tree, copied)
     job.sbatch   reruns this one configuration by hand on Slurm (templates/job.sbatch.j2)
     config.json  everything the job needs on the GPU node (see JobConfig)
 
@@ -24,6 +26,7 @@ from typing import Any, Mapping
 
 from sweep.core import atomic, paths, safe
 from sweep.core.errors import SweepError
+from sweep.node import resources
 from sweep.records import JobConfig, JobSettings
 from sweep.space import MACRO_RE, Config, Space, Target, Workload
 from sweep.space.sections import sweep_name_problem
@@ -86,19 +89,36 @@ def _make_words(what: str, words: list[str]) -> list[str]:
     return words
 
 
+def macro_defines(job: JobConfig) -> list[str]:
+    """-DNAME=value for each macro with build.macros: define (else none): names and
+    integers checked again here, so nothing else reaches nvcc's command line."""
+    if job.build.get("macros", "header") != "define":
+        return []
+    render_conf(job)     # refuses anything but MACRO_RE names with integer values
+    return [f"-D{m}={v}" for m, v in job.macros.items()]
+
+
 def render_makefile(job: JobConfig, cache_dir: Path) -> str:
     arch = job.build["arch"]
     _make_words("nvcc_flags", job.build["nvcc_flags"])
     _make_words("make_targets", job.build["make_targets"])
     for what, path in (("the target's folder", job.target["source_dir"]), ("the object cache", cache_dir)):
         safe.check_make_path(path, what)      # the space loader and the driver refused these already
+    flags = [*job.build["nvcc_flags"], *macro_defines(job)]
+    if resources.RESOURCE_FLAG not in flags:    # ptxas' registers, spills and shared memory into build.log
+        flags.append(resources.RESOURCE_FLAG)
+    cmake = job.target.get("build") == "cmake"
     return _env().get_template("Makefile.j2").render(
         tag=job.tag, sweep=job.sweep, space_path=one_line(job.space_path), commit=job.commit,
         target_name=job.target["name"], target_dir=job.target["source_dir"], python=sys.executable,
         objcache=str(paths.OBJCACHE), cache_dir=str(cache_dir),
         arch="auto" if arch == ["auto"] else " ".join(arch),
-        nvcc_flags=" ".join(shlex.quote(f) for f in job.build["nvcc_flags"]),
+        nvcc_flags=" ".join(shlex.quote(f) for f in flags),
         make_targets=" ".join(job.build["make_targets"]),
+        cmake=cmake, cmake_script=str(paths.CMAKE_BUILD), cmake_target=job.target.get("cmake_target", ""),
+        cmake_args=" ".join(f"--cmake-arg={shlex.quote(a)}" for a in _make_words("cmake_args", list(
+            job.target.get("cmake_args", ())))),
+        cmake_flags=" ".join(f"--flag={shlex.quote(f)}" for f in flags),
     )
 
 
@@ -121,9 +141,13 @@ def job_config(space: Space, config: Config | None, tag: str, config_hash: str, 
         config_hash=config_hash, space_path=str(space.path), commit=commit,
         target={"name": t.name, "source_dir": str(t.source_dir),
                 "verify": t.verify if isinstance(t.verify, str) else [list(v) for v in t.verify],
-                "profile": list(t.profile), "events": list(t.events), "check_args": list(t.check_args)},
+                "profile": list(t.profile), "events": list(t.events), "check_args": list(t.check_args),
+                # only where not the Makefile contract's defaults, so config.json of make targets reads as before
+                **({"build": t.build, "cmake_target": t.cmake_target, "cmake_args": list(t.cmake_args)}
+                   if t.build != "make" else {})},
         build={"arch": list(space.build.arch), "nvcc_flags": list(space.build.nvcc_flags),
-               "make_targets": list(space.build.make_targets), "jobs": space.build.jobs},
+               "make_targets": list(space.build.make_targets), "jobs": space.build.jobs,
+               **({"macros": space.build.macros} if space.build.macros != "header" else {})},
         run=asdict(space.run) | {"args": list(space.run.args)},
         profile=asdict(space.profile) | {"kernels": governed_kernels(space)}, values=dict(values or {}), role=role,
         settings=settings or JobSettings(pythonpath=str(paths.IMPORT_ROOT)),

@@ -52,8 +52,10 @@ def status(sweep: str, jobs_root: Path = paths.JOBS) -> dict[str, Any]:
             running.append({"tag": d.name, **state})
     failures = c.configs[c.configs["status"].isin(FAILED)][["tag", "status", "stage", "reason", "log"]].to_dict("records") \
         if not c.configs.empty else []
+    built = c.configs[c.configs["status"] == "built"][["tag", "resources"]].to_dict("records") \
+        if not c.configs.empty and "resources" in c.configs else []
     return {"sweep": sweep, "manifest": c.manifest.to_dict(), "counts": counts, "running": running,
-            "failures": failures, "driver": lock.holder(sweep_dir), "arrays": slurm_arrays(sweep_dir)}
+            "failures": failures, "built": built, "driver": lock.holder(sweep_dir), "arrays": slurm_arrays(sweep_dir)}
 
 
 def slurm_arrays(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -197,4 +199,8 @@ def clean(sweep: str, jobs_root: Path = paths.JOBS, results_root: Path = paths.R
             else:
                 continue
             removed.append(p)
+    trees = sweep_dir / "_cmake"        # a CMake target's configured trees (sweep.node.cmake): rebuilt on demand
+    if trees.is_dir() and not trees.is_symlink():
+        shutil.rmtree(trees)
+        removed.append(trees)
     return removed

@@ -141,6 +141,9 @@ def config_hash(space: Space, config: Config, source_digest: str) -> str:
         "profile": [space.profile.backend, space.profile.ncu_iterations],
         "model": dict(space.target.model or {}),
         **_sampling_identity(space),
+        # only where they differ from the Makefile contract's defaults, so older hashes stay what they were
+        **({"macros": space.build.macros} if space.build.macros != "header" else {}),
+        **({"cmake": [space.target.cmake_target, list(space.target.cmake_args)]} if space.target.build == "cmake" else {}),
         # only with workloads, so the hashes of spaces without them stay what they were
         **({"workloads": [w.identity() for w in space.workloads]} if space.workloads else {}),
     }, sort_keys=True, default=str)

@@ -38,6 +38,7 @@ class Parameter:
     equals: str | None = None            # derived: always the value of this other macro
     doc: str = ""
     floor: int = 1                       # the smallest value it loads with: 1, or 0 where it declares min
+    kind: str = "size"                   # size (a launch size) | flag (0/1) | choice (an enumeration from 0)
 
     @property
     def derived(self) -> bool:
@@ -64,6 +65,7 @@ class Build:
     nvcc_flags: tuple[str, ...] = ("-O3", "-lineinfo")
     make_targets: tuple[str, ...] = ("all",)
     jobs: int = 0                          # make -j; 0: the job's CPUs
+    macros: str = "header"                 # header: conf.cuh on the include path; define: also -DNAME=value to nvcc
 
 
 STOPPING_WHEN = ("auto", "always", "never")
@@ -224,6 +226,9 @@ class Target:
     model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
     plugin: Any = None                     # a plugin target's prepare step (sweep.space.target.Prepare)
     programs: Mapping[str, Program] = field(default_factory=dict)  # more profilable programs, by name
+    build: str = "make"                    # make: the Makefile contract; cmake: CMakeLists.txt (sweep.node.cmake)
+    cmake_target: str = ""                 # build: cmake, the target `cmake --build` builds (its program lands in {build}/)
+    cmake_args: tuple[str, ...] = ()       # build: cmake, -DNAME=value words for the one configure
 
     def program(self, name: str | None = None) -> Program:
         """The named program, or the default one (profile, events, check_args) for None."""

@@ -178,7 +178,7 @@ def _not_taken(spec: Any, key: Any, where: str, carried: tuple, registry: Mappin
 
 
 def build(top: Section, path: Path) -> Build:
-    s = Section(top.data.get("build"), f"{path}: build", ("arch", "nvcc_flags", "make_targets", "jobs"))
+    s = Section(top.data.get("build"), f"{path}: build", ("arch", "nvcc_flags", "make_targets", "jobs", "macros"))
     arch = s.strings("arch", ("auto",))
     for a in arch:
         if a != "auto" and not re.match(r"^sm_\d+[a-z]?\Z", a):
@@ -198,7 +198,15 @@ def build(top: Section, path: Path) -> Build:
             what = f"holds {c!r}" if c is not None else ("is empty" if not t else "starts with '-' (make reads an option)")
             raise SweepError(f"{s.at('make_targets')}: {show(t)} {what}; a make target name is letters, digits and "
                              "_ . - / (e.g. [all] or [bench, check])")
-    return Build(arch, flags, targets, s.int("jobs", 0, 0, 256))
+    macros = s.data.get("macros", d.macros)
+    if macros not in MACRO_MODES:
+        raise SweepError(f"{s.at('macros')}: {show(macros)} is not how macros reach the program; write header (conf.cuh, "
+                         "first on the include path) or define (also -DNAME=value on nvcc's command line, for "
+                         "sources with #ifndef defaults that include no conf.cuh)")
+    return Build(arch, flags, targets, s.int("jobs", 0, 0, 256), macros)
+
+
+MACRO_MODES = ("header", "define")
 
 
 def run(top: Section, path: Path) -> Run:
@@ -294,21 +302,30 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
     if options is not None:
         raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target (a plugin target's options); a custom "
                          "target exports nothing, remove 'model'")
-    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "check_args", "programs"))
+    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "check_args", "programs",
+                                          "build", "cmake_target", "cmake_args"))
     name = s.str("name", None)
     src = s.str("dir", None)
     if not name or not src:
         raise SweepError(f"{path}: target: a custom target needs 'name' and 'dir' (a folder whose Makefile takes "
-                         "CONF_DIR, BUILD_DIR, NVCC, ARCH, NVCCFLAGS); or write target: engine")
+                         "CONF_DIR, BUILD_DIR, NVCC, ARCH, NVCCFLAGS, or with build: cmake its CMakeLists.txt); "
+                         "or write target: engine")
+    kind = s.data.get("build", "make")
+    if kind not in ("make", "cmake"):
+        raise SweepError(f"{s.at('build')}: {show(kind)} is not a build system the tool drives; write make (a Makefile "
+                         "taking CONF_DIR, BUILD_DIR, NVCC, ARCH, NVCCFLAGS) or cmake (a CMakeLists.txt)")
+    build_file = "Makefile" if kind == "make" else "CMakeLists.txt"
     try:
         source_dir = (path.parent / src).resolve()
-        has_makefile = (source_dir / "Makefile").is_file()
+        has_build_file = (source_dir / build_file).is_file()
     except (OSError, ValueError, RuntimeError) as e:    # a NUL byte, a name too long, a symlink loop
         raise SweepError(f"{s.at('dir')}: {show(src)} is not a usable folder ({e}); point dir at the folder holding "
-                         "your Makefile") from None
-    if not has_makefile:
-        raise SweepError(f"{s.at('dir')}: {source_dir} has no Makefile; point dir at the folder holding your Makefile")
+                         f"your {build_file}") from None
+    if not has_build_file:
+        raise SweepError(f"{s.at('dir')}: {source_dir} has no {build_file}; point dir at the folder holding your "
+                         f"{build_file}" + ("" if kind == "cmake" else " (or set build: cmake for a CMake project)"))
     safe.check_make_path(source_dir, f"{s.at('dir')}:")   # every job's Makefile names it to make and the shell
+    cmake = cmake_settings(s, name) if kind == "cmake" else ("", ())
     verify = s.data.get("verify", [])
     if verify == VERIFY_IN_PROFILE:
         verify = VERIFY_IN_PROFILE  # the timing program checks itself first
@@ -320,7 +337,32 @@ def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Targ
                          f"{show(verify)}")
     checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
     return Target(name, source_dir, checks, timing_command(s), s.strings("events", ()),
-                  check_args=check_args(s, checks), programs=programs(s, checks))
+                  check_args=check_args(s, checks), programs=programs(s, checks), build=kind,
+                  cmake_target=cmake[0], cmake_args=cmake[1])
+
+
+CMAKE_TARGET_RE = re.compile(r"^[A-Za-z0-9_.+-]+\Z")
+CMAKE_ARG_RE = re.compile(r"^-D([A-Za-z_][A-Za-z0-9_]*)(:[A-Z]+)?=[^$`\n]*\Z")
+CMAKE_OWNED = ("CMAKE_CUDA_ARCHITECTURES", "CMAKE_CUDA_COMPILER_LAUNCHER")   # set by the tool (build.arch, the cache)
+
+
+def cmake_settings(s: Section, name: str) -> tuple[str, tuple[str, ...]]:
+    """A CMake target's (cmake_target, cmake_args): the target defaults to the target's name;
+    the arguments are -DNAME=value words (no '$' or backticks: CMake writes them into Makefiles)."""
+    cmake_target = s.str("cmake_target", name)
+    if not isinstance(cmake_target, str) or not CMAKE_TARGET_RE.match(cmake_target):
+        raise SweepError(f"{s.at('cmake_target')}: {show(cmake_target)} is not a CMake target name; give the name "
+                         "of the add_executable() to build, e.g. cmake_target: stencil")
+    args = s.strings("cmake_args", ())
+    for a in args:
+        m = CMAKE_ARG_RE.match(a)
+        if not m:
+            raise SweepError(f"{s.at('cmake_args')}: {show(a)} is not a -DNAME=value cache setting (no '$' or "
+                             "backticks); write e.g. -DCMAKE_BUILD_TYPE=Release")
+        if m.group(1) in CMAKE_OWNED:
+            raise SweepError(f"{s.at('cmake_args')}: {m.group(1)} is set by the tool (the architectures from "
+                             "build.arch or --arch, the launcher is its object cache); remove it")
+    return cmake_target, args
 
 
 def timing_command(s: Section) -> tuple[str, ...]:
