@@ -157,7 +157,7 @@ def test_a_corrupted_cache_entry_is_evicted_and_rebuilt_with_a_note_not_served(t
                                str(src), "-o", str(tmp_path / out)], capture_output=True, text=True)
 
     assert "objcache: miss" in compile_("a.o").stderr
-    [entry] = [p for p in cache.rglob("*") if p.is_file()]
+    [entry] = [p for p in cache.rglob("*.o") if p.is_file()]   # beside it: what the compile printed (.log)
     entry.write_bytes(b"OBJECT:garbage")                  # same size class, wrong bytes: a damaged copy
     p = compile_("b.o")
     assert p.returncode == 0 and "objcache: hit" not in p.stderr

@@ -32,7 +32,8 @@ from typing import Any
 from sweep.core.errors import SweepError
 from sweep.space import expr, reader, sections, workloads
 from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space
-from sweep.space.sections import NAME_RE, PluginTarget, Section
+from sweep.space.sections import NAME_RE, Section
+from sweep.space.target_section import PluginTarget, target as target_section
 
 # \Z, not $: "$" also matches before a final newline, which would let "FOO\n" through
 MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
@@ -65,7 +66,7 @@ def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = N
     rules = _constraints(top, path, set(raw))      # checked as soon as the names are known: nothing runs from them
     params, constraints = _parameters(raw, path)
     constraints.extend(rules)                      # after each parameter's own bounds, which check names first
-    target, run = sections.target(top, path, plugin_target), sections.run(top, path)
+    target, run = target_section(top, path, plugin_target), sections.run(top, path)
     return Space(name, path, tuple(params), target, tuple(constraints), sections.strategy(top, path, params),
                  sections.build(top, path), run, sections.profile(top, path), sections.slurm(top, path),
                  top.str("description", "") or "", sections.certify(top, path),
