@@ -1,6 +1,8 @@
 """How often a sweep's picks repeat when it is run again, certified picks and the others apart.
 
-    python bench/pick_stability.py [SPACE] [-k 3] [--backend events] [--certify budget_s=120 ...]
+    python bench/pick_stability.py [SPACE] [-k 3] [--backend events] [--certify cap_s=120 ...]
+    python bench/pick_stability.py examples/host_heavy/space.yaml -k 5     # a program without NVTX ranges
+    CUDA_VISIBLE_DEVICES=0 TOY_BENCH_ITERATIONS=1 python bench/pick_stability.py tests/data/toy_space.yaml --quick
     python bench/pick_stability.py --analyze NAME [NAME ...]
     python bench/pick_stability.py --combine OUT.json [OUT.json ...]
 
@@ -22,7 +24,14 @@ the GPU, plus the verify and profile of combined entrant configurations built fo
 it) as a share of the sweep's (verify + profile of its other jobs, the end-to-end
 confirmation jobs included) (target: < 20%). --certify KEY=VALUE (repeatable)
 sets the space's certify: settings for the reruns (a copy of the space is run),
-e.g. budget_s=120 to give each race that many seconds. --first N numbers the
+e.g. cap_s=120 to let each race cost up to that many seconds. SPACE may live
+anywhere (its target's dir is read relative to it; the reruns are named after its
+`name:`). Per rerun it also prints how the sweep sampled its configurations (runs
+per configuration, the noise's source, and why, for a program that showed fewer
+timed iterations than its space said: no NVTX ranges) and each group's race
+verdict (certified, tie, or why not raced). --quick: 2 reruns by default, no warm-up
+dry run, no end-to-end confirmation (the race still runs): the CPU toy target end
+to end in a few minutes (TOY_BENCH_ITERATIONS=1 makes it a one-iteration program). --first N numbers the
 reruns from N; --combine analyzes the reruns of earlier --out files together (two
 GPU sessions, say: each rerun's entry names its node). Writes everything to
 --out (JSON) and prints a summary.
@@ -91,13 +100,29 @@ def one(name: str, jobs_dir: Path, results_dir: Path) -> dict[str, Any]:
         groups[",".join(ch["macros"])] = {"pick": ch["values"], "certified": cert.get("status") == "certified",
                                           "raced": bool(cert), "rounds": cert.get("rounds"),
                                           "tied": cert.get("tied", []), "rule": cert.get("rule"),
-                                          "verdict": ch.get("verdict")}
+                                          "verdict": ch.get("verdict"), "not_raced": ch.get("not_raced", "")}
     sweep_s = gpu_seconds(configs)
     race_s = float(race.get("gpu_s", 0.0)) + gpu_seconds(configs, race=True)
     return {"name": name, "groups": groups, "sweep_gpu_s": sweep_s, "race_gpu_s": race_s,
+            "sampling": sampling_of(configs, jobs_dir / name),
             "race_share": race_s / sweep_s if sweep_s else None, "race_rounds": race.get("rounds"),
             "race_mode": race.get("mode", "runs"), "race_processes": race.get("runs"),
             "race_throttled_runs": race.get("throttled_runs"), "node": race.get("node", {})}
+
+
+def sampling_of(configs: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
+    """How a rerun's sweep jobs sampled their programs: runs per configuration (median, max), the
+    noise's sources, and the first reason a job gave for its runs (result.json's sampling.reason)."""
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")]
+    runs = ok["runs"] if "runs" in ok else pd.Series(dtype=float)
+    reason = ""
+    for f in sorted(sweep_dir.glob("*/result.json")):
+        reason = (json.loads(f.read_text()).get("sampling") or {}).get("reason", "")
+        if reason:
+            break
+    return {"configurations": len(ok), "runs_median": float(runs.median()) if len(runs) else None,
+            "runs_max": int(runs.max()) if len(runs) else None,
+            "sources": dict(Counter(ok["noise_source"])) if "noise_source" in ok else {}, "reason": reason}
 
 
 def analyze(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -146,6 +171,15 @@ def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         lines.append(f"  {r['name']}: sweep GPU {r['sweep_gpu_s']:.1f} s, race {r['race_gpu_s']:.1f} s "
                      f"({pct(r['race_share'])}), {r['race_rounds']} rounds, {r.get('race_mode', 'runs')} "
                      f"({r.get('race_processes')} processes)")
+        sm = r.get("sampling") or {}
+        if sm.get("configurations"):
+            lines.append(f"    sampling: {sm['configurations']} configurations, runs each median {sm['runs_median']:g} "
+                         f"(max {sm['runs_max']}), noise from {sm['sources']}"
+                         + (f"; {sm['reason']}" if sm.get("reason") else ""))
+        for g, x in r["groups"].items():
+            word = (f"certified ({x['rounds']} rounds)" if x["certified"] else
+                    f"tie {x['tied']} ({x['rule']})" if x["raced"] else f"not raced: {x.get('not_raced') or '?'}")
+            lines.append(f"    {g}: {word}")
     for g, x in summary["groups"].items():
         picks = "; ".join(f"{','.join(str(v) for v in p.values())}{'*' if c else ''}"
                           for p, c in zip(x["picks"], x["certified"]))
@@ -165,11 +199,13 @@ def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("space", nargs="?", type=Path, default=ROOT / "spaces" / "seed.yaml")
-    ap.add_argument("-k", type=int, default=3, help="reruns (default 3)")
+    ap.add_argument("-k", type=int, default=None, help="reruns (default 3; 2 with --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a quick end-to-end check (the CPU toy): 2 reruns, no warm-up dry run, no confirmation")
     ap.add_argument("--backend", default=None)
     ap.add_argument("--executor", default="local")
     ap.add_argument("--certify", action="append", default=[], metavar="KEY=VALUE",
-                    help="a certify: setting for the reruns, e.g. budget_s=120, top=2, max_rounds=12")
+                    help="a certify: setting for the reruns, e.g. cap_s=120, top=2, max_rounds=12")
     ap.add_argument("--first", type=int, default=0, help="number the reruns from this one")
     ap.add_argument("--no-warm", action="store_true", help="skip the dry run that fills the object cache")
     ap.add_argument("--no-confirm", action="store_true", help="skip the end-to-end confirmation jobs of each rerun")
@@ -179,6 +215,10 @@ def main() -> int:
     ap.add_argument("--analyze", nargs="+", metavar="NAME", help="only analyze these sweeps (already run)")
     ap.add_argument("--combine", nargs="+", type=Path, metavar="OUT", help="analyze the reruns of these --out files")
     args = ap.parse_args()
+    if args.k is None:
+        args.k = 2 if args.quick else 3
+    if args.quick:
+        args.no_warm = args.no_confirm = True
     space = args.space.resolve()
     if args.combine:
         runs = [r for f in args.combine for r in json.loads(f.read_text())["runs"]]
@@ -193,7 +233,7 @@ def main() -> int:
         if args.certify:
             settings = {k: yaml.safe_load(v) for k, _, v in (x.partition("=") for x in args.certify)}
             space = space_copy(space, settings, args.results_dir)
-        base = args.space.stem
+        base = str((yaml.safe_load(args.space.read_text()) or {}).get("name") or args.space.stem)
         if not args.no_warm:
             run_sweep(space, f"{base}-stab-warm", args, ["--dry-run"])
         names = []

@@ -13,6 +13,13 @@ DATA = Path(__file__).parent / "data"
 TOY_TARGET = DATA / "toy_target"
 H100 = DATA / "h100"
 
+# The node-wide GPU locks (sweep.node.gpus) of this test run's own: the toy's "GPU 0" of
+# concurrent test runs on one machine is no shared device
+if "SWEEP_LOCK_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["SWEEP_LOCK_DIR"] = tempfile.mkdtemp(prefix="sweep-locks-")
+
 
 def toy_space_dict(**overrides) -> dict:
     space = yaml.safe_load((DATA / "toy_space.yaml").read_text())
@@ -100,3 +107,47 @@ def run_toy_sweep(root: Path, space: dict, **options):
 def toy_sweep(tmp_path_factory):
     """One full toy grid sweep (debug executor): (space path, jobs root, results root, RunSummary)."""
     return run_toy_sweep(tmp_path_factory.mktemp("toy_sweep"), toy_space_dict(), report=False)
+
+
+PY_TARGET = DATA / "py_target"
+
+
+def py_space_dict(name: str = "py", **parameters) -> dict:
+    """A space over tests/data/py_target (no compiler, no GPU: k_a reads ALPHA_BLOCK, fastest at
+    128; k_b reads BETA, fastest at 4); `parameters` replace the default ALPHA_BLOCK sweep."""
+    return {"name": name, "target": {"name": "py", "dir": str(PY_TARGET), "profile": ["{build}/bench", "-n",
+                                                                                      "{iterations}"],
+                                     "events": ["--json", "{events_json}"]},
+            "strategy": "grid",
+            "parameters": parameters or {"ALPHA_BLOCK": {"tag": "A", "values": [32, 64, 128, 256], "default": 256,
+                                                         "kernels": ["k_a"]}},
+            "build": {"arch": ["sm_90"]}, "run": {"iterations": 5}, "profile": {"backend": "events"}}
+
+
+def run_py_sweep(root: Path, space: dict, **options):
+    """Run `space` (a py_space_dict) as root/<name>.yaml in-process with the debug executor, as if
+    on GPU 0, without confirming or a report unless asked: (jobs root, results root, RunSummary).
+    Needs make and an nvcc on PATH only for the preflight (nothing is compiled)."""
+    from sweep.pipeline import driver as pipeline
+
+    path = root / f"{space['name']}.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    options = {"confirm": False, "report": False, **options}
+    old = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "PATH")}
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    if shutil.which("nvcc") is None:   # preflight asks for one; this target never calls it
+        fake = root / "_bin"
+        fake.mkdir(exist_ok=True)
+        (fake / "nvcc").write_text("#!/bin/sh\nexit 1\n")
+        (fake / "nvcc").chmod(0o755)
+        os.environ["PATH"] = f"{fake}{os.pathsep}{old['PATH']}"
+    try:
+        summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=root / "jobs",
+                                                      results_root=root / "results", poll_s=0.05, **options))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return root / "jobs", root / "results", summary

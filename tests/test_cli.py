@@ -133,3 +133,49 @@ def test_profiler_flags_reach_the_jobs_config(monkeypatch, tmp_path):
     monkeypatch.setattr(cli.pipeline, "run", stop_at_run)
     assert cli.main(["run", "spaces/seed.yaml", "--nsys", str(fake)]) == 1
     assert seen["nsys"] == str(fake.resolve()) and "NSYS" not in __import__("os").environ
+
+
+@pytest.mark.parametrize("samples, strategy, fragment", [
+    ("-1", "random", "--samples: -1 must be an integer from 1"),
+    ("0", "random", "--samples: 0 must be an integer from 1"),
+    ("5", None, "--samples 5: strategy grid does not take samples"),
+], ids=["negative", "zero", "grid"])
+def test_a_samples_option_the_strategy_cannot_use_is_refused_in_one_line(write_space, tmp_path, capsys, samples,
+                                                                          strategy, fragment):
+    args = ["run", str(write_space()), "--samples", samples, "--dry-run", "--arch", "sm_90",
+            "--jobs-dir", str(tmp_path / "j")] + (["--strategy", strategy] if strategy else [])
+    assert cli.main(args) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err
+    assert not (tmp_path / "j").exists()
+
+
+@pytest.mark.parametrize("command", ["best", "collect"])
+def test_a_command_that_needs_a_sweep_name_says_so_in_one_line(tmp_path, capsys, command):
+    assert cli.main([command, "--jobs-dir", str(tmp_path / "j"), "--results-dir", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"config-sweep {command} SWEEP" in err
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly_with_141(tmp_path):
+    p = subprocess.Popen([sys.executable, str(ROOT / "config_sweep.py"), "status", "--jobs-dir", "nowhere"],
+                         stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=tmp_path)
+    p.stdout.close()                      # as `| head -1` does once it has its line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == cli.EXIT_BROKEN_PIPE == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
+
+
+def test_a_dry_run_of_a_space_with_no_legal_point_exits_3_naming_the_rule_that_rejects_most(write_space, tmp_path,
+                                                                                            capsys, monkeypatch):
+    from sweep.pipeline import driver
+
+    monkeypatch.setattr(driver, "preflight", lambda space, opts: None)   # no compiler needed: nothing is built
+    space = write_space(constraints=["BETA_X * BETA_Y <= 64", "ALPHA_BLOCK > 5000"])
+    rc = cli.main(["run", str(space), "--dry-run", "--arch", "sm_90", "--jobs-dir", str(tmp_path / "j"),
+                   "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_NOTHING_MEASURED
+    line = next(l for l in err.splitlines() if "no configuration is legal" in l)
+    assert "ALPHA_BLOCK > 5000" in line and "20 of the 20 points" in line

@@ -52,3 +52,20 @@ def test_folder_that_is_not_a_sweep_names_the_command_to_run(tmp_path):
 def test_loading_tables_that_were_never_collected_says_so(tmp_path):
     with pytest.raises(SweepError, match="config-sweep collect"):
         collect.load_tables(tmp_path)
+
+
+def test_picks_read_only_the_configurations_of_the_space_as_it_is_now(tmp_path, capsys):
+    from conftest import py_space_dict, run_py_sweep
+
+    run_py_sweep(tmp_path, py_space_dict("stale"))
+    narrowed = py_space_dict("stale", ALPHA_BLOCK={"tag": "A", "values": [64, 256], "default": 256,
+                                                   "kernels": ["k_a"]})
+    jobs, results, s = run_py_sweep(tmp_path, narrowed)
+    assert s.best.config["ALPHA_BLOCK"] == 64                   # 128 was measured, but is no longer in the space
+    assert "#define ALPHA_BLOCK 64" in (results / "stale" / "best" / "conf.cuh").read_text()
+    assert set(collect.collect(jobs / "stale").configs["tag"]) >= {"A32", "A128"}   # still reported by status
+    assert (jobs / "stale" / "A128" / "result.json").is_file()  # kept, untouched
+    err = capsys.readouterr().err
+    assert "[stale] 1/0" not in err and "[stale] 2/2 done" in err
+    _, _, s = run_py_sweep(tmp_path, py_space_dict("stale"))    # the space grows back: reused, not rerun
+    assert s.counts == {} and s.best.config["ALPHA_BLOCK"] == 128

@@ -123,3 +123,41 @@ def test_job_processes_import_the_framework_and_keep_every_folder_already_on_pyt
     monkeypatch.setenv("PYTHONPATH", before.format(root=root))
     got = dispatch.job_environment()["PYTHONPATH"].split(os.pathsep)
     assert root in got and ("/tmp/site" in got) == ("/tmp/site" in before)
+
+
+def test_a_gpu_named_by_uuid_in_cuda_visible_devices_is_measured_on_with_that_uuid(write_space, dirs, monkeypatch):
+    """CUDA_VISIBLE_DEVICES=GPU-<uuid> (as Slurm and MIG set it) counted as no GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f3a2b1c-0000-1111-2222-333344445555")
+    jobs, results = dirs
+    space = write_space(parameters={"ALPHA_BLOCK": {"tag": "A", "values": [128], "kernels": ["alpha_kernel"]},
+                                    "BETA_X": {"tag": "B", "values": [32], "kernels": ["beta_kernel"]},
+                                    "BETA_Y": {"tag": "B", "values": [4], "kernels": ["beta_kernel"]}},
+                        run={"verify": False})
+    s = pipeline.run(space, pipeline.Options(executor="local", jobs_root=jobs, results_root=results, confirm=False,
+                                             report=False, poll_s=0.05))
+    assert s.counts == {"ok": 1}
+    (d,) = (jobs / "toy").glob("A*")
+    assert json.loads((d / "result.json").read_text())["env"]["gpu_uuid"] == \
+        "toy-GPU-GPU-8f3a2b1c-0000-1111-2222-333344445555"
+
+
+@pytest.mark.parametrize("name, words", [("slurm", "keep running"), ("debug", "what ran is kept")])
+def test_an_interrupt_while_watching_says_what_became_of_the_executors_jobs(name, words, tmp_path):
+    from sweep import dispatch
+
+    cls = dispatch.executor(name)
+
+    class Watched(cls):
+        def submit(self, jobs, stages, progress=None):
+            pass
+
+        def watch(self, on_result, progress):
+            raise KeyboardInterrupt
+
+        def cancel(self):
+            pass
+
+    ex = Watched.__new__(Watched)
+    with pytest.raises(dispatch.Interrupted) as info:
+        ex.run([dispatch.PendingJob("t", tmp_path, "h")], "all", lambda r: None, None)
+    assert words in info.value.args[0]

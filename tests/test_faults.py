@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -142,3 +143,32 @@ def test_a_disk_already_full_before_the_first_job_ends_the_run_with_one_message_
     _, err = p.communicate(timeout=600)
     assert p.returncode == 4 and "is full" in err and err.count("error:") == 1 and "Traceback" not in err, err
     assert not [r for r in _results(small_disk / "jobs").values() if r["status"] == "compile_failed"]
+
+
+def _profiling(jobs: Path) -> bool:
+    for st in (jobs / "toy").glob("A*/state.json"):
+        try:
+            if json.loads(st.read_text()).get("stage") in ("verify", "profile"):
+                return True
+        except ValueError:
+            pass
+    return False
+
+
+def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_traceback(tmp_path):
+    _space(tmp_path)
+    jobs = tmp_path / "jobs"
+    p = _driver(tmp_path, "--executor", "local", "--no-confirm", env={"TOY_BENCH_SLEEP_MS": "60000"})
+    _wait_for(lambda: _profiling(jobs), timeout_s=300, what="a job to measure")
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGINT)          # what Ctrl-C sends: the driver, its controllers and jobs
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    stopped = re.search(r"interrupted: stopped (\d+) running job\(s\); the same command resumes", err)
+    assert stopped and int(stopped[1]) >= 1, err           # the one measuring, and any building beside it
+    assert "keep running" not in err
+    assert not _results(jobs)                                   # an interrupt is no result: the rerun measures it
+    leftovers = subprocess.run(["pgrep", "-f", "toy_bench"], capture_output=True, text=True).stdout.split()
+    mine = [pid for pid in leftovers if str(jobs) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
+    assert not mine, "the stopped job's program still runs"

@@ -76,10 +76,26 @@ def test_job_leaves_no_state_file_when_done(job_for):
     assert not (d / "state.json").exists()
 
 
-def test_result_of_another_schema_is_refused_with_the_command_to_run(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps({"schema": "sweep-result/0"}))
-    with pytest.raises(SweepError, match="config-sweep clean"):
-        read_result(tmp_path)
+def test_a_result_of_another_schema_is_moved_aside_naming_where_and_counts_as_not_done(tmp_path, capsys):
+    """Refusing it looped: the advice said to run again, and the rerun refused the same file."""
+    (tmp_path / "result.json").write_text(json.dumps({"schema": "sweep-result/0", "tag": "old"}))
+    assert read_result(tmp_path) is None
+    aside = list(tmp_path.glob("result.json.stale-*"))
+    assert len(aside) == 1 and json.loads(aside[0].read_text())["tag"] == "old"      # kept, not deleted
+    err = capsys.readouterr().err
+    assert "sweep-result/0" in err and str(aside[0]) in err and "measured again" in err
+    assert read_result(tmp_path) is None and not (tmp_path / "result.json").exists()
+
+
+def test_a_directory_in_place_of_result_json_is_moved_aside_and_counts_as_not_done(tmp_path, capsys):
+    (tmp_path / "result.json").mkdir()
+    (tmp_path / "result.json" / "inside").write_text("kept")
+    assert read_result(tmp_path) is None
+    aside = list(tmp_path.glob("result.json.bad-*"))
+    assert len(aside) == 1 and (aside[0] / "inside").read_text() == "kept"
+    assert "is a directory" in capsys.readouterr().err
+    write_result(tmp_path, JobResult(sweep="s", tag="t", config_hash="h", macros={}, status="ok"))
+    assert read_result(tmp_path).status == "ok"
 
 
 def test_damaged_result_counts_as_not_done(tmp_path):

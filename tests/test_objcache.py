@@ -12,7 +12,7 @@ import pytest
 TOY_TARGET = Path(__file__).parent / "data" / "toy_target"
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "objcache.py"
+OBJCACHE = Path(__file__).resolve().parents[1] / "sweep" / "node" / "objcache.py"
 
 
 def build(tmp: Path, name: str, conf: str, cache: Path, flags: str = "-O2") -> str:
@@ -129,3 +129,39 @@ def test_many_concurrent_builders_of_one_object_share_one_whole_cache_entry(tmp_
     assert len(entries) == 1 and entries[0].read_bytes() == expected
     assert not [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]  # no writer left a temporary file
     assert all("objcache: hit" in err for _, err in outs)
+
+
+QUICK_NVCC = r'''#!/usr/bin/env python3
+import sys
+args = sys.argv[1:]
+if "--version" in args:
+    print("fake nvcc 1.0"); sys.exit(0)
+src = next(a for a in args if a.endswith(".cu"))
+text = open(src, "rb").read()
+if "-E" in args:
+    sys.stdout.buffer.write(text); sys.exit(0)
+open(args[args.index("-o") + 1], "wb").write(b"OBJECT:" + text)
+'''
+
+
+def test_a_corrupted_cache_entry_is_evicted_and_rebuilt_with_a_note_not_served(tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(QUICK_NVCC)
+    nvcc.chmod(0o755)
+    src = tmp_path / "prog.cu"
+    src.write_text("__global__ void k() {}\n")
+    cache = tmp_path / "cache"
+
+    def compile_(out: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", str(nvcc), "-c",
+                               str(src), "-o", str(tmp_path / out)], capture_output=True, text=True)
+
+    assert "objcache: miss" in compile_("a.o").stderr
+    [entry] = [p for p in cache.rglob("*.o") if p.is_file()]   # beside it: what the compile printed (.log)
+    entry.write_bytes(b"OBJECT:garbage")                  # same size class, wrong bytes: a damaged copy
+    p = compile_("b.o")
+    assert p.returncode == 0 and "objcache: hit" not in p.stderr
+    assert "damaged" in p.stderr and "evicted" in p.stderr and str(entry.name) in p.stderr
+    assert (tmp_path / "b.o").read_bytes() == b"OBJECT:" + src.read_bytes()
+    p = compile_("c.o")                                   # rebuilt: a good entry again
+    assert "objcache: hit" in p.stderr and (tmp_path / "c.o").read_bytes() == (tmp_path / "b.o").read_bytes()

@@ -82,7 +82,7 @@ def test_record_with_an_unknown_field_is_damaged_not_a_traceback(kind, tmp_path)
 
 def test_status_is_one_enum_whose_sets_partition_it():
     assert {s.value for s in Status} == {"ok", "skipped", "compile_failed", "verify_failed", "runtime_failed", "timeout",
-                                         "preempted", "cancelled", "pending", "running"}
+                                         "preempted", "cancelled", "pending", "running", "built"}
     assert FAILED | NOT_FAILED == set(Status) and not FAILED & NOT_FAILED
     assert "ok" in NOT_FAILED and "timeout" in FAILED and Status("verify_failed").failed
 

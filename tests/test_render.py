@@ -128,7 +128,7 @@ def test_makefile_passes_the_job_settings_to_the_target_make(seed, tmp_path):
                 "NVCCFLAGS=\"$(NVCCFLAGS)\""):
         assert var in make
     assert f"TARGET_DIR := {ROOT / 'kernels'}\n" in text
-    assert "NVCCFLAGS  := -O3 -lineinfo\n" in text     # :=, so an exported NVCCFLAGS cannot replace it
+    assert "NVCCFLAGS  := -O3 -lineinfo --resource-usage\n" in text     # :=, so an exported NVCCFLAGS cannot replace it
     assert "nvidia-smi --query-gpu=compute_cap" in text          # arch: auto
 
 
@@ -137,7 +137,7 @@ def test_makefile_with_fixed_arch_and_quoted_flags(seed, tmp_path):
                                                             nvcc_flags=("-O3", "-DNAME=a b")))
     text = render.render_makefile(r128_job(s), tmp_path)
     assert "ARCH       := sm_80 sm_90\n" in text and "nvidia-smi" not in text
-    assert "NVCCFLAGS  := -O3 '-DNAME=a b'\n" in text
+    assert "NVCCFLAGS  := -O3 '-DNAME=a b' --resource-usage\n" in text
 
 
 # ---------------------------------------------------------------------------

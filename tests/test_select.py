@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 
 from sweep.decide import select
 from sweep.space import target
@@ -104,7 +105,7 @@ def test_a_race_too_short_for_evidence_says_the_sweeps_pick_stands_not_the_tie_r
     line, = summary_lines(Best("s", (_raced_choice(rounds=1),), {"GELU_BLOCK_SIZE": 512}))
     assert "GELU_BLOCK_SIZE=512" in line and "the sweep's pick stands" in line and "by rule" not in line
     line, = summary_lines(Best("s", (_raced_choice(rounds=12),), {"GELU_BLOCK_SIZE": 512}))
-    assert "race tie (2 tied, picked by rule: default in tied set)" in line
+    assert "tie: 128 | 512 (picked by rule: default in tied set)" in line
 
 
 @pytest.mark.parametrize("verdict, source, words", [
@@ -123,3 +124,35 @@ def test_a_margin_reads_beyond_noise_only_when_several_runs_were_weighed(verdict
                     verdict == "faster", noise_source=source, verdict=verdict)
     line, = summary_lines(Best("s", (choice,), {"GELU_BLOCK_SIZE": 512}))
     assert f"runner-up 128 +6.0% {words}" in line
+
+
+def _two_pattern_space(tmp_path, a_kernels, b_kernels):
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({"name": "two", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                    "parameters": {"AA": {"tag": "A", "values": [1, 2], "default": 1, "kernels": a_kernels},
+                                                   "BB": {"tag": "B", "values": [1, 2], "default": 1, "kernels": b_kernels}}}))
+    (tmp_path / "Makefile").write_text("all:\n")
+    return target.load(path)
+
+
+def _grid_rows():
+    """A 2 x 2 grid: k_a's time depends on both AA and BB (BB's '*' matches it too); x_b's on BB only."""
+    rows = []
+    for aa in (1, 2):
+        for bb in (1, 2):
+            for kernel, ns in (("k_a", 1000.0 * aa + 300.0 * bb), ("x_b", 500.0 + 50.0 * bb)):
+                rows.append({"tag": f"A{aa}_B{bb}", "role": "sweep", "status": "ok", "AA": aa, "BB": bb,
+                             "kernel": kernel, "total_median_ns": ns, "total_std_ns": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_parameters_whose_patterns_match_a_common_measured_kernel_are_one_group(tmp_path):
+    best = select.select(_two_pattern_space(tmp_path, ["k_*"], ["*"]), _grid_rows())
+    [choice] = best.choices
+    assert choice.macros == ("AA", "BB") and choice.kernels == ("k_a", "x_b")   # k_a counted once
+    assert choice.values == {"AA": 1, "BB": 1} and choice.best.ns == pytest.approx(1000 + 300 + 550)
+
+
+def test_parameters_whose_patterns_match_no_common_measured_kernel_stay_apart(tmp_path):
+    best = select.select(_two_pattern_space(tmp_path, ["k_*"], ["x_*"]), _grid_rows())
+    assert [c.macros for c in best.choices] == [("AA",), ("BB",)]

@@ -607,3 +607,103 @@ def test_a_verify_word_other_than_profile_is_refused_naming_the_three_forms(tmp_
 def test_the_engine_checks_itself_in_its_timing_run_with_the_reference():
     t = target.load(SEED).target
     assert t.verify == "profile" and t.check_args == ("--ref", "{reference}")
+
+
+def _custom_target(tmp_path):
+    from sweep.space import target
+
+    src = tmp_path / "tgt"
+    src.mkdir()
+    (src / "k.cu").write_text("__global__ void k() {}\n")
+    (src / "Makefile").write_text("all:\n")
+    (src / "CMakeLists.txt").write_text("project(k CUDA)\n")
+    (src / "flags.mk").write_text("X := 1\n")
+    (src / "cuda.cmake").write_text("set(X 1)\n")
+    (src / "k.cc").write_text("int main() {}\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\ntarget: {{name: t, dir: {src}, profile: [x]}}\n"
+                    "parameters: {A: {values: [1, 2], kernels: [k]}}\n")
+    return src, target.load(path)
+
+
+@pytest.mark.parametrize("edited", ["CMakeLists.txt", "flags.mk", "cuda.cmake", "k.cc", "Makefile", "k.cu"])
+def test_editing_any_file_the_build_may_read_changes_the_config_hash(tmp_path, edited):
+    from sweep.space import config_hash, make_config, target
+
+    src, space = _custom_target(tmp_path)
+    c = make_config(space, {"A": 1})
+    before = config_hash(space, c, target.source_digest(space.target))
+    (src / edited).write_text((src / edited).read_text() + "# changed\n")
+    assert config_hash(space, c, target.source_digest(space.target)) != before
+
+
+def test_build_output_and_hidden_folders_are_not_part_of_the_source_digest(tmp_path):
+    from sweep.space import target
+
+    src, space = _custom_target(tmp_path)
+    before = target.source_digest(space.target)
+    for d in ("build", ".git", ".cache"):
+        (src / d).mkdir()
+        (src / d / "gen.h").write_text("#define GENERATED 1\n")
+        (src / d / "CMakeLists.txt").write_text("# generated\n")
+    assert target.source_digest(space.target) == before
+
+
+def _space_with(tmp_path, parameters: dict, constraints: list) -> "object":
+    from sweep.space import target
+
+    (tmp_path / "Makefile").write_text("all:\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"name": "c", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                    "parameters": parameters, "constraints": constraints}))
+    return target.load(path)
+
+
+def test_a_constraint_that_cannot_be_evaluated_names_the_error_and_the_values(tmp_path):
+    from sweep.space import check, make_config
+
+    space = _space_with(tmp_path, {"X": {"values": [0, 2], "min": 0}, "Y": {"values": [1, 3]}}, ["Y // X >= 1"])
+    reason = check(space, make_config(space, {"X": 0, "Y": 3}))
+    assert "division by zero" in reason and "X=0" in reason and "Y=3" in reason and "is false" not in reason
+    assert check(space, make_config(space, {"X": 2, "Y": 1})) == "Y // X >= 1 is false"
+    assert check(space, make_config(space, {"X": 2, "Y": 3})) is None
+
+
+def test_the_compiled_constraint_check_agrees_with_evaluating_each_rule_on_random_spaces(tmp_path):
+    import random
+
+    from sweep.space import expr, first_broken
+
+    rng = random.Random(7)
+    names = ["A", "B", "C"]
+    atoms = ["A", "B", "C", "2", "0", "3"]
+    ops = ["+", "-", "*", "//", "%", "**", "<<", ">>", "&", "|", "/"]
+    for trial in range(40):
+        rules = []
+        for _ in range(rng.randint(1, 6)):
+            left = f"({rng.choice(atoms)} {rng.choice(ops)} {rng.choice(atoms)})"
+            rhs = rng.choice([f"max({rng.choice(atoms)}, {rng.choice(atoms)})", rng.choice(atoms),
+                              f"(1 if {rng.choice(names)} > 1 else 0)"])
+            rule = f"{left} {rng.choice(['<', '<=', '==', '!=', '>'])} {rhs}"
+            rules.append(rule if rng.random() < 0.7 else f"not {rule} or {rng.choice(names)} == 1")
+        space = _space_with(tmp_path, {n: {"values": [0, 1, 2, 5], "min": 0} for n in names}, rules)
+        for a in (0, 1, 2, 5):
+            for b in (0, 1, 2, 5):
+                values = {"A": a, "B": b, "C": (a + b) % 3}
+                slow = None
+                for c in space.constraints:
+                    try:
+                        ok = bool(expr.evaluate(c.expr, values))
+                    except (ArithmeticError, ValueError, TypeError) as e:
+                        slow = ("error", c.expr, type(e))
+                        break
+                    if not ok:
+                        slow = ("false", c.expr, None)
+                        break
+                fast = first_broken(space.constraints, values)
+                if slow is None:
+                    assert fast is None, (rules, values, fast)
+                elif slow[0] == "false":
+                    assert fast == f"{slow[1]} is false", (rules, values, fast)
+                else:
+                    assert fast.startswith(slow[1] + ":") and " at " in fast, (rules, values, fast)

@@ -467,3 +467,28 @@ def test_tpe_finds_the_minimum_of_a_known_function_within_twelve_trials(tmp_path
     assert _objective(best) <= 1, [c["B"] for c in asked]          # 64, 128 or 256
     again = _run_tpe(start(load_text(tmp_path, TPE.format(samples=12, seed=0), "again.yaml")), 3)
     assert again == asked                                              # deterministic by seed
+
+
+def test_the_grid_plan_by_tables_equals_checking_every_point_on_random_spaces(tmp_path):
+    import random
+
+    import yaml
+
+    from sweep.plan.base import grid_points, legal, legal_grid
+    from sweep.space import target
+
+    (tmp_path / "Makefile").write_text("all:\n")
+    rng = random.Random(11)
+    atoms, ops = ["A", "B", "C", "D", "2", "0"], ["+", "-", "*", "//", "%", "**", "<<", "&", "|", "/"]
+    for trial in range(25):
+        rules = [f"({rng.choice(atoms)} {rng.choice(ops)} {rng.choice(atoms)}) {rng.choice(['<', '<=', '!=', '>'])} "
+                 f"{rng.choice(atoms)}" for _ in range(rng.randint(0, 5))]
+        params = {n: {"values": rng.sample([0, 1, 2, 3, 5, 8], rng.randint(1, 4)), "min": 0} for n in "ABC"}
+        params["D"] = {"equals": "A"}
+        path = tmp_path / f"s{trial}.yaml"
+        path.write_text(yaml.safe_dump({"name": "s", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                        "parameters": params, "constraints": rules}))
+        space = target.load(path)
+        fast, slow = legal_grid(space), legal(space, grid_points(space))
+        assert fast.configs == slow.configs, rules
+        assert [(s.config, s.reason) for s in fast.skipped] == [(s.config, s.reason) for s in slow.skipped], rules

@@ -370,13 +370,12 @@ def test_a_job_drops_a_throttled_run_measures_again_and_records_the_clocks(one_i
     assert r.env["gpu_uuid"] == "GPU-1" and r.env["start_sm_mhz"] == 1980.0 and r.env["default_sm_mhz"] == 1980.0
 
 
-def test_a_budget_that_cannot_buy_three_rounds_races_nothing_and_says_what_would(tmp_path, monkeypatch, capsys):
+def test_a_race_costing_more_than_its_cap_races_nothing_and_says_which_cap_s_allows_it(tmp_path, monkeypatch, capsys):
     if __import__("shutil").which("nvcc") is None:
         pytest.skip("nvcc not installed")
-    monkeypatch.setattr(certify, "MIN_BUDGET_S", 0.0)
     d = toy_space_dict(strategy="tuples", tuples={"columns": ["ALPHA_BLOCK", "BETA_X"],
                                                   "rows": [[64, 32], [128, 64], [256, 32]]},
-                       certify={"budget_share": 0.001})
+                       certify={"budget_share": 0.001, "cap_s": 0.001})
     d["parameters"]["BETA_Y"] = {"tag": "B", "values": [4], "default": 4, "kernels": ["beta_kernel"]}
     path = tmp_path / "toy.yaml"
     path.write_text(yaml.safe_dump(d, sort_keys=False))
@@ -384,10 +383,11 @@ def test_a_budget_that_cannot_buy_three_rounds_races_nothing_and_says_what_would
     summary = pipeline.run(path, pipeline.Options(executor="debug", jobs_root=tmp_path / "jobs",
                                                   results_root=tmp_path / "results", poll_s=0.05))
     err = capsys.readouterr().err
-    assert "certify: not racing" in err and "set certify.budget_s:" in err
+    assert "certify: not racing: certifying takes 9 rounds" in err and "certify: {cap_s: " in err
     assert not (tmp_path / "jobs" / "toy" / certify.RACES).exists()
     assert not list((tmp_path / "jobs" / "toy").glob("entrant_*"))       # no entrant built for a race not run
     assert summary.best.choices and all(c.certification is None for c in summary.best.choices)
+    assert all(c.not_raced.startswith("would cost ~") for c in summary.best.choices)
 
 
 # ---------------------------------------------------------------------------

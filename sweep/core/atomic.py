@@ -1,5 +1,11 @@
 """Atomic file writes: a reader (or a crash) sees the old file or the new one,
-never half of either. Everything a sweep measures is written through here."""
+never half of either. Everything a sweep measures is written through here.
+
+Nothing is written through a link: the temporary file is created exclusively and
+renamed over the name (a link there is replaced, never followed), and inside a
+sweep's folders a link on the way is refused (sweep.core.safe.owner). What is
+written there is listed in the folder's marker, so `clean` deletes only that.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from sweep.core import safe
 
 # mkstemp creates files readable by the owner only; results should follow the
 # umask like any other file (a group may share a sweep on a cluster).
@@ -18,6 +26,7 @@ os.umask(_UMASK)
 def write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same folder, fsynced, then renamed."""
     path = Path(path)
+    folder = safe.owner(path)          # before anything is created: a link on the way is refused
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -30,6 +39,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    safe.record(path, folder)
 
 
 def write_text(path: Path, text: str) -> None:

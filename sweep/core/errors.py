@@ -23,7 +23,8 @@ class DiskFull(SweepError):
     as a result), naming the filesystem and what it needs."""
 
     @classmethod
-    def at(cls, path: "str | os.PathLike[str]", needs_bytes: int = 0) -> "DiskFull":
+    def at(cls, path: "str | os.PathLike[str]", needs_bytes: int = 0, flag: str = "--jobs-dir") -> "DiskFull":
+        """The message for the filesystem holding `path`; `flag` moves that folder elsewhere."""
         import shutil
         from pathlib import Path
 
@@ -31,10 +32,31 @@ class DiskFull(SweepError):
         while not p.exists() and p != p.parent:
             p = p.parent
         usage = shutil.disk_usage(p)
-        need = f"; a configuration here needs about {needs_bytes / 2**20:.1f} MiB" if needs_bytes else ""
-        return cls(f"the filesystem holding {path} ({_mount_point(p)}) is full: {usage.free / 2**20:.1f} MiB free of "
-                   f"{usage.total / 2**20:.1f} MiB{need}. Free space there or pass --jobs-dir on another filesystem, "
+        need = f"; a configuration here needs about {size(needs_bytes)}" if needs_bytes else ""
+        return cls(f"the filesystem holding {path} ({_mount_point(p)}) is full: {size(usage.free)} free of "
+                   f"{size(usage.total)}{need}. Free space there or pass {flag} on another filesystem, "
                    "then run the same command again: nothing was recorded for the configuration that hit it")
+
+    @classmethod
+    def fullest(cls, folders: "dict[str, str | os.PathLike[str]]") -> "DiskFull":
+        """A write that named no file (a flush, a library's own writer): the message for the folder,
+        of `folders` (flag -> folder), whose filesystem has the least room left."""
+        import shutil
+        from pathlib import Path
+
+        def free(path: "str | os.PathLike[str]") -> int:
+            p = Path(path)
+            while not p.exists() and p != p.parent:
+                p = p.parent
+            return shutil.disk_usage(p).free
+
+        flag = min(folders, key=lambda f: free(folders[f]))
+        return cls.at(folders[flag], flag=flag)
+
+
+def size(n: float) -> str:
+    """Bytes in MiB, or in KiB under 1 MiB (0.98 MB read "0.0 MiB")."""
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
 
 
 def _mount_point(path: "os.PathLike[str]") -> str:

@@ -28,6 +28,7 @@ KERNELS = _shipped("kernels")               # the GPT-2 engine's sources (the en
 SPACES = _shipped("spaces")
 EXAMPLES = _shipped("examples")
 OBJCACHE = PACKAGE / "node" / "objcache.py"  # run by each job's Makefile as a script
+CMAKE_BUILD = PACKAGE / "node" / "cmake.py"  # run by a CMake target's job Makefile as a script
 IMPORT_ROOT = PACKAGE.parent                # the folder that makes `import sweep` work in a job process
 WORK_ROOT = CHECKOUT if IN_CHECKOUT else Path.cwd()
 JOBS = WORK_ROOT / "jobs"

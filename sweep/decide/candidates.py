@@ -22,7 +22,7 @@ import pandas as pd
 
 from sweep.records.evidence import Certification, ShapeBest
 from sweep.records import Candidate, Choice
-from sweep.space import Space
+from sweep.space import Parameter, Space, groups
 from sweep.stats import MIN_SAMPLES_FOR_NOISE, compare, summarize
 
 NOISE_SIGMAS = 2.0
@@ -37,6 +37,33 @@ def patterns(space: Space, macros: tuple[str, ...]) -> tuple[str, ...]:
         if p.macro in macros or p.equals in macros:
             ps.extend(k for k in p.kernels if k not in ps)
     return tuple(ps)
+
+
+def kernel_groups(space: Space, measurements: pd.DataFrame) -> list[list[Parameter]]:
+    """The space's parameter groups (sweep.space.groups), joined where their kernel patterns
+    match a common kernel among those measured: `k_*` and `*` both govern k_a, so their
+    parameters are one group and k_a is counted once, whatever the pattern strings say."""
+    gs = groups(space)
+    if measurements.empty or "kernel" not in measurements or len(gs) < 2:
+        return gs
+    root = list(range(len(gs)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    pats = [patterns(space, tuple(p.macro for p in g)) for g in gs]
+    for kernel in sorted(set(measurements["kernel"])):
+        governing = [i for i, ps in enumerate(pats) if _matches(kernel, ps)]
+        for i in governing[1:]:
+            root[find(i)] = find(governing[0])
+    joined: dict[int, list[Parameter]] = {}
+    for i, g in enumerate(gs):
+        joined.setdefault(find(i), []).extend(g)
+    order = {p.macro: n for n, p in enumerate(space.swept)}
+    return [sorted(g, key=lambda p: order[p.macro]) for g in joined.values()]
 
 
 def _matches(kernel: str, pats: tuple[str, ...]) -> bool:
@@ -176,7 +203,7 @@ def decide(t: pd.DataFrame, macros: tuple[str, ...], shapes: Shapes, baseline_ns
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
     if certification is not None:     # a race too short to say anything: the sweep's evidence stands
         short = (f"the race ran {certification.rounds} round(s) ({certification.stopped}): no evidence, the "
-                 "sweep's pick stands; give it more time with certify.budget_s")
+                 "sweep's pick stands; give it more time with certify.cap_s")
         note = f"{note}; {short}" if note else short
     return Choice(macros, kernels, pick.values, pick, ru, margin, ev.pop("noise_ns", None),
                   ev.get("verdict") == "faster", baseline_ns, speedup, tuple(cands), _with_nodes(note, nodes),

@@ -16,13 +16,16 @@ sweep.stats.race.tie_break).
 
 The default entrant: the candidate whose values are the group's declared
 defaults, else the baseline job (the target's own launch sizes), which then
-runs before the race. Budget: certify.budget_s seconds; or (0, the default)
-certify.budget_share (20%) of the sweep's GPU seconds (verify + profile of its ok
-jobs), shared by all groups. A race whose budget ends before the first round at
-which it could decide anything (stats.Race.decisive_looks: 9 rounds with two to
-four entrants at the default 30 rounds) has no evidence: select keeps the sweep's own
-pick and evidence, and says so; a budget that cannot buy that many rounds races
-nothing at all and says what budget would certify.
+runs before the race. Cost and cap: the race runs by default when what certifying
+costs (race_cost.cost_s: the rounds up to the first round at which it could decide
+anything, stats.Race.decisive_looks: 9 rounds with two to four entrants at the default
+30 rounds) is at most its cap, max(certify.budget_share (20%) of the sweep's GPU
+seconds (verify + profile of its ok jobs), certify.cap_s (60 s)), shared by all
+groups, and it may hold the GPU up to the cap; certify.budget_s, when set, is the cap
+exactly. Above the cap it races nothing and says what it would cost and which cap_s
+allows it. A race stopped before that round has no evidence: select keeps the sweep's
+own pick and evidence, and says so. Every group's summary line says certified, tie
+(the tied set) or why it was not raced (`unraced`, Choice.not_raced).
 
 How the rounds run: in lockstep (`in_lockstep`: certify.lockstep, and every
 entrant's job sampled per iteration) a fresh process of each entrant's own job a
@@ -55,7 +58,7 @@ from sweep.decide.collect import Collected
 from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
 from sweep.node.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
-from sweep.decide.race_cost import affordable_rounds, first_certifiable_round, needed_s
+from sweep.decide.race_cost import cost_s, first_certifiable_round
 from sweep.records import Best, Choice, JobSettings, read_result
 from sweep.decide.select import group_rows, patterns
 from sweep.space import Config, Space, check, make_config, tag
@@ -84,7 +87,6 @@ class Sweep(Protocol):
 
 ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.decide.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
-MIN_BUDGET_S = 10.0     # a race of a few fast programs (the toy) still gets its rounds
 
 
 def sweep_gpu_s(configs: pd.DataFrame) -> float:
@@ -96,10 +98,35 @@ def sweep_gpu_s(configs: pd.DataFrame) -> float:
 
 
 def budget(space: Space, configs: pd.DataFrame) -> float:
-    """The race's seconds (0.1 s steps): certify.budget_s when set, else budget_share of the sweep's GPU seconds."""
+    """The race's cap, the seconds it may hold the GPU (0.1 s steps): certify.budget_s when set,
+    else the larger of budget_share of the sweep's GPU seconds and certify.cap_s."""
     c = space.certify
-    seconds = c.budget_s if c.budget_s > 0 else c.budget_share * sweep_gpu_s(configs)
-    return round(max(seconds, MIN_BUDGET_S), 1)
+    seconds = c.budget_s if c.budget_s > 0 else max(c.budget_share * sweep_gpu_s(configs), c.cap_s)
+    return round(seconds, 1)
+
+
+def over_cap(space: Space, p: RacePlan, cost: float) -> str:
+    """"" when a race of what certifying costs (`cost` seconds, race_cost.cost_s) fits its cap
+    (p.budget_s, `budget`); else what it would cost, and the setting that allows it."""
+    if cost <= p.budget_s:
+        return ""
+    setting = "budget_s" if space.certify.budget_s > 0 else "cap_s"
+    return (f"would cost ~{cost:.0f} s, over the {p.budget_s:.0f} s cap; certify: {{{setting}: "
+            f"{math.ceil(cost * 1.1)}}} allows it")
+
+
+NO_CANDIDATES = "a single candidate: nothing to race"
+
+
+def unraced(space: Space, best: Best, c: Collected, certified: Mapping[tuple[str, ...], Certification],
+            why: str) -> Best:
+    """best with each group that has no certification saying why (Choice.not_raced): a single
+    candidate, else `why` (the race over its cap, switched off, not asked for, failed)."""
+    choices = []
+    for ch in best.choices:
+        reason = "" if ch.macros in certified else why if lane(space, ch, c) is not None else NO_CANDIDATES
+        choices.append(dataclasses.replace(ch, not_raced=reason))
+    return dataclasses.replace(best, choices=tuple(choices))
 
 
 def in_lockstep(space: Space, c: Collected, tags: list[str]) -> bool:
@@ -315,26 +342,26 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
 
 
 def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") \
-        -> dict[tuple[str, ...], Certification]:
+        -> tuple[dict[tuple[str, ...], Certification], str]:
     """Race the groups' top candidates on one GPU (one job through the sweep's executor, on
-    `partition` when the sweep spans GPU models); {} when there is nothing to race or the race
-    failed (said on stderr: the sweep's picks stand)."""
+    `partition` when the sweep spans GPU models): the certifications, and why there are none
+    ("" when there was nothing to race; said on stderr: the sweep's picks stand)."""
     p = plan(space, best, c, sw.sweep_dir)
     if p is None:
-        return {}
+        return {}, ""
     ranks = combined(space, best, p) if wants_combined(space, p) else None
-    rounds = affordable_rounds(p, c, len(ranks) if ranks else len(p.tags()))
-    first = min(first_certifiable_round(len(x.entrants), p.max_rounds, p.alpha) for x in p.lanes)
-    if rounds < first and not recorded(space, sw.sweep_dir, best, c):
-        need = needed_s(p, c)
+    cost = cost_s(p, c, len(ranks) if ranks else len(p.tags()))
+    over = over_cap(space, p, cost)
+    if over and not recorded(space, sw.sweep_dir, best, c):
         how = " in lockstep" if p.lockstep else ""
-        print(f"certify: not racing: {p.budget_s:.0f} s buys about {rounds:.1f} round(s){how}, and a race decides "
-              f"nothing before round {first} (certifying takes about {need:.0f} s here): the sweep's picks stand "
-              f"uncertified; set certify.budget_s: {need * 1.25:.0f} to race", file=sys.stderr)
-        return {}
+        first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
+        print(f"certify: not racing: certifying takes {first} rounds{how}, {over}; the sweep's picks stand "
+              "uncertified", file=sys.stderr)
+        return {}, over
     if ranks:
         run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
-        c = collect_mod.collect(sw.sweep_dir)
+        swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
+        c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
     d = race_dir(sw.sweep_dir, p)
     d.mkdir(parents=True, exist_ok=True)
@@ -347,14 +374,12 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
     out = read_outcome(d)
     if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
         (d / OUTCOME).unlink(missing_ok=True)
-        n, need = len(p.tags()), needed_s(p, c)
+        n = len(p.tags())
         how = (f"in lockstep, a process of each of {n} jobs a round, {p.turns} turns each" if p.lockstep
                else f"{n} jobs a round")
         print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
-              f"({how}) for up to {p.budget_s:.0f} s on one GPU", file=sys.stderr)
-        if need > p.budget_s:
-            print(f"  note: certifying a pick takes about {need:.0f} s of rounds here; with {p.budget_s:.0f} s "
-                  f"expect ties (set certify.budget_s: {need * 1.25:.0f} to give the race that time)", file=sys.stderr)
+              f"({how}), about {cost:.0f} s to its first decisive round, for up to {p.budget_s:.0f} s on one GPU",
+              file=sys.stderr)
         progress = Progress(space.name + ":certify")
         progress.add(1)
         sw.dispatch([job], progress, progress.finished)
@@ -364,5 +389,5 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         r = read_result(d)
         why = f"{r.status}: {r.reason}" if r is not None else "it left no outcome"
         print(f"warning: the certification race failed ({why}); the sweep's own evidence stands", file=sys.stderr)
-        return {}
-    return certifications(p, out)
+        return {}, f"the race failed ({why[:200]})"
+    return certifications(p, out), ""

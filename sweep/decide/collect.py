@@ -17,6 +17,11 @@
 Both are written to results/<sweep>/ as parquet and csv (atomically), and are
 what selection and the report read. Jobs the sweep planned but that have no
 result yet appear in `configs` with status "pending" (or "running").
+
+A space narrowed since earlier runs leaves job folders of points it no longer holds;
+they stay on disk, untouched (reused if the space grows back), but selection must not
+read them: `in_space(space, digest)` says which sweep jobs belong to the space as it is
+now, and `collect(..., keep=)` leaves the others out of both tables.
 """
 
 from __future__ import annotations
@@ -24,17 +29,21 @@ from __future__ import annotations
 import io
 import socket
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
 from sweep.core import atomic
+from sweep.node import resources
 from sweep.node.lock import pid_alive
 from sweep.core.errors import SweepError
 from sweep.records.evidence import Sampled
 from sweep.records import JobConfig, Manifest, Status, read_json, read_result
 from sweep.stats import summarize
 from sweep.core.paths import COMMAND
+from sweep.space import Config, Space, check, config_hash, make_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,27 @@ def read_manifest(sweep_dir: Path) -> Manifest:
     return Manifest.load(sweep_dir)
 
 
+def process_gone(state: Any) -> bool:
+    """A job's state.json naming a process on this host that no longer runs (a killed driver's
+    or job's): not running, whatever the file says."""
+    return isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid"))
+
+
+def resources_text(build: Any) -> str:
+    """A build's kernels as the compiler sized them, one '; '-joined line ('' when unknown)."""
+    rows = build.get("kernels") if isinstance(build, dict) else None
+    return "; ".join(resources.summary(k) for k in rows if isinstance(k, dict)) if isinstance(rows, list) else ""
+
+
+def _dry_built(d: Path, cfg: JobConfig) -> dict[str, Any] | None:
+    """The build record a dry run left for this configuration, or None."""
+    try:
+        built = read_json(d / "built.json")
+    except (OSError, SweepError):
+        return None
+    return built if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash else None
+
+
 def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     """A job with no result of its configuration: running (its state.json says so), unless
     that state names a process on this host that is gone (a killed driver's job: pending,
@@ -63,19 +93,44 @@ def _unfinished(d: Path, cfg: JobConfig) -> tuple[Status, str]:
     except (OSError, SweepError):
         state = None
     if state is not None:
-        if isinstance(state, dict) and state.get("host") == socket.gethostname() and not pid_alive(state.get("pid")):
+        if process_gone(state):
             return Status.PENDING, "interrupted: its process is gone; the next run measures it"
         return Status.RUNNING, ""
-    try:
-        built = read_json(d / "built.json")
-        if isinstance(built, dict) and built.get("config_hash") == cfg.config_hash:
-            return Status.PENDING, "built by a dry run; not measured yet"
-    except (OSError, SweepError):
-        pass
+    if _dry_built(d, cfg) is not None:
+        return Status.BUILT, "built by a dry run; not measured yet"
     return Status.PENDING, ""
 
 
-def collect(sweep_dir: Path) -> Collected:
+def in_space(space: Space, source_digest: str) -> Callable[[JobConfig], bool]:
+    """Whether a sweep job measures a point of `space` as it is now: the point its strategy
+    plans (a static plan; else a legal point: each value one of its parameter's, the
+    constraints holding), rendered with the space's current settings and sources (its
+    config hash). Jobs of other roles (baseline, best, race entrants) always count."""
+    from sweep import plan as strategies   # the strategies' registry: only when a space is filtered
+
+    planned: set[Config] | None = None
+    if strategies.spec(space).plan is not None:
+        planned = set(strategies.plan(space).configs)
+    values = {p.macro: set(p.values) for p in space.swept}
+
+    def keep(cfg: JobConfig) -> bool:
+        if cfg.role != "sweep":
+            return True
+        try:
+            config = make_config(space, {m: cfg.macros[m] for m in values})
+        except (KeyError, TypeError, ValueError):   # a parameter the space no longer has, or gained
+            return False
+        if config.as_dict() != cfg.macros or config_hash(space, config, source_digest) != cfg.config_hash:
+            return False
+        if planned is not None:
+            return config in planned
+        return all(config[m] in vs for m, vs in values.items()) and check(space, config) is None
+
+    return keep
+
+
+def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) -> Collected:
+    """The sweep's tables; with `keep` (in_space), only the jobs it keeps."""
     sweep_dir = Path(sweep_dir)
     manifest = read_manifest(sweep_dir)
     config_rows, meas_rows = [], []
@@ -83,12 +138,15 @@ def collect(sweep_dir: Path) -> Collected:
     for d in job_dirs(sweep_dir):
         cfg = JobConfig.load(d)
         seen.add(d.name)
+        if keep is not None and not keep(cfg):
+            continue
         r = read_result(d)
         base = {"tag": d.name, "role": cfg.role, **cfg.macros}
         if r is None or r.config_hash != cfg.config_hash:
             status, reason = _unfinished(d, cfg)
+            built = _dry_built(d, cfg) if status == Status.BUILT else None
             config_rows.append({**base, "status": status.value, "stage": "", "reason": reason, "log": "",
-                                "config_hash": cfg.config_hash})
+                                "config_hash": cfg.config_hash, "resources": resources_text((built or {}).get("build"))})
             continue
         env = r.env
         row = {
@@ -100,6 +158,7 @@ def collect(sweep_dir: Path) -> Collected:
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
             "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
+            "resources": resources_text(r.build),
             **fingerprint(env), **sampling_columns(r.sampling),
         }
         config_rows.append(row)

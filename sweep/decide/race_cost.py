@@ -1,10 +1,11 @@
 """What a certification race costs on the GPU, estimated before it runs from the sweep's own tables.
 
-sweep.decide.certify asks two things of a RacePlan: how many rounds its budget buys
-(`affordable_rounds`), and how long it must run before it could decide anything
-(`needed_s`: the rounds up to its first decisive look, stats.Race.decisive_looks).
-A budget that cannot buy those rounds races nothing, and the sweep says what
-budget would.
+sweep.decide.certify asks of a RacePlan what certifying costs (`cost_s`: the
+rounds up to its first decisive look, stats.Race.decisive_looks, with the jobs a
+round really runs): at most the race's cap it runs, above it it races nothing and
+the sweep says what cap would. `affordable_rounds` (what a budget buys) and
+`needed_s` (the rounds up to that look at a run of every entrant) say the same
+for bench and notes.
 
 In lockstep (certify.lockstep, where every entrant's job measured
 per-iteration samples: its program has timed NVTX iterations) a round is a fresh
@@ -112,6 +113,21 @@ def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     per_run = float(seconds_per_run(ok).median())
     runs_per_round = jobs_per_round * max(1, len(p.weights))
     return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
+
+
+def cost_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
+    """What certifying costs, the estimate the race is planned by (at most the cap: it runs): the
+    rounds up to the first look that could certify every group, at lockstep_seconds (lockstep) or
+    at the sweep's median seconds per profiled run, `jobs_per_round` jobs a round running each
+    workload once (else). 0 when the sweep's tables cannot say."""
+    first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
+    if p.lockstep:
+        return lockstep_seconds(p, c, first)
+    configs = c.configs
+    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
+    if ok.empty or "profile_s" not in ok:
+        return 0.0
+    return first * float(seconds_per_run(ok).median()) * jobs_per_round * max(1, len(p.weights))
 
 
 def needed_s(p: RacePlan, c: Collected) -> float:

@@ -51,14 +51,13 @@ import pandas as pd
 
 from sweep.core import atomic
 from sweep.decide import objective
-from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows,  # noqa: F401
+from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE, decide, group_rows, kernel_groups,  # noqa: F401
                               group_times, patterns)
 from sweep.records.evidence import Certification, WorkloadPick, verdict_words
 from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.decide.shapes import shape_bests
 from sweep.space import Config, Space, check, make_config
-from sweep.space import groups as parameter_groups
 from sweep.space.workloads import weights
 
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
@@ -111,7 +110,7 @@ def select(space: Space, measurements: pd.DataFrame,
     """Each group's pick (see the module docstring); `certifications`: the races' outcomes by group macros."""
     measurements, gpu_note = same_gpu(measurements)
     choices, unmeasured, chosen = [], [], {}
-    for group in parameter_groups(space):
+    for group in kernel_groups(space, measurements):   # patterns matching one measured kernel: one group
         macros = tuple(p.macro for p in group)
         c = choose(space, measurements, macros, baseline_time(space, measurements, macros),
                    (certifications or {}).get(macros))
@@ -209,12 +208,13 @@ def race_words(c: Choice) -> str:
     names the sweep's pick as standing rather than the tie rule it did not apply."""
     cert = c.certification
     if cert is None:
-        return ""
+        return f"  not raced: {c.not_raced}" if c.not_raced else ""
     if cert.verdict == "unknown":
         return f"  race: no evidence after {cert.rounds} round(s), the sweep's pick stands"
     if c.certified:
         return f"  certified ({cert.rounds} rounds)"
-    return f"  race tie ({len(cert.tied)} tied, picked by rule: {cert.rule})"
+    tied = " | ".join(",".join(str(v) for v in t.values()) for t in cert.tied)
+    return f"  tie: {tied} (picked by rule: {cert.rule})"
 
 
 def workload_line(w: WorkloadPick) -> str:

@@ -34,18 +34,26 @@ import shutil
 import socket
 import subprocess
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Iterator
 
 from sweep.core import paths
 from sweep.core.errors import SweepError
+from sweep.node import gpus
 from sweep.node.lock import pid_alive
 from sweep.dispatch.progress import Progress
 from sweep.records import FAILED, JobConfig, JobResult, Status, read_result, write_result
 from sweep.space import Space
 
 OnResult = Callable[[JobResult], None]
+INTERRUPTED = "interrupted: what ran is kept; run the same command again to resume"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while an executor watched its jobs; args[0] says what became of them (the executor's word)."""
+
 Ask = Callable[[int], "list[PendingJob]"]
 
 
@@ -97,12 +105,28 @@ class Executor(ABC):
     def cancel(self) -> None:
         """Stop what is still queued or running (the driver was interrupted)."""
 
+    def interrupted(self) -> str:
+        """What became of the jobs once cancel() ran after an interrupt: the line the CLI prints."""
+        return INTERRUPTED
+
     def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:
         if not jobs:
             return
         self.submit(jobs, stages)
-        try:
+        with self.interruptible():
             self.watch(on_result, progress)
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Whatever ends the watch stops the jobs (cancel); Ctrl-C becomes Interrupted with the
+        executor's word on what became of them."""
+        try:
+            yield
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            self.cancel()
+            raise Interrupted(self.interrupted()) from None
         except BaseException:
             self.cancel()
             raise
@@ -166,16 +190,17 @@ def running_elsewhere(job_dir: Path) -> bool:
     return pid_alive(st.get("pid"))
 
 
-def visible_gpus() -> list[int]:
-    """Indices of the GPUs this process may use (CUDA_VISIBLE_DEVICES, else nvidia-smi)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (indices, GPU-<uuid>,
+    MIG-<uuid>), else nvidia-smi's indices."""
+    named = gpus.visible()
+    if named is not None:
+        return named
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
     r = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True)
-    return [int(x) for x in r.stdout.split() if x.strip().isdigit()] if r.returncode == 0 else []
+    return [x.strip() for x in r.stdout.split() if x.strip().isdigit()] if r.returncode == 0 else []
 
 
 def record_lost(j: PendingJob, reason: str, log: Path | str = "", status: Status = Status.RUNTIME_FAILED,

@@ -3,15 +3,18 @@
 Builds run in a thread pool (make -j shares the CPUs among them). Measurements
 run through one submitit LocalExecutor per visible GPU (CUDA_VISIBLE_DEVICES
 set to it), two jobs per GPU at a time: one measuring, the next already started
-and waiting on the GPU's lock (sweep.node.job.gpu_lock), so process start-up and the
-last profile's post-processing overlap GPU time while measurements stay
-exclusive. Jobs are processes of their own: a killed driver loses nothing.
+and waiting on the GPU's lock (sweep.node.gpus: one per GPU for the whole node,
+every sweep's), so process start-up and the last profile's post-processing
+overlap GPU time while measurements stay exclusive. Jobs are processes of their
+own: a killed driver loses nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
+import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,11 +24,13 @@ from typing import Any, Iterator
 from sweep.core.errors import SweepError
 from sweep.dispatch import (Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
                              visible_gpus)
+from sweep.node import gpus, group
 from sweep.node.job import Job, run_job
 from sweep.dispatch.progress import Progress
 from sweep.records import JobResult, Status
 
 JOBS_PER_GPU = 2
+IGNORE_INT = "trap '' INT"     # a fixed string: nothing a user typed reaches this shell
 EXCEPTION_LINE = re.compile(r"^\w+(Error|Exception|Interrupt|Exit)\b.*")
 
 
@@ -38,18 +43,27 @@ class LocalExecutor(Executor):
     name = "local"
     doc = "this machine: builds on the CPUs, measurements one job per visible GPU"
 
-    def __init__(self, ctx: Context, gpus: list[int] | None = None, build_parallel: int = 0):
+    def __init__(self, ctx: Context, gpus: list[str] | None = None, build_parallel: int = 0):
         super().__init__(ctx)
         self.gpus = visible_gpus() if gpus is None else gpus
         self.build_parallel = build_parallel
         self.queued: list[PendingJob] = []
         self.stages = "all"
         self._submitted: list[Any] = []
+        self.in_flight = 0          # jobs building or measuring (the last look)
+        self.stopped = 0
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
         if not dry_run and not visible_gpus():
             raise SweepError(no_gpu_message())
+
+    def lock_paths(self) -> dict[str, Path]:
+        """Each GPU's lock: one per GPU for the whole node (sweep.node.gpus), so two sweeps, or two
+        users' sweeps, never measure on one GPU at once."""
+        uuids = {} if all(gpus.UUID_RE.match(g) for g in self.gpus) else gpus.uuids_by_index()
+        directory = gpus.lock_dir()
+        return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
     def parallelism(self) -> int:
         return max(1, len(self.gpus))
@@ -61,9 +75,21 @@ class LocalExecutor(Executor):
         self.stages = stages
 
     def cancel(self) -> None:
-        for sjob in self._submitted:
-            if not sjob.done():
-                sjob.cancel(check=False)
+        """Ctrl-C: each running job process gets SIGINT (it leaves no result and kills its programs;
+        the next run measures it); the controllers, which ignore it, end with their jobs."""
+        self.stopped = self.in_flight
+        jobs = [pid for sjob in self._submitted if not sjob.done() for pid in job_processes(int(sjob.job_id))]
+        for pid in jobs:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + group.GRACE_S + 10
+        while any(not s.done() for s in self._submitted) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def interrupted(self) -> str:
+        return f"interrupted: stopped {self.stopped} running job(s); the same command resumes"
 
     def watch(self, on_result: OnResult, progress: Progress) -> None:
         import submitit
@@ -74,15 +100,20 @@ class LocalExecutor(Executor):
         cpus = len(os.sched_getaffinity(0))
         build_parallel = self.build_parallel or max(1, min(len(self.queued), cpus // 4 or 1))
         build_jobs = max(1, cpus // build_parallel)     # make -j shares the CPUs among the builds at once
-        executors = {}
-        for g in self.gpus:
-            ex = submitit.LocalExecutor(folder=str(folder / f"gpu{g}"))
-            ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=1, visible_gpus=(g,))
+        executors, locks = {}, self.lock_paths()
+        for i, g in enumerate(self.gpus):
+            ex = submitit.LocalExecutor(folder=str(folder / f"gpu{i}"))
+            # The controller ignores Ctrl-C (it printed a KeyboardInterrupt traceback each); its job
+            # takes it (local_job) and stops, killing its programs. submitit takes GPU indices only:
+            # a UUID (GPU-..., MIG-..., checked by gpus.visible) is exported before the job starts.
+            setup = [IGNORE_INT] + ([] if g.isdigit() else [f"export CUDA_VISIBLE_DEVICES={shlex.quote(g)}"])
+            ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=1 if g.isdigit() else 0,
+                                 visible_gpus=(int(g),) if g.isdigit() else (), setup=setup)
             executors[g] = ex
 
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
-        measuring: dict[int, list[tuple[Any, PendingJob]]] = {g: [] for g in self.gpus}
+        measuring: dict[str, list[tuple[Any, PendingJob]]] = {g: [] for g in self.gpus}
         pool = ThreadPoolExecutor(max_workers=build_parallel)
 
         def build_one(j: PendingJob) -> JobResult | None:
@@ -101,22 +132,54 @@ class LocalExecutor(Executor):
                         ready.append(j)
                     else:  # a failed build, or a dry run's end
                         on_result(result)
-                for g in self.gpus if ready and ctx.ready_to_measure() else ():
-                    while ready and len(measuring[g]) < JOBS_PER_GPU:
-                        j = ready.pop(0)
-                        with environment(job_environment()):  # submitit copies the environment at submit
-                            sjob = executors[g].submit(run_job, str(j.dir), "measure",
-                                                       gpu_lock_path=str(folder / f"gpu{g}.lock"))
-                        self._submitted.append(sjob)
-                        measuring[g].append((sjob, j))
+                while ready and ctx.ready_to_measure():
+                    g = min(self.gpus, key=lambda g: len(measuring[g]))   # the least busy GPU first
+                    if len(measuring[g]) >= JOBS_PER_GPU:
+                        break
+                    j = ready.pop(0)
+                    with environment(job_environment()):  # submitit copies the environment at submit
+                        sjob = executors[g].submit(local_job, str(j.dir), "measure", gpu_lock_path=str(locks[g]))
+                    self._submitted.append(sjob)
+                    measuring[g].append((sjob, j))
                 for g in self.gpus:
                     for entry in [e for e in measuring[g] if e[0].done()]:
                         measuring[g].remove(entry)
                         on_result(_outcome(*entry))
-                progress.show(running=len(building) + sum(len(v) for v in measuring.values()))
+                self.in_flight = len(building) + sum(len(v) for v in measuring.values())
+                progress.show(running=self.in_flight)
                 time.sleep(ctx.poll_s)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def local_job(job_dir: str, stages: str, gpu_lock_path: str | None = None) -> dict[str, Any]:
+    """run_job in a local job process: Ctrl-C (SIGINT, ignored by its controller and so by it at
+    start) interrupts it again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return run_job(job_dir, stages, gpu_lock_path=gpu_lock_path)
+
+
+def job_processes(root: int) -> list[int]:
+    """The submitit job processes under a controller (its descendants running submitit.core._submit), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            if b"submitit.core._submit" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except OSError:
+            pass
+    return out
 
 
 @contextmanager

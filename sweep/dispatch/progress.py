@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from sweep.core.text import terminal_safe
 from sweep.records import FAILED, JobResult, Status
 
 LOG_INTERVAL_S = 10.0
@@ -58,7 +59,9 @@ class Progress:
         self.show()
 
     def note(self, text: str) -> None:
-        """A line of its own (above the bar on a terminal)."""
+        """A line of its own (above the bar on a terminal); a program's words in it spelled out, never
+        escapes for the terminal."""
+        text = terminal_safe(text)
         if self._bar is not None:
             self._bar.write(text, file=self.stream)
         else:

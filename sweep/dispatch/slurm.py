@@ -209,15 +209,17 @@ class SlurmExecutor(Executor):
     # -- watching -------------------------------------------------------------------
     def run(self, jobs: list[PendingJob], stages: str, on_result: OnResult, progress: Progress) -> None:
         if jobs:
-            self.submit(jobs, stages, progress)
-            self.watch(on_result, progress)
+            with self.interruptible():
+                self.submit(jobs, stages, progress)
+                self.watch(on_result, progress)
 
     def stream(self, ask: Ask, stages: str, on_result: OnResult, progress: Progress) -> None:
         """Keep array_parallelism configurations in flight, asking for more as each ends."""
         first = ask(self.parallelism())
         if first:
-            self.submit(first, stages, progress)
-            self.watch(on_result, progress, ask=ask, stages=stages)
+            with self.interruptible():
+                self.submit(first, stages, progress)
+                self.watch(on_result, progress, ask=ask, stages=stages)
 
     def watch(self, on_result: OnResult, progress: Progress, ask: Ask | None = None, stages: str = "all") -> None:
         """Watch every task until it has left the queue (with `ask`: and until it has no more to give)."""
@@ -296,6 +298,10 @@ class SlurmExecutor(Executor):
     def cancel(self) -> None:
         """The driver's interrupt leaves the arrays running: their tasks write their own
         results, and the next driver watches them (resume). Nothing is cancelled."""
+
+    def interrupted(self) -> str:
+        return ("interrupted: the Slurm jobs already submitted keep running and write their own results; the same "
+                "command resumes and watches them (scancel stops them)")
 
 
 EXECUTOR = SlurmExecutor

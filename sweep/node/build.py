@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.core import limits
+from sweep.core import limits, safe
+from sweep.node import resources
 from sweep.core.errors import NO_SPACE, DiskFull, SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
@@ -50,6 +51,7 @@ class BuildOutcome:
     arch: str
     compiled: tuple[str, ...] = field(default=())   # objects nvcc compiled
     cached: tuple[str, ...] = field(default=())     # objects copied from the cache
+    kernels: tuple[dict, ...] = field(default=())   # per kernel: registers, spills, shared memory (sweep.node.resources)
 
     @property
     def ok(self) -> bool:
@@ -119,7 +121,7 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
     cmd = ["make", "-C", str(job_dir), f"-j{jobs}", f"ARCH={arch}"]
     t0 = time.monotonic()
     try:
-        with open(log, "w") as f:
+        with safe.open_nofollow(log, "w") as f:
             f.write("$ " + " ".join(cmd) + "\n")
             f.flush()
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
@@ -132,7 +134,7 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
     compiled = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "miss")
     cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
     if rc == 0:
-        return BuildOutcome("ok", "", log, seconds, arch, compiled, cached)
+        return BuildOutcome("ok", "", log, seconds, arch, compiled, cached, tuple(resources.kernels(text)))
     written = folder_bytes(job_dir / "build")
     if NO_SPACE in text or out_of_space(job_dir, written):  # not this configuration's fault: the run ends, the
         shutil.rmtree(job_dir / "build", ignore_errors=True)  # half-built objects go

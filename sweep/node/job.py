@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sweep import profile
-from sweep.core import atomic, limits
-from sweep.node import build as build_mod, clocks, measure, sampling
+from sweep.core import atomic, limits, safe
+from sweep.node import build as build_mod, clocks, gpus, group, measure, sampling
 from sweep.core.errors import DiskFull, SweepError
 from sweep.node.measure import CUDA_FAILURE, Measuring  # noqa: F401  (CUDA_FAILURE: importable from here, as before)
 from sweep.node.process import (JobFailed, Ran, Termination, Tools, check_exit, current_stage, device_facts,  # noqa: F401
@@ -137,7 +137,8 @@ class Job:
         out = build_mod.build(self.dir, arch, self.build_jobs, self.timeout_s)
         self.timings["build"] = time.monotonic() - t0
         self.mark("build", start)
-        self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached)}
+        self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached),
+                           "kernels": list(out.kernels)}
         if not out.ok:
             raise JobFailed(out.status, "build", out.reason, out.log)
         self.build_info["objects"] = build_mod.object_digests(self.dir / "build")
@@ -191,7 +192,7 @@ class Job:
         self.state("verify")
         t0, start = time.monotonic(), time.time()
         log = self.dir / "verify.log"
-        log.write_text("")
+        safe.write_new(log, b"")
         for template in commands:
             cmd = expand(list(template), self.values(), list(self.cfg.run["args"]))
             p = run_program(cmd, log, "verify", self.timeout_s)
@@ -261,7 +262,7 @@ class Job:
         out = self.dir / DIAGNOSIS
         try:
             lib = cupti.library(cupti.cache_dir(self.request()))
-            with open(log, "a") as f:
+            with safe.open_nofollow(log, "a") as f:
                 f.write("\n# the runtime refused a launch: running it again under the CUPTI library to see its size\n")
             run_program(list(cmd), log, "diagnose", self.timeout_s, env=cupti.environment(lib, out))
         except (SweepError, JobFailed, OSError):
@@ -309,6 +310,7 @@ class Job:
         An interrupt (Ctrl-C, SIGINT) is not a result: the job leaves none, so the
         next run measures it, and the interrupt goes on to the caller."""
         t0 = time.monotonic()
+        group.time_limit(self.timeout_s)      # its programs end (and record `timeout`) before the scheduler's kill
         previous = read_result(self.dir)
         history: tuple[dict[str, str], ...] = ()
         restarts = os.environ.get("SLURM_RESTART_COUNT", "")
@@ -333,7 +335,7 @@ class Job:
                     held = time.time()
                     try:
                         self.verify()
-                        taken = self.capture()
+                        taken = gpus.exclusive(self.capture, self.env)   # repeated once if shared
                     finally:
                         self.mark("gpu", held)      # the GPU held: verify and profile, what the lock serialises
                 ms, forward = self.parse(taken)

@@ -10,6 +10,7 @@ heartbeat in the file; one whose heartbeat is older than STALE_S is taken over.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -43,14 +44,16 @@ def holder(sweep_dir: Path) -> dict[str, Any] | None:
     on another host, judged by its heartbeat); None when no driver ever held it."""
     path = Path(sweep_dir) / LOCK
     try:
-        info = json.loads(path.read_text() or "null")
+        info = json.loads(_read(path) or "null")
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict):
         return None
-    if info.get("host") == socket.gethostname():
+    if info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")):
+        info["alive"] = False     # killed (kill -9): whatever it left holding the file, the driver is gone
+    elif info.get("host") == socket.gethostname():
         try:
-            with open(path, "a") as f:
+            with _open(path) as f:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.flock(f, fcntl.LOCK_UN)
             info["alive"] = False
@@ -59,6 +62,23 @@ def holder(sweep_dir: Path) -> dict[str, Any] | None:
     else:
         info["alive"] = time.time() - float(info.get("heartbeat", 0)) < STALE_S
     return info
+
+
+def _open(path: Path):
+    """The lock file, created if missing, never through a link (whose target it would truncate)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SweepError(f"{path} is a link; the tool never writes through links: remove it") from None
+        raise
+    return os.fdopen(fd, "a+")
+
+
+def _read(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd) as f:
+        return f.read()
 
 
 class DriverLock:
@@ -72,7 +92,7 @@ class DriverLock:
 
     def __enter__(self) -> "DriverLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+")
+        f = _open(self.path)
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -112,7 +132,7 @@ class DriverLock:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            info = json.loads(self.path.read_text() or "null")
+            info = json.loads(_read(self.path) or "null")
         except (OSError, ValueError):
             return None
         return info if isinstance(info, dict) else None

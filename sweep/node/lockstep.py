@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep.core import safe
 from sweep.node import clocks
 from sweep.core.errors import SweepError
 from sweep.profile import Measurement, Window, aggregate, cupti
@@ -120,7 +121,7 @@ class Player:
         self._read, child_write = os.pipe()
         env = {**os.environ, **cupti.environment(program.library, self.capture),
                ENV_TURN: f"{child_read},{child_write}", ENV_RANGE: program.iteration_range}
-        with open(self.log, "ab") as log:
+        with safe.open_nofollow(self.log, "ab") as log:
             log.write(f"\n$ {' '.join(program.command)}   (lockstep, process {start})\n".encode())
             log.flush()
             try:

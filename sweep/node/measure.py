@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 from sweep import profile
+from sweep.core import safe
 from sweep.node import clocks, sampling
 from sweep.core.errors import SweepError
 from sweep.records.evidence import Sampled
@@ -164,11 +165,12 @@ class Measuring:
     def capture(self, reader: clocks.Reader | None, facts: Mapping[str, Any]) -> sampling.Taken:
         """Its profiled runs, as often as its sampling plan says (needs the GPU)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        self.log.write_text("")
+        safe.write_new(self.log, b"")
         start = time.time()
         inv = self.invocation()
         cfg = self.job.cfg
         plan = sampling.Plan.of({**cfg.run, "iterations": self.spec.iterations}, cfg.profile, inv.iterations)
+        plan = replace(plan, observe=not inv.post)   # a parse in-process is quick: see the iterations it shows at once
         self.sampler = sampling.Sampler(plan, self.capture_once, self.parse_once, reader=reader, facts=facts)
         taken = self.sampler.take()
         self.interval = [start, time.time()]
@@ -202,7 +204,7 @@ class Measuring:
         inv = self.inv
         p = self._profiled(inv)
         if inv.fallback is not None and not be.timed(inv):
-            with open(self.log, "a") as f:
+            with safe.open_nofollow(self.log, "a") as f:
                 f.write(f"\n# {be.name} captured nothing in the {inv.capture} window (the program never called "
                         f"cudaProfilerStart): running it again, capturing the {inv.fallback.capture}\n")
             self.inv, self.fell_back = inv.fallback, True
@@ -268,4 +270,5 @@ def combined(parts: Sequence[tuple[str, Sampled]]) -> Sampled:
                    throttled_runs=sum(s.throttled_runs for _, s in parts),
                    throttled_samples=sum(s.throttled_samples for _, s in parts), threshold_mhz=fewest.threshold_mhz,
                    clocks=tuple(c for _, s in parts for c in s.clocks), elapsed_s=sum(s.elapsed_s for _, s in parts),
-                   note="; ".join(f"{name}: {s.note}" for name, s in parts if s.note))
+                   note="; ".join(f"{name}: {s.note}" for name, s in parts if s.note),
+                   reason="; ".join(f"{name}: {s.reason}" for name, s in parts if s.reason))

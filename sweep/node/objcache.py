@@ -11,12 +11,22 @@ kernel family's macros changes that family's key only: the other objects are
 copied from the cache instead of recompiled. Anything that is not a single
 -c compile (a link) is passed straight to nvcc.
 
+An entry is named for its key and for the sha256 of its own bytes, recorded when it is
+stored (CACHE/ab/<key>-<content hash>.o): a hit is served only when the bytes still hash
+to that name. A damaged entry (a truncated copy, a disk error, a hand edit) is evicted
+and the object compiled afresh, with a line in the build log saying so, instead of
+being served forever to every build that links it.
+
 A hit also writes the dependency file make asked for (-MMD/-MF), from the
-preprocessor's line markers. Entries are written atomically (a private temporary
+preprocessor's line markers, and replays what the compile printed (kept beside
+the object: ptxas' --resource-usage lines, so a cached build reports its kernels'
+registers and spills as a fresh one does). Entries are written atomically (a private temporary
 file, fsynced, renamed into place), so builds on many nodes can share one cache
 on a shared filesystem, even while several compile the same object at once. Each call logs one line to stderr:
     objcache: hit build/obj/residual.o
     objcache: miss build/obj/matmul.o (compiled in 7.9 s)
+    objcache: damaged entry CACHE/ab/<key>-<hash>.o (its bytes no longer match the hash recorded
+              when it was stored): evicted; compiling build/obj/matmul.o afresh
 Stdlib only: it runs on GPU nodes with nothing but python3.
 """
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -121,11 +132,16 @@ def _store(src: Path, dst: Path) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="objcache.py")
     ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--job-flags", type=Path, help="a JSON list of words put first on the command (CMake's launcher: "
+                    "the configuration's -I and -D; sweep/node/cmake.py writes it); ignored when absent")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("missing the compiler command after --")
+    if a.job_flags is not None and a.job_flags.is_file() and "-c" in cmd:
+        words = json.loads(a.job_flags.read_text())
+        cmd = [cmd[0], *(str(w) for w in words), *cmd[1:]]   # first: the job's conf.cuh before the project's headers
     out, src, dep, ident = _split(cmd[1:])
     if "-c" not in cmd or not out or not src:
         return subprocess.run(cmd).returncode          # a link, or something we do not cache
@@ -140,20 +156,79 @@ def main(argv: list[str]) -> int:
     h.update("\0".join([os.path.basename(cmd[0])] + ident).encode())
     h.update(_nvcc_version(cmd[0]))
     key = h.hexdigest()
-    entry = a.dir / key[:2] / f"{key}.o"
-    if entry.is_file() and entry.stat().st_size > 0:   # an empty entry (a crash before its data landed) is a miss
-        _store(entry, Path(out))
+    data = _verified_entry(a.dir / key[:2], key, out)
+    if data is not None:
+        _store_bytes(data, Path(out))
         if dep:
             Path(dep).write_text(_depfile(out, text))
+        said = _messages(a.dir, key)
+        if said.is_file():      # what the compile printed (ptxas' registers and spills), as if compiled again
+            sys.stderr.write(said.read_text(errors="replace"))
         print(f"objcache: hit {out}", file=sys.stderr)
         return 0
     t0 = time.monotonic()
-    rc = subprocess.run(cmd).returncode
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    rc = p.returncode
     if rc == 0 and Path(out).is_file():
+        entry = a.dir / key[:2] / f"{key}-{_content_hash(Path(out).read_bytes())}.o"
+        messages = Path(out).with_suffix(".objcache-log")
+        try:
+            messages.write_text(p.stdout + p.stderr)
+            _store(messages, _messages(a.dir, key))   # before the object: a hit finds both
+        finally:
+            messages.unlink(missing_ok=True)
         _store(Path(out), entry)
         print(f"objcache: miss {out} (compiled in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return rc
 
+
+def _messages(cache: Path, key: str) -> Path:
+    """Where what an entry's compile printed is kept (ptxas' resource lines), beside its object."""
+    return cache / key[:2] / f"{key}.log"
+
+
+def _content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _verified_entry(shard: Path, key: str, out: str) -> bytes | None:
+    """The bytes of an entry for `key` that still hash to the name they were stored under;
+    entries that do not are evicted, each with a note in the build log. None: a miss."""
+    try:
+        entries = sorted(shard.glob(f"{key}-*.o"))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            data = entry.read_bytes()
+        except OSError:
+            continue        # gone meanwhile (another builder evicted it)
+        if data and _content_hash(data) == entry.name[len(key) + 1:-2]:
+            return data
+        print(f"objcache: damaged entry {entry} (its bytes no longer match the hash recorded when it was stored): "
+              f"evicted; compiling {out} afresh", file=sys.stderr)
+        try:
+            entry.unlink()
+        except OSError:
+            pass            # evicted by another builder, or not ours to remove: a miss either way
+    return None
+
+
+def _store_bytes(data: bytes, dst: Path) -> None:
+    """`data` into dst, atomically (as _store)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

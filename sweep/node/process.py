@@ -2,11 +2,12 @@
 termination, command templates, and one subprocess wrapper that classifies a run.
 
     Tools        nsys / ncu paths: config.json, then $NSYS / $NCU, then PATH
-    gpu_lock     exclusive use of one GPU while a job measures (the local executor's lock file)
+    gpu_lock     exclusive use of one GPU while a job measures (sweep.node.gpus: one lock per GPU per node)
     Termination  set when the scheduler's SIGTERM arrives: a program killed by it was cancelled
     expand       fills a command template's {placeholders} and {args}
-    run_program  runs a command with its output appended to a log; a crash (signal), a hang
-                 (the time limit) and a missing program become JobFailed with their status
+    run_program  runs a command with its output appended to a log, in a process group of its own
+                 (sweep.node.group); a crash (signal), a hang (the job's deadline) and a missing
+                 program become JobFailed with their status; a child left behind is killed
     JobFailed    ends a job with a status, a stage, a reason and the log to read
 
 sweep.node.job strings these into the stages of one job.
@@ -25,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from sweep import profile
+from sweep.core import safe
+from sweep.node import group
 from sweep.core.errors import SweepError
+from sweep.node.gpus import gpu_lock  # noqa: F401  (importable from here, as before)
 from sweep.records import JobSettings, Status, read_json
 
 
@@ -46,32 +50,6 @@ class Tools:
 
     def path(self, name: str) -> str | None:
         return getattr(self, name, None) or shutil.which(name)
-
-
-class gpu_lock:
-    """Exclusive use of this job's GPU for its measuring stages, when the local executor
-    runs a second job per GPU ahead (it names the GPU's lock file): the next job starts
-    and the last one's profile is post-processed while this one runs, yet no two jobs
-    ever measure on one GPU at once."""
-
-    def __init__(self, path: str | Path | None):
-        self.path = path
-        self.f = None
-
-    def __enter__(self) -> "gpu_lock":
-        if self.path:
-            import fcntl
-
-            self.f = open(self.path, "a")
-            fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.f is not None:
-            import fcntl
-
-            fcntl.flock(self.f, fcntl.LOCK_UN)
-            self.f.close()
 
 
 class Termination:
@@ -140,27 +118,36 @@ class Ran:
 
 
 def run_program(cmd: list[str], log: Path, stage: str, timeout_s: float, env: dict[str, str] | None = None) -> Ran:
-    """Runs cmd with its output appended to `log`; classifies crashes, hangs and missing programs."""
-    with open(log, "ab") as f:
+    """Runs cmd with its output appended to `log`; classifies crashes, hangs and missing programs.
+    It runs in a process group of its own, within the job's own deadline (sweep.node.group): past
+    it the whole group is killed and the job ends `timeout` with the stage. A process it leaves
+    holding its output is killed LINGER_S after it exits; its own exit code and output stand."""
+    left = group.remaining()
+    limit = timeout_s if left is None else min(timeout_s, left)
+    with safe.open_nofollow(log, "ab") as f:
         f.write(f"\n$ {shlex.join(cmd)}\n".encode())
         f.flush()
         try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s,
-                               env={**os.environ, **env} if env else None)
+            p = group.run_group(cmd, limit, env={**os.environ, **env} if env else None,
+                                stop=lambda: Termination.requested)
         except FileNotFoundError:
             raise JobFailed(Status.RUNTIME_FAILED, stage, f"{cmd[0]} not found on {socket.gethostname()}", log) from None
-        except subprocess.TimeoutExpired as e:
-            f.write((e.stdout or b"") + (e.stderr or b""))
-            raise JobFailed(Status.TIMEOUT, stage, f"{Path(cmd[0]).name} ran past its {timeout_s:.0f} s limit during "
-                                                   f"{stage}; raise it (--time, or slurm.time_min)", log) from None
         f.write(p.stdout)
         f.write(p.stderr)
+        if p.why == "lingering":   # its own exit code and output stand: a helper (a profiler's) may do this
+            f.write(f"\n# {Path(cmd[0]).name} exited, but a process it started still held its output "
+                    f"{group.LINGER_S:.0f} s later: that process group was killed\n".encode())
+    name = Path(cmd[0]).name
+    if p.why == "deadline":
+        raise JobFailed(Status.TIMEOUT, stage, f"{name} ran past its {limit:.0f} s limit during {stage} (the job's "
+                                               "time left); its process group was killed; raise it (--time, or "
+                                               "slurm.time_min)", log)
     ran = Ran(list(cmd), p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
     if p.returncode < 0:
         sig = signal.Signals(-p.returncode).name if -p.returncode in signal.Signals._value2member_map_ else str(-p.returncode)
         if Termination.requested:
             raise JobFailed(Status.CANCELLED, stage, f"cancelled during {stage}: the scheduler terminated the job", log)
-        raise JobFailed(Status.RUNTIME_FAILED, stage, f"{Path(cmd[0]).name} was killed by {sig}", log)
+        raise JobFailed(Status.RUNTIME_FAILED, stage, f"{name} was killed by {sig}", log)
     return ran
 
 

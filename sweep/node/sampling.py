@@ -12,6 +12,15 @@ when none matches): every shape's relative noise under max_noise, or settled
 gives 3 samples or more is run once by default: its iterations measure their
 noise, and repeating it would double the GPU time of every configuration.
 
+The plan is made from the space's `run.iterations`, and checked against what the
+first run showed (`Sampler.replan`): a program that shows fewer than 3 timed
+iterations a run (no NVTX iteration ranges: one; or it ignores the iteration
+count) is run as the run settings say for what it showed (Plan.observed: the
+stopping rule, at least 5 samples), and Sampled.reason says why. Seeing it needs
+the first run parsed on the GPU (Plan.observe: where the backend's parse is
+in-process and quick, cupti, events, ncu); where it waits for the GPU's release
+(nsys: its export), the reason says the run was short and how to repeat it.
+
 Each run is watched (sweep.node.clocks.Monitor, each reading stamped with the wall
 clock), and samples taken while the SM clock was under 75% of the default clock
 are dropped and counted (Sampled.throttled_samples). A run whose SM clock never
@@ -42,7 +51,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from sweep.node import clocks
@@ -60,7 +69,12 @@ C = TypeVar("C")
 @dataclass(frozen=True, slots=True)
 class Plan:
     """repeats: runs at least; adaptive: the stopping rule decides beyond them; iterations:
-    timed iterations per run; kernels: the patterns of the watched shapes."""
+    timed iterations per run (what the space says); kernels: the patterns of the watched
+    shapes. run: the space's run settings, to plan again from what the first run showed
+    (None: the plan stands, as a race round's). observe: a single run is parsed on the GPU
+    (the backend's parse is quick, in-process) so that a program showing fewer timed
+    iterations than `iterations` is repeated at once; without it the parse waits for the
+    GPU's release and such a run can only be said to be short."""
 
     repeats: int = 1
     adaptive: bool = False
@@ -68,10 +82,22 @@ class Plan:
     rule: StoppingRule = field(default_factory=StoppingRule)
     kernels: tuple[str, ...] = ()
     pause_s: float = PAUSE_S
+    run: Run | None = None
+    observe: bool = False
 
     @property
     def single(self) -> bool:
         return self.repeats == 1 and not self.adaptive
+
+    def observed(self, shown: int) -> "Plan | None":
+        """The plan for a program whose first run showed `shown` timed iterations (its watched shape
+        with the fewest), when that is too few to measure their noise and fewer than planned: runs
+        and stopping as the space's run settings give for `shown` iterations a run (as though
+        run.iterations said so). None: the plan stands."""
+        if self.run is None or not 0 < shown < min(MIN_SAMPLES_FOR_NOISE, self.iterations):
+            return None
+        repeats, adaptive = self.run.runs_for(shown)
+        return replace(self, repeats=repeats, adaptive=adaptive, iterations=shown, observe=False)
 
     @classmethod
     def of(cls, run: Mapping[str, Any], profile: Mapping[str, Any], iterations: int | None = None) -> "Plan":
@@ -83,7 +109,7 @@ class Plan:
         st = r.stopping
         rule = StoppingRule(max_noise=st.max_noise, min_samples=st.min_samples, max_samples=st.max_samples,
                             budget_s=st.budget_s)
-        return cls(repeats, adaptive, n, rule, tuple(profile.get("kernels", ())))
+        return cls(repeats, adaptive, n, rule, tuple(profile.get("kernels", ())), run=r)
 
 
 def pool(runs: Sequence[Sequence[Measurement]]) -> list[Measurement]:
@@ -116,6 +142,33 @@ def watched(ms: Sequence[Measurement], kernels: Sequence[str]) -> list[Measureme
     """The shapes whose kernels match `kernels` (all of them when none does, or none are given)."""
     hit = [m for m in ms if any(fnmatch.fnmatchcase(m.kernel, p) for p in kernels)]
     return hit or list(ms)
+
+
+def shown(ms: Sequence[Measurement], kernels: Sequence[str]) -> int:
+    """Timed iterations one run showed: those of its watched shape with the fewest (0: none measured)."""
+    return min((len(m.iter_total_ns) for m in watched(ms, kernels)), default=0)
+
+
+def short_reason(shown: int, planned: int, runs: int, repeated: bool) -> str:
+    """Why a program's runs are as many as they are when it showed fewer timed iterations than planned."""
+    what = ("1 iteration a run (no NVTX iteration ranges, or it ignores the iteration count)" if shown == 1
+            else f"{shown} iterations a run")
+    head = f"the program showed {what}, not run.iterations' {planned}"
+    if repeated:
+        return f"{head}: repeated to {runs} runs"
+    return (f"{head}: not repeated (this backend parses a run once the GPU is released), so its noise is unknown; "
+            f"run.iterations: {shown} in the space repeats it")
+
+
+def cost_line(sampled: Sampled) -> str:
+    """The sweep's one line about a program that showed fewer timed iterations than its space said
+    (sampled.reason set), and what that costs a configuration; "" for any other."""
+    if not sampled.reason:
+        return ""
+    if sampled.runs > 1:
+        return (f"{sampled.reason.split(', not run.iterations')[0]}: each configuration runs it about {sampled.runs} times for its "
+                f"noise (NVTX \"iteration\" ranges around its timed iterations make one run enough)")
+    return sampled.reason
 
 
 def decide(rule: StoppingRule, ms: Sequence[Measurement], elapsed_s: float) -> dict[str, Any] | None:
@@ -211,14 +264,26 @@ class Sampler(Generic[C]):
         self.reader, self.clock, self.monitor = reader, clock, monitor
         self.sleep = sleep or (lambda s: clocks.sleep(s))
         self.default_mhz = clocks.default_clock(dict(facts or {}))
+        self.planned = plan.iterations          # what the space said, before the first run showed otherwise
+        self.short: tuple[int, bool] | None = None   # (iterations the first run showed, repeated for it?)
+
+    def replan(self, ms: Sequence[Measurement]) -> bool:
+        """Plan again from the first run's measurements: a program showing fewer than 3 timed
+        iterations a run, fewer than planned, is run as often as the space's run settings say for
+        what it showed (Plan.observed). Whether the plan changed."""
+        n = shown(ms, self.plan.kernels)
+        new = self.plan.observed(n)
+        if new is not None:
+            self.plan, self.short = new, (n, True)
+        return new is not None
 
     def parses_on_gpu(self, series: clocks.Series) -> bool:
         """Whether a run is parsed at once, on the GPU: each of several runs (as always), and a
         single run whose clock fell under the threshold after it had boosted, the one sign before
         its parse that some of its iterations ran throttled and it may have to run again. Any
         other single run is parsed after the GPU is released."""
-        return not self.plan.single or (self.plan.iterations >= MIN_SAMPLES_FOR_NOISE
-                                        and series.fell_after_boost(self.default_mhz))
+        return not self.plan.single or self.plan.observe or (
+            self.plan.iterations >= MIN_SAMPLES_FOR_NOISE and series.fell_after_boost(self.default_mhz))
 
     def one(self) -> Kept[C]:
         """One run the GPU did not throttle: its peak SM clock reached the threshold and, judged
@@ -260,6 +325,8 @@ class Sampler(Generic[C]):
                 return Taken([], kept.capture, peaks, throttled_runs, throttled_samples, None, self.clock() - start,
                              "; ".join(notes), kept.series)
             runs.append(kept.parsed.measurements)
+            if len(runs) == 1:
+                self.replan(runs[0])
             stopped = None
             if not runs[-1]:      # nothing measured: more runs will not help (the caller says why)
                 break
@@ -281,8 +348,12 @@ class Sampler(Generic[C]):
             parsed, cut, why = judge(self.parse(taken.pending), taken.series, self.default_mhz)
             runs, throttled_samples = [parsed.measurements], throttled_samples + cut
             notes += [f"{why}, seen once the GPU was released: the run was kept whole"] if why else []
+            n = shown(parsed.measurements, self.plan.kernels)
+            if self.plan.observed(n) is not None:      # too late to repeat it: say so
+                self.short = (n, False)
         ms = pool(runs)
+        reason = short_reason(self.short[0], self.planned, len(runs), self.short[1]) if self.short else ""
         return ms, describe(ms, self.plan.kernels, len(runs), adaptive=self.plan.adaptive, stopped=taken.stopped,
                             throttled_runs=taken.throttled_runs, throttled_samples=throttled_samples,
                             threshold_mhz=clocks.threshold(self.default_mhz), clocks=tuple(taken.clocks),
-                            elapsed_s=taken.elapsed_s, note="; ".join(notes))
+                            elapsed_s=taken.elapsed_s, note="; ".join(notes), reason=reason)

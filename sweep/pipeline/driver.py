@@ -28,16 +28,18 @@ from typing import Any
 from sweep import dispatch as executors, plan as strategies, profile
 from sweep.core import atomic, paths
 from sweep.decide import by_gpu, select as select_mod
-from sweep.node import render
-from sweep.pipeline import finish as finish_mod
+from sweep.node import render, sampling
+from sweep.pipeline import finish as finish_mod, folders
 from sweep.space import target
+from sweep.space.sections import show, sweep_name_problem
 from sweep.core.errors import SweepError
 from sweep.node.lock import DriverLock
 from sweep.pipeline.preflight import preflight
 from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
-from sweep.space import NAME_RE, Config, Space, config_hash, tag as tag_of, tags_for
+from sweep.space import Config, Space, config_hash, tag as tag_of, tags_for
+from sweep.space.configs import most_rejecting
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
@@ -72,6 +74,7 @@ class RunSummary:
     confirmation: Confirmation
     seconds: float
     note: str
+    no_legal: str = ""      # the plan had no legal point: one line saying so and which rule rejects most
 
     @property
     def measured(self) -> int:
@@ -101,14 +104,22 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
                     strategy_options: dict[str, str] | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
-        if not NAME_RE.match(name):
-            raise SweepError(f"--name {name!r} must be letters, digits, '.', '_' or '-'")
+        problem = sweep_name_problem(name)
+        if problem:
+            raise SweepError(f"--name {show(name)} {problem}")
         space = dataclasses.replace(space, name=name)
     if strategy:
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
-    if samples:
+    if samples is not None:   # 0 is a value to refuse, not "not given"
+        spec = strategies.spec(space)
+        option = next((o for o in spec.options if o.name == "samples"), None)
+        if option is None:
+            takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == "samples" for o in s.options)]
+            raise SweepError(f"--samples {samples}: strategy {spec.name} does not take samples (it plans its own "
+                             f"points); add --strategy {' or --strategy '.join(takers)}, or drop --samples")
+        option.check(samples, "--samples")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
     if strategy_options:
         space = dataclasses.replace(space, strategy=strategy_option_values(space, strategy_options))
@@ -248,9 +259,9 @@ def run(space_path: Path | str, opts: Options = Options(), **overrides: Any) -> 
     # Absolute from here on: Makefiles run with make -C inside each job folder.
     opts = dataclasses.replace(opts, jobs_root=Path(opts.jobs_root).resolve(), results_root=Path(opts.results_root).resolve())
     space = apply_overrides(target.load(space_path), **overrides)
+    folders.check_roots(opts.jobs_root, opts.results_root)   # nothing written yet: a bad folder costs nothing
     preflight(space, opts)
-    sweep_dir = Path(opts.jobs_root) / space.name
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_dir, _ = folders.claim(space.name, opts.jobs_root, opts.results_root)
     with DriverLock(sweep_dir, space.name):
         return _run_locked(space, Path(space_path), opts, sweep_dir, t0, started, ru0)
 
@@ -274,6 +285,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         prev = Manifest.load(sweep_dir)
         manifest = dataclasses.replace(manifest, created=prev.created, runs=prev.runs)
     sw = Sweep(space, opts, sweep_dir, digest, commit, prepared.values, manifest, prepared)
+    sw.save_manifest()   # first: a sweep stopped while rendering can still be shown, resumed and cleaned
 
     counts: dict[str, int] = {}
     results: dict[str, JobResult] = {}
@@ -286,8 +298,14 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                     failure=None if ok else (str(r.status) if r is not None else "failed"),
                     cost_s=r.timings.get("total") if r is not None else None)
 
+    said: set[str] = set()       # the line about a program showing fewer iterations than planned: once a sweep
+
     def on_result(r: JobResult) -> None:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+        if not said and r.sampling is not None and sampling.cost_line(r.sampling):
+            said.add(r.tag)
+            progress.note(f"{space.name}: {sampling.cost_line(r.sampling)}")
+        key = str(Status.BUILT if opts.dry_run and r.status == Status.OK else r.status)   # a dry run measures nothing
+        counts[key] = counts.get(key, 0) + 1
         results[r.tag] = r
         progress.finished(r)
         if r.tag in by_tag:
@@ -305,6 +323,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 break
             tags = tags_for(space, list(all_tags) + batch)
             done_before, job_tags = 0, set()
+            progress.add(len(batch) * len(space.slurm.partitions or ("",)))   # before any is counted done
             for c in batch:
                 all_tags[c] = tags[c]
                 for part in space.slurm.partitions or ("",):   # one job per GPU partition (slurm.partitions)
@@ -327,7 +346,6 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
                 sw.manifest, tags=tuple(sorted(set(sw.manifest.tags) | job_tags)),
                 skipped=tuple(Skip(tag_of(space, s.config), s.reason, s.config.as_dict()) for s in search.skipped))
             sw.save_manifest()
-            progress.add(len(job_tags))
             if done_before:
                 progress.note(f"  {done_before} already measured (resumed): skipped")
         return pending
@@ -353,4 +371,19 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
         "model_export_interval": prepared.interval,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
-    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note)
+    return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,
+                      no_legal=no_legal_line(space, search.skipped) if not all_tags else "")
+
+
+def no_legal_line(space: Space, skipped: list[strategies.Skipped]) -> str:
+    """What to say when a plan has no legal point ("" if nothing was planned at all)."""
+    if not skipped:
+        return ""
+    worst = most_rejecting(space.constraints, [s.config for s in skipped])
+    rule = ""
+    if worst is not None:
+        c, n, of = worst
+        sample = "" if of == len(skipped) else f" (an even sample of {of:,} of {len(skipped):,})"
+        rule = f"; the constraint that rejects the most is {c.expr!r}: {n:,} of the {of:,} points{sample}"
+    return (f"no configuration is legal: every one of the {len(skipped):,} points planned breaks a constraint"
+            f"{rule}; relax it in {space.path} (constraints:)")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from sweep.core import atomic
 from sweep.decide import by_gpu, certify, collect as collect_mod, select as select_mod
 from sweep.node import render
+from sweep.pipeline import folders
 from sweep.space import target
 from sweep.records import Best, Confirmation
 from sweep.space import Space, make_config
@@ -34,6 +35,7 @@ class Sweep(certify.Sweep, Protocol):
     needs, and the run's options."""
 
     opts: Any
+    digest: str
 
 
 def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
@@ -43,15 +45,21 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
     the race; without it a race already run for the same candidates still counts, so
     collecting again (confirm=False) runs nothing on a GPU."""
     certify_picks = confirm if certify_picks is None else certify_picks
-    c = collect_mod.collect(sw.sweep_dir)
+    folders.claim_results(results_dir)      # `collect` comes here without the driver's claim
+    keep = collect_mod.in_space(space, sw.digest)   # a narrowed space's old points stay on disk, unread
+
+    def collect() -> collect_mod.Collected:
+        return collect_mod.collect(sw.sweep_dir, keep)
+
+    c = collect()
     models = by_gpu.models(c.configs)
     if len(space.slurm.partitions) > 1 and len(models) > 1:   # several GPU models: picks per model, not across them
         write_collected(c, sw.sweep_dir, results_dir)
         picks = {}
         for model, part in by_gpu.partitions_of(space, c).items():
             def sub(m: str = model) -> collect_mod.Collected:
-                return by_gpu.split(collect_mod.collect(sw.sweep_dir)).get(m) or by_gpu.empty(c)
-            out = by_gpu.results_dir(results_dir, space, model)
+                return by_gpu.split(collect()).get(m) or by_gpu.empty(c)
+            out = folders.claim_results(by_gpu.results_dir(results_dir, space, model))
             best, _ = _finish_one(space, sw, sub, out, confirm, certify_picks, part, several_models=False)
             picks[model] = best
         by_gpu.write_index(space, results_dir, picks)
@@ -59,7 +67,7 @@ def finish(space: Space, sw: Sweep, results_dir: Path, confirm: bool,
         print(f"{len(names)} GPU models ({', '.join(picks)}): results and picks per model in {', '.join(names)}; "
               f"side by side: {COMMAND} compare {names[0]} {names[1]}", file=sys.stderr)
         return None, Confirmation()
-    return _finish_one(space, sw, lambda: collect_mod.collect(sw.sweep_dir), results_dir, confirm, certify_picks, "",
+    return _finish_one(space, sw, collect, results_dir, confirm, certify_picks, "",
                        several_models=len(models) > 1, collected=c)
 
 
@@ -80,19 +88,21 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
     else:
         best = select_mod.select(space, c.measurements)
         baseline = job(None, render.BASELINE_TAG, "baseline") if confirm or certify_picks else None
-        certified = {}
+        certified, why = {}, "certify.enabled is false"
         if space.certify.enabled and certify_picks and best.choices:
             if certify.needs_baseline(space, best):   # the default entrant of some group's race
                 _confirm(space, sw, [baseline])
                 c = collect()
-            certified = certify.run(space, sw, best, c, partition)
+            certified, why = certify.run(space, sw, best, c, partition)
         elif space.certify.enabled:
             certified = certify.recorded(space, sw.sweep_dir, best, c)
+            why = "not asked (--no-certify, or --no-confirm without --certify)"
         best = select_mod.select(space, c.measurements, certified)
         if confirm and best.choices:
             _confirm(space, sw, [baseline, job(_config_of(space, best), "best", "best")])
             c = collect()
             best = select_mod.select(space, c.measurements, certified)
+        best = certify.unraced(space, best, c, certified, why)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
         best = dataclasses.replace(best, notes=best.notes + _notes(space, c, several_models))
     write_collected(c, sw.sweep_dir, results_dir)

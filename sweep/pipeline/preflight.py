@@ -4,6 +4,7 @@ Each refusal is one SweepError naming the file or option and the fix."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import string
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 from sweep import dispatch as executors, plan as strategies, profile
 from sweep.dispatch import replay
 from sweep.node import build
+from sweep.core import safe
 from sweep.core.errors import SweepError
 from sweep.node.process import Tools
 from sweep.records import JobSettings
@@ -23,9 +25,7 @@ def preflight(space: Space, opts: Any) -> None:
     what is missing."""
     for what, path in (("--jobs-dir", opts.jobs_root),) + ((("the target's source folder", space.target.source_dir),)
                                                         if opts.executor != "replay" else ()):
-        if any(ch.isspace() for ch in str(path)):
-            raise SweepError(f"{what} {str(path)!r} contains whitespace, which make (and the job scripts) split "
-                             "into several paths; use a folder whose path has no spaces")
+        safe.check_make_path(path, what)    # the job Makefiles and scripts name both unquoted
     cls = executors.executor(opts.executor)
     if space.slurm.partitions and opts.executor != "slurm":
         raise SweepError(f"{space.path}: slurm.partitions measures every configuration on each of "
@@ -49,6 +49,8 @@ def preflight(space: Space, opts: Any) -> None:
             raise SweepError("a dry run here needs an architecture to compile for (no GPU to detect): pass --arch sm_90")
     if opts.executor in ("local", "debug") or opts.dry_run:
         build.check_archs([opts.arch] if opts.arch else list(space.build.arch))
+    if opts.arch and not re.match(r"^sm_\d+[a-z]?\Z", opts.arch):    # it reaches make's command line
+        raise SweepError(f"--arch {opts.arch!r} is not a GPU architecture; write e.g. --arch sm_90")
     workloads.check_programs(space.path, space.workloads, space.target)   # a plugin's are checked only here
     check_placeholders(space, opts.jobs_root)
     cls.preflight(space, opts.dry_run)

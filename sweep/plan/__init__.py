@@ -39,7 +39,7 @@ REGISTRY: dict[str, StrategySpec] = {s.name: s for s in (tuples.SPEC, grid.SPEC,
                                                 learned.SPEC, learned.SPEC_AUTO)}
 for _spec in REGISTRY.values():      # the space loader checks a file's strategy against these
     declared.declare(_spec)
-STRATEGIES = tuple(REGISTRY)
+STRATEGIES = declared.NAMES
 
 __all__ = ["GRID_LIMIT", "REGISTRY", "STRATEGIES", "Option", "Plan", "Search", "Skipped", "StaticSearch",
            "StrategySpec", "check_grid_size", "grid_points", "legal", "plan", "start", "spec"]

@@ -4,13 +4,18 @@ that enumerate points and sort the legal from the skipped."""
 
 from __future__ import annotations
 
+import gc
 import itertools
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sweep.core.errors import SweepError
 from sweep.space import MAX_VALUE, Config, Parameter, Space, Strategy, check, first_broken, group_constraints, \
     make_config
+from sweep.space.configs import reason
+from sweep.space.legality import first_broken_index
 from sweep.space.sections import integer, show
 
 GRID_LIMIT = 200_000
@@ -89,6 +94,52 @@ def legal(space: Space, candidates: Iterable[Config], want: int | None = None) -
             ok.append(c)
         else:
             skipped.append(Skipped(c, reason))
+    return Plan(tuple(ok), tuple(skipped))
+
+
+class Ticker:
+    """A line to stderr every `every_s` seconds while a long plan is made (none for a quick one)."""
+
+    def __init__(self, what: str, every_s: float = 3.0):
+        self.what, self.every_s = what, every_s
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, done: int, of: int, unit: str = "constraints") -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"{self.what}: {done:,} of {of:,} {unit} ({now - self.t0:.0f} s)", file=sys.stderr, flush=True)
+
+
+def legal_grid(space: Space) -> Plan:
+    """Every point of the grid, split into the legal ones and the skipped ones (first
+    broken rule), as legal(space, grid_points(space)) but with each rule tested once per
+    combination of the parameters it reads (sweep.space.legality), not once per point."""
+    swept = space.swept
+    n = space.size()[0]
+    tick = Ticker(f"{space.name}: planning {n:,} points")
+    derived = {p.macro: p.equals for p in space.parameters if p.derived}
+    first = first_broken_index(swept, derived, space.constraints, tick).tolist()
+    ok, skipped = [], []
+    # make_config's result without its per-point dicts: every parameter's value is a swept
+    # one's (a derived parameter's is its source's), in the space's order
+    position = {p.macro: i for i, p in enumerate(swept)}
+    order = tuple(p.macro for p in space.parameters)
+    source = [position[p.equals or p.macro] for p in space.parameters]
+    gc_was_on = gc.isenabled()
+    gc.disable()   # 200,000 new tuples, none cyclic: the collector would rescan them all, again and again
+    try:
+        for i, combo in enumerate(itertools.product(*(p.values for p in swept))):
+            c = Config(tuple(zip(order, [combo[j] for j in source])))
+            if first[i] < 0:
+                ok.append(c)
+            else:
+                skipped.append(Skipped(c, reason(space.constraints[first[i]], c.as_dict())))
+            if i % 65536 == 65535:
+                tick(i + 1, n, "points made")
+    finally:
+        if gc_was_on:
+            gc.enable()
     return Plan(tuple(ok), tuple(skipped))
 
 

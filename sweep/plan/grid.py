@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sweep.space import Space
-from sweep.plan.base import Plan, StrategySpec, check_grid_size, grid_points, legal
+from sweep.plan.base import Plan, StrategySpec, check_grid_size, legal_grid
 
 
 def plan(space: Space) -> Plan:
     n = check_grid_size(space)
-    p = legal(space, grid_points(space))
+    p = legal_grid(space)
     return Plan(p.configs, p.skipped, f"grid: {n} points ({space.size()[1]}), {len(p.configs)} legal")
 
 

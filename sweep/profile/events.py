@@ -58,8 +58,14 @@ def forward_ms(text: str, *, source: str = "engine timing JSON") -> dict[str, fl
 
 
 def _load(text: str, source: str) -> dict[str, Any]:
+    def not_finite(constant: str) -> float:
+        # json.loads takes NaN and Infinity; a time that is not a number fails the parse here,
+        # where it names the file, not later in result.json's writer (allow_nan=False)
+        raise SweepError(f"{source} holds {constant}, not a finite number: the program's timing failed; "
+                         f"re-run it and check its log")
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=not_finite)
     except json.JSONDecodeError as e:
         raise SweepError(f"{source} is not valid JSON ({e}); the program probably stopped while writing it: "
                          f"re-run it and check its log") from None

@@ -13,8 +13,8 @@ from sweep.core.errors import SweepError
 
 
 class Status(str, Enum):
-    """A job's outcome. The first eight are final; pending and running are what
-    `status` and the tables show for a job that has not ended."""
+    """A job's outcome. The first eight are final; pending, running and built (by a dry
+    run) are what `status` and the tables show for a job that has not been measured."""
 
     OK = "ok"                           # measured
     SKIPPED = "skipped"                 # illegal: a constraint, a static_assert, a resource limit
@@ -26,6 +26,7 @@ class Status(str, Enum):
     CANCELLED = "cancelled"
     PENDING = "pending"
     RUNNING = "running"
+    BUILT = "built"                     # compiled by a dry run, not measured yet (the next run measures it)
 
     def __str__(self) -> str:
         return self.value
@@ -46,8 +47,8 @@ class Status(str, Enum):
 FAILED = frozenset({Status.COMPILE_FAILED, Status.VERIFY_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT,
                     Status.PREEMPTED, Status.CANCELLED})
 DONE = frozenset({Status.OK, Status.SKIPPED, Status.COMPILE_FAILED, Status.VERIFY_FAILED})
-NOT_FAILED = frozenset({Status.OK, Status.SKIPPED, Status.PENDING, Status.RUNNING})
-FINAL = frozenset(Status) - {Status.PENDING, Status.RUNNING}
+NOT_FAILED = frozenset({Status.OK, Status.SKIPPED, Status.PENDING, Status.RUNNING, Status.BUILT})
+FINAL = frozenset(Status) - {Status.PENDING, Status.RUNNING, Status.BUILT}
 
 
 def now() -> str:

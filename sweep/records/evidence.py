@@ -60,7 +60,9 @@ class Sampled:
     when no clock is known); throttled_samples: the samples dropped for it, those runs'
     and the timed iterations dropped alone from runs kept (sweep.node.sampling). clocks: per
     kept run, the peak readings while it ran (sm_mhz, mem_mhz, temperature_c, power_w).
-    elapsed_s: seconds of profiled runs, pauses included.
+    elapsed_s: seconds of profiled runs, pauses included. reason: why the runs are as many as
+    they are when the plan changed after the first run (its program showed fewer timed
+    iterations than the space said), else "".
     """
 
     runs: int = 1
@@ -76,6 +78,7 @@ class Sampled:
     clocks: tuple[dict[str, float | None], ...] = ()
     elapsed_s: float = 0.0
     note: str = ""
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -168,28 +168,30 @@ def write_result(job_dir: Path, result: JobResult) -> Path:
 def read_result(job_dir: Path) -> JobResult | None:
     """The job's result, or None when it has none.
 
-    A result of another schema version is refused (Stale). One that is unreadable,
-    or of this schema but the wrong shape, is moved aside to result.json.bad-<time>
-    (kept, never deleted) and counts as no result, so the configuration is measured again.
+    One that cannot be read as this version's result is moved aside (kept, never deleted) and
+    counts as no result, so the configuration is measured again: of another schema version to
+    result.json.stale-<time> (refusing it looped: the rerun met the same file), unreadable, of
+    the wrong shape, or a directory in its place to result.json.bad-<time>.
     """
     path = Path(job_dir) / "result.json"
     try:
+        if path.is_dir() and not path.is_symlink():
+            raise Damaged(f"{path} is a directory, not a result")
         data = read_json(path)
         return JobResult.from_dict(data, path)
     except OSError:
         return None
-    except Stale:
-        raise
-    except Damaged as e:
-        aside = set_aside(path)
-        print(f"note: {e}; moved it aside to {aside.name}; the configuration will be measured again", file=sys.stderr)
+    except (Stale, Damaged) as e:
+        aside = set_aside(path, "stale" if isinstance(e, Stale) else "bad")
+        print(f"note: {str(e).split('; ')[0]}; moved it aside to {aside}; the configuration will be measured again",
+              file=sys.stderr)
         return None
 
 
-def set_aside(path: Path) -> Path:
-    """Rename a damaged file out of the way (same folder), keeping it for inspection."""
+def set_aside(path: Path, why: str = "bad") -> Path:
+    """Rename a damaged (or stale) file out of the way (same folder), keeping it for inspection."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    aside = path.with_name(f"{path.name}.bad-{stamp}-{os.getpid()}")
+    aside = path.with_name(f"{path.name}.{why}-{stamp}-{os.getpid()}")
     try:
         os.replace(path, aside)
     except OSError:

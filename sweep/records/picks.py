@@ -68,6 +68,7 @@ class Choice:
     shapes: tuple[ShapeBest, ...] = ()
     nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
     workloads: tuple[WorkloadPick, ...] = ()   # per workload: its own pick, the overall pick's regret there
+    not_raced: str = ""               # why no certification race ran for it (sweep.decide.certify.unraced)
 
     @property
     def certified(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-NOT_FAILED = ("ok", "skipped", "pending", "running")   # every other status is a failure
+NOT_FAILED = ("ok", "skipped", "pending", "running", "built")   # every other status is a failure
 MAX_LISTED = 12          # tags listed inline before "… and N more"
 
 

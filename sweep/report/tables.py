@@ -104,6 +104,7 @@ def counts(sw: SweepData) -> dict[str, Any]:
     return {
         "planned": int(len(s)), "ok": int(by.get("ok", 0)), "failed": sum(failed.values()), "failed_by_status": failed,
         "skipped": int(by.get("skipped", 0)), "pending": int(by.get("pending", 0)), "running": int(by.get("running", 0)),
+        "built": int(by.get("built", 0)),
         "confirmation_jobs": {str(r["tag"]): str(r["status"]) for _, r in extra.iterrows()},
         "grid_size": sw.manifest.get("grid_size"),
     }
@@ -112,7 +113,8 @@ def counts(sw: SweepData) -> dict[str, Any]:
 def counts_line(n: dict[str, Any]) -> str:
     failed = ", ".join(f"{v} {k}" for k, v in sorted(n["failed_by_status"].items()))
     parts = [f"{n['ok']} ok", f"{n['failed']} failed" + (f" ({failed})" if failed else ""), f"{n['skipped']} skipped",
-             f"{n['pending']} pending", f"{n['running']} running"]
+             f"{n['pending']} pending", f"{n['running']} running"] + \
+        ([f"{n['built']} built by a dry run (not measured)"] if n.get("built") else [])
     line = f"{n['planned']} configurations: " + ", ".join(parts)
     if n["confirmation_jobs"]:
         line += "; confirmation jobs: " + ", ".join(f"{t} {s}" for t, s in n["confirmation_jobs"].items())
@@ -123,10 +125,11 @@ def missing(sw: SweepData) -> list[str]:
     """What this report cannot show yet, and why; empty for a finished sweep."""
     out = list(sw.notes)
     s = sweep_rows(sw.configs)
-    for st in ("pending", "running"):
+    for st in ("pending", "running", "built"):
         tags = sorted(s[s["status"] == st]["tag"].astype(str)) if not s.empty else []
         if tags:
-            verb = "still pending" if st == "pending" else "still running"
+            verb = {"pending": "still pending", "running": "still running",
+                    "built": "built by a dry run, not measured yet"}[st]
             out.append(f"{len(tags)} of {len(s)} configurations {verb}: {listed(tags)}")
     if sw.best is not None and sw.confirmation is None:
         out.append("no confirmation.json: the combined best was not confirmed end to end")
@@ -330,7 +333,7 @@ def failure_rows(sw: SweepData, jobs_dir: Path | None = None) -> tuple[list[dict
     c = sw.configs
     if c.empty:
         return [], []
-    bad = c[~c["status"].isin(["ok", "pending", "running"])].sort_values(["status", "tag"])
+    bad = c[~c["status"].isin(["ok", "pending", "running", "built"])].sort_values(["status", "tag"])
     failed, skipped = [], []
     for _, r in bad.iterrows():
         log = str(r.get("log") or "") if clean_value(r.get("log")) is not None else ""

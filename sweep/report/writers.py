@@ -42,7 +42,7 @@ def write_report(results_dir: Path, *, space: Space | None = None, jobs_dir: Pat
         "provisional": sw.provisional, "groups": groups(sw), "best_rows": best_rows(sw),
         "best_notes": list((sw.best or {}).get("notes", [])), "unmeasured": list((sw.best or {}).get("unmeasured", [])),
         "confirmation": confirmation_rows(sw), "failed": failed, "skipped": skipped, "conf_text": sw.conf_text,
-        "measured_kernels": kernels, "measured": measured, "workloads": [describe(w) for w in declared(sw)],
+        "measured_kernels": kernels, "measured": measured, "built": built_rows(sw), "workloads": [describe(w) for w in declared(sw)],
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     html_text = jinja_env().get_template("report.html.j2").render(**ctx)
@@ -64,12 +64,24 @@ def md_table(headers: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
     return out
 
 
+def built_rows(sw: SweepData) -> list[tuple[str, str]]:
+    """(tag, its kernels' registers, spills and shared memory) of the configurations a dry run built."""
+    c = sw.configs
+    if c.empty or "resources" not in c:
+        return []
+    built = c[c["status"] == "built"].sort_values("tag")
+    return [(str(r["tag"]), str(r["resources"] or "no ptxas lines in its build.log")) for _, r in built.iterrows()]
+
+
 def markdown(sw: SweepData, ctx: dict[str, Any]) -> str:
     lines = [f"# Sweep {sw.name}", ""]
     lines += [f"- **{k}**: {md_cell(v)}" for k, v in ctx["header"] if k not in ("Results", "Jobs")]
     lines += [f"- **Counts**: {ctx['counts']}", ""]
     if ctx["missing"]:
         lines += ["**Incomplete:**", ""] + [f"- {md_cell(m)}" for m in ctx["missing"]] + [""]
+    if ctx["built"]:
+        lines += ["## Built by a dry run: each kernel as the compiler sized it", ""]
+        lines += md_table(["configuration", "kernels (registers, spills, shared memory)"], ctx["built"]) + [""]
     lines += ["## Best launch sizes" + (" (provisional)" if sw.provisional else ""), ""]
     if ctx["best_rows"]:
         lines += md_table(["kernel(s)", "chosen", "time/iter", "runner-up", "runner-up time", "margin", "beyond noise",
@@ -126,7 +138,7 @@ def summary_json(results_dir: Path) -> dict[str, Any]:
             "workloads": ch.get("workloads", []),
         })
     s = sweep_rows(sw.configs)
-    pending = sorted(s[s["status"].isin(["pending", "running"])]["tag"].astype(str)) if not s.empty else []
+    pending = sorted(s[s["status"].isin(["pending", "running", "built"])]["tag"].astype(str)) if not s.empty else []
     return {
         "schema": "sweep-report/1", "sweep": sw.name, "results_dir": str(sw.results_dir),
         "report_html": str(sw.results_dir / "report.html"), "report_md": str(sw.results_dir / "report.md"),

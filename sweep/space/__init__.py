@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
     """STRATEGIES: the strategy names, from the registry in sweep.plan (which
     imports this package, so it is looked up on first use)."""
     if name == "STRATEGIES":
-        from sweep.space.declared import STRATEGIES
+        from sweep.space import declared
 
-        return tuple(STRATEGIES)
+        return declared.NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sweep.space import expr
 from sweep.space.model import Config, Constraint, Parameter, Space, iterations_per_run
@@ -37,15 +37,67 @@ def check(space: Space, config: Config) -> str | None:
 
 
 def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
-    """Why the first of `constraints` that `values` break fails; None when all hold."""
-    for c in constraints:
+    """Why the first of `constraints` that `values` break fails; None when all hold. The rules
+    are tested by one function compiled once per list (expr.checker), stopping at the first
+    that fails."""
+    constraints = constraints if isinstance(constraints, tuple) else tuple(constraints)
+    check_all, args = _checker(constraints)
+    out = check_all(*[values[a] for a in args])
+    if out == -1:
+        return None
+    i, error = out if isinstance(out, tuple) else (out, None)
+    return reason(constraints[i], values, error)
+
+
+def reason(c: Constraint, values: Mapping[str, int], error: BaseException | None = None) -> str:
+    """Why `values` break `c`: false, or (error given) the error it raised and the values it
+    read, e.g. 'Y // X >= 1: division by zero at X=0, Y=3', never 'is false'."""
+    why = f" ({c.why})" if c.why else ""
+    if error is None:
         try:
-            ok = c.holds(values)
-        except (ArithmeticError, ValueError, TypeError):  # e.g. x // 0, a negative shift, a complex power
-            ok = False
-        if not ok:
-            return f"{c.expr} is false" + (f" ({c.why})" if c.why else "")
-    return None
+            expr.evaluate(c.expr, values)
+        except (ArithmeticError, ValueError, TypeError) as e:
+            error = e
+    if error is None:
+        return f"{c.expr} is false{why}"
+    at = ", ".join(f"{n}={values[n]}" for n in sorted(expr.names(c.expr) - set(expr.FUNCTIONS)))
+    what = "division by zero" if isinstance(error, ZeroDivisionError) else f"{type(error).__name__}: {error}"
+    return f"{c.expr}: {what} at {at}{why}"
+
+
+REJECT_SAMPLE = 5000   # points checked against every rule to say which rejects the most
+
+
+def most_rejecting(constraints: tuple[Constraint, ...], configs: list[Config]) -> tuple[Constraint, int, int] | None:
+    """The rule that rejects the most of `configs` (each rule on its own, not only where it is
+    the first broken), how many it rejects, and of how many checked (an even sample of
+    REJECT_SAMPLE when there are more); None without rules or points."""
+    if not constraints or not configs:
+        return None
+    sample = configs if len(configs) <= REJECT_SAMPLE else configs[::-(-len(configs) // REJECT_SAMPLE)]
+    counts = [sum(first_broken((c,), cfg.as_dict()) is not None for cfg in sample) for c in constraints]
+    i = max(range(len(constraints)), key=counts.__getitem__)
+    return constraints[i], counts[i], len(sample)
+
+
+_CHECKERS: dict[int, tuple[tuple[Constraint, ...], tuple[Callable[..., Any], tuple[str, ...]]]] = {}
+
+
+def _checker(constraints: tuple[Constraint, ...]) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """expr.checker for a tuple of rules, found by the tuple's identity: a space's rules are
+    one tuple checked at every point, and hashing 1,024 expressions per point cost more
+    than checking them. The tuple is kept with its entry, so its id is not reused."""
+    hit = _CHECKERS.get(id(constraints))
+    if hit is not None and hit[0] is constraints:
+        return hit[1]
+    if len(_CHECKERS) >= 256:
+        _CHECKERS.clear()
+    made = expr.checker(tuple(c.expr for c in constraints))
+    _CHECKERS[id(constraints)] = (constraints, made)
+    return made
+
+
+MAX_TAG = 120     # characters of a tag; leaves room for suffixes (a hash, a partition) in a 255-byte name
 
 
 def tag(space: Space, config: Config) -> str:
@@ -57,7 +109,12 @@ def tag(space: Space, config: Config) -> str:
     by_tag: dict[str, list[str]] = {}
     for p in space.parameters:
         by_tag.setdefault(p.tag, []).append(str(config[p.macro]))
-    return "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+    full = "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+    if len(full) <= MAX_TAG:
+        return full
+    # A folder name may have 255 bytes: a long tag keeps a readable start and ends in a
+    # hash of the whole, so it stays unique and the same from run to run.
+    return full[:MAX_TAG - 13].rstrip("_") + "_" + hashlib.sha256(full.encode()).hexdigest()[:12]
 
 
 def tags_for(space: Space, configs: list[Config]) -> dict[Config, str]:
@@ -84,6 +141,9 @@ def config_hash(space: Space, config: Config, source_digest: str) -> str:
         "profile": [space.profile.backend, space.profile.ncu_iterations],
         "model": dict(space.target.model or {}),
         **_sampling_identity(space),
+        # only where they differ from the Makefile contract's defaults, so older hashes stay what they were
+        **({"macros": space.build.macros} if space.build.macros != "header" else {}),
+        **({"cmake": [space.target.cmake_target, list(space.target.cmake_args)]} if space.target.build == "cmake" else {}),
         # only with workloads, so the hashes of spaces without them stay what they were
         **({"workloads": [w.identity() for w in space.workloads]} if space.workloads else {}),
     }, sort_keys=True, default=str)

@@ -22,9 +22,12 @@ class Declaration(Protocol):
 
 
 STRATEGIES: dict[str, Declaration] = {}
+NAMES: tuple[str, ...] = ()       # the strategies' names in declaration order (sweep.plan.STRATEGIES is this)
 
 
 def declare(spec: Declaration) -> Declaration:
     """Register a strategy's declaration under its name (the plan stage does, on import)."""
+    global NAMES
     STRATEGIES[spec.name] = spec
+    NAMES = tuple(STRATEGIES)
     return spec

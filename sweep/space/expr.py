@@ -13,6 +13,9 @@ of digits.
 A checked expression is compiled once (its powers and shifts routed through the
 bounded versions) and evaluated with no builtins: a grid of 200,000 points
 checks every constraint at each, which a tree walk per point made slow.
+`checker(exprs)` goes further for a space's whole list: one function, compiled
+once from the checked trees, that tests them in order and stops at the first
+false one (a call per point instead of one eval per constraint and point).
 """
 
 from __future__ import annotations
@@ -66,6 +69,38 @@ def evaluate(expr: str, names: Mapping[str, int]) -> Any:
         raise KeyError(getattr(e, "name", None) or str(e)) from None
 
 
+Check = Callable[..., Any]   # -1: all hold; i: the i-th is false; (i, error): the i-th raised
+
+
+@functools.lru_cache(maxsize=64)
+def checker(exprs: tuple[str, ...]) -> tuple[Check, tuple[str, ...]]:
+    """One function testing `exprs` in order, and the names it takes (positionally, sorted).
+    It returns -1 when all hold, i when the i-th is false (the first such), and (i, error)
+    when evaluating the i-th raised ArithmeticError, ValueError or TypeError. Built from
+    the checked, bounded trees of _compiled (ValueError for one that is not a constraint)."""
+    trees = [_bounded_tree(e) for e in exprs]
+    args = tuple(sorted({n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)} - set(_GLOBALS)))
+    # Only identifiers of checked trees reach this text; the expressions go in as trees.
+    skeleton = ast.parse(f"def _check({', '.join(args)}):\n"
+                         "    _i = -1\n"
+                         "    try:\n"
+                         "        pass\n"
+                         "    except _errors as _e:\n"
+                         "        return (_i, _e)\n"
+                         "    return -1\n")
+    body = []
+    for i, t in enumerate(trees):
+        step = ast.parse(f"_i = {i}\nif not _E:\n    return {i}\n").body
+        step[1].test.operand = t.body
+        body.extend(step)
+    skeleton.body[0].body[1].body = body or [ast.Pass()]
+    code = compile(ast.fix_missing_locations(skeleton), "<constraints>", "exec")
+    scope: dict[str, Any] = {}
+    # lowercase names: never a macro's (MACRO_RE)
+    exec(code, {**_GLOBALS, "_errors": (ArithmeticError, ValueError, TypeError)}, scope)  # noqa: S102 - checked trees, no builtins
+    return scope["_check"], args
+
+
 def names(expr: str) -> set[str]:
     """The names `expr` mentions (macros and the functions it calls)."""
     return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name)}
@@ -117,6 +152,11 @@ def _parse(expr: str) -> ast.Expression:
 def _compiled(expr: str) -> CodeType:
     """`expr` checked (ValueError if it is not a constraint expression) and compiled,
     its ** and << calls to the bounded versions."""
+    return compile(_bounded_tree(expr), "<constraint>", "eval")
+
+
+def _bounded_tree(expr: str) -> ast.Expression:
+    """A fresh tree of `expr`, checked, with ** and << as calls to the bounded versions."""
     tree = _parse(expr)
     bad = _disallowed(tree)
     if bad is not None:
@@ -130,8 +170,7 @@ def _compiled(expr: str) -> CodeType:
                 return node
             return ast.copy_location(ast.Call(ast.Name(fn, ast.Load()), [node.left, node.right], []), node)
 
-    body = Bounded().visit(ast.parse(expr, mode="eval"))
-    return compile(ast.fix_missing_locations(body), "<constraint>", "eval")
+    return ast.fix_missing_locations(Bounded().visit(ast.parse(expr, mode="eval")))
 
 
 def _depth(tree: ast.AST) -> int:

@@ -16,7 +16,10 @@ Input is bounded (see reader for the file itself): at most MAX_PARAMETERS
 parameters, MAX_VALUES values each (a range is sized before it is expanded),
 MAX_CONSTRAINTS constraints of at most expr.MAX_CHARS characters. Launch sizes
 are integers from 1 to MAX_VALUE; a parameter that declares `min` may go down
-to 0 (its min then decides, as a constraint).
+to 0 (its min then decides, as a constraint). A parameter that is not a launch
+size says so with `type`: `flag` (a 0/1 switch; `values: bool` is short for it,
+and `values: [0, 1]` is read as one) or `choice` (a small enumeration, integers
+from 0); neither needs `min: 0`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any
 from sweep.core.errors import SweepError
 from sweep.space import expr, reader, sections, workloads
 from sweep.space.model import MAX_VALUE, Constraint, Parameter, Space
-from sweep.space.sections import NAME_RE, PluginTarget, Section
+from sweep.space.sections import NAME_RE, Section
+from sweep.space.target_section import PluginTarget, target as target_section
 
 # \Z, not $: "$" also matches before a final newline, which would let "FOO\n" through
 MACRO_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
@@ -40,7 +44,9 @@ MAX_CONSTRAINTS = 1024
 
 _TOP_KEYS = ("name", "description", "target", "model", "strategy", "tuples", "samples", "seed", "parameters",
              "constraints", "build", "run", "profile", "slurm", "certify", "workloads", "replay")
-_PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc")
+_PARAM_KEYS = ("tag", "values", "kernels", "default", "equals", "min", "max", "multiple_of", "power_of_two", "doc",
+               "type")
+KINDS = ("size", "flag", "choice")   # a launch size (from 1), a 0/1 switch, an enumeration (from 0)
 
 
 def load_space(path: Path | str, *, plugin_target: PluginTarget | None = None) -> Space:
@@ -53,14 +59,14 @@ def load_space(path: Path | str, *, plugin_target: PluginTarget | None = None) -
 def parse_space(data: Any, path: Path, *, plugin_target: PluginTarget | None = None) -> Space:
     top = Section(data, f"{path}:", _TOP_KEYS)
     name = top.str("name", path.stem)
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise SweepError(f"{top.at('name')}: {sections.show(name)} must be letters, digits, '.', '_' or '-' "
-                         "(it names jobs/<name>/)")
+    problem = sections.sweep_name_problem(name)
+    if problem:
+        raise SweepError(f"{top.at('name')}: {sections.show(name)} {problem}")
     raw = _macros(top, path)
     rules = _constraints(top, path, set(raw))      # checked as soon as the names are known: nothing runs from them
     params, constraints = _parameters(raw, path)
     constraints.extend(rules)                      # after each parameter's own bounds, which check names first
-    target, run = sections.target(top, path, plugin_target), sections.run(top, path)
+    target, run = target_section(top, path, plugin_target), sections.run(top, path)
     return Space(name, path, tuple(params), target, tuple(constraints), sections.strategy(top, path, params),
                  sections.build(top, path), run, sections.profile(top, path), sections.slurm(top, path),
                  top.str("description", "") or "", sections.certify(top, path),
@@ -74,7 +80,8 @@ def launch_size(v: Any, where: str, floor: int = 1) -> int:
                          "launch sizes are whole numbers")
     if v < floor:
         raise SweepError(f"{where}: {v} is not a launch size (a block of 0 threads launches nothing); use values "
-                         "from 1, or declare min: 0 on the parameter if 0 means something to its kernel")
+                         "from 1, or declare min: 0 on the parameter if 0 means something to its kernel (type: flag "
+                         "for a 0/1 switch, type: choice for an enumeration)")
     return v
 
 
@@ -171,7 +178,8 @@ def _parameter(macro: str, spec: Any, where: str) -> tuple[Parameter, list[Const
     if not isinstance(tag_, str) or not TAG_RE.match(tag_):
         raise SweepError(f"{s.at('tag')}: {sections.show(tag_)} must be letters and digits starting with a letter "
                          "(it names job folders)")
-    floor = 0 if "min" in s.data else 1
+    kind, spec = _kind(s, where)
+    floor = 0 if "min" in s.data or kind != "size" else 1
     equals = s.str("equals", None)
     if equals is not None:
         if "values" in s.data:
@@ -179,12 +187,19 @@ def _parameter(macro: str, spec: Any, where: str) -> tuple[Parameter, list[Const
                              "remove 'values'")
         values: tuple[int, ...] = ()
     else:
-        if "values" not in s.data:
+        if spec is None:
             raise SweepError(f"{where}: missing 'values'; write values: [128, 256] (or equals: OTHER_MACRO)")
-        values = _values(s.data["values"], s.at("values"), floor)
+        values = _values(spec, s.at("values"), floor)
     default = s.data.get("default")
+    if kind == "flag" and isinstance(default, bool):
+        default = int(default)           # default: true reads as 1
     if default is not None:
         default = launch_size(default, s.at("default"), floor)
+    if kind == "flag":
+        for v in values + ((default,) if default is not None else ()):
+            if v not in (0, 1):
+                raise SweepError(f"{where}: {v} is not 0 or 1, and the parameter is a flag (type: flag); use "
+                                 "type: choice for an enumeration")
     constraints = []
     for key, fmt in (("min", "{m} >= {v}"), ("max", "{m} <= {v}"), ("multiple_of", "{m} % {v} == 0")):
         if key in s.data:
@@ -193,7 +208,27 @@ def _parameter(macro: str, spec: Any, where: str) -> tuple[Parameter, list[Const
     if s.bool("power_of_two", False):
         constraints.append(Constraint(f"{macro} & ({macro} - 1) == 0", f"{where}.power_of_two"))
     kernels = s.strings("kernels", ())
-    return Parameter(macro, tag_, values, kernels, default, equals, s.str("doc", "") or "", floor), constraints
+    return Parameter(macro, tag_, values, kernels, default, equals, s.str("doc", "") or "", floor, kind), constraints
+
+
+def _kind(s: Section, where: str) -> tuple[str, Any]:
+    """(type, the values' spec): `type:` as given, else a flag where the values are `bool` or
+    exactly 0 and 1 (no launch size is 0), else a launch size. A flag's values default to [0, 1]."""
+    kind = s.data.get("type")
+    spec = s.data.get("values")
+    if kind is not None and kind not in KINDS:
+        raise SweepError(f"{s.at('type')}: {sections.show(kind)} is not a parameter type; write size (a launch size, "
+                         "the default), flag (0 or 1) or choice (an enumeration of integers from 0)")
+    if spec == "bool":
+        if kind not in (None, "flag"):
+            raise SweepError(f"{s.at('values')}: 'bool' makes the parameter a flag, but its type is {kind}; remove one")
+        return "flag", [0, 1]
+    if kind is None and isinstance(spec, list) and len(spec) == 2 and \
+            all(type(v) is int for v in spec) and sorted(spec) == [0, 1]:
+        return "flag", spec
+    if kind == "flag" and "values" not in s.data and "equals" not in s.data:
+        return "flag", [0, 1]
+    return kind or "size", spec
 
 
 def _constraints(top: Section, path: Path, macros: set[str]) -> list[Constraint]:

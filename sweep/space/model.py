@@ -38,6 +38,7 @@ class Parameter:
     equals: str | None = None            # derived: always the value of this other macro
     doc: str = ""
     floor: int = 1                       # the smallest value it loads with: 1, or 0 where it declares min
+    kind: str = "size"                   # size (a launch size) | flag (0/1) | choice (an enumeration from 0)
 
     @property
     def derived(self) -> bool:
@@ -64,6 +65,7 @@ class Build:
     nvcc_flags: tuple[str, ...] = ("-O3", "-lineinfo")
     make_targets: tuple[str, ...] = ("all",)
     jobs: int = 0                          # make -j; 0: the job's CPUs
+    macros: str = "header"                 # header: conf.cuh on the include path; define: also -DNAME=value to nvcc
 
 
 STOPPING_WHEN = ("auto", "always", "never")
@@ -126,9 +128,13 @@ def iterations_per_run(run: Run, profile: "Profile") -> int:
 class Certify:
     """The race that certifies each group's pick after the sweep (sweep.decide.certify).
 
-    top: the fastest candidates raced (plus the default). budget_s: seconds the race
-    may hold the GPU; 0: budget_share of the sweep's own GPU seconds (verify + profile
-    of its jobs). max_rounds: rounds at most. lockstep: take the rounds in lockstep
+    top: the fastest candidates raced (plus the default). The race runs by default when
+    its estimated cost (the rounds up to its first decisive look, sweep.decide.race_cost)
+    is at most its cap, max(budget_share of the sweep's own GPU seconds (verify + profile
+    of its jobs), cap_s), and may hold the GPU up to the cap; above it, it is not raced
+    and `run` says what it would cost and which cap_s allows it. budget_s (the older
+    setting, kept): when > 0, the cap is budget_s exactly, budget_share and cap_s aside.
+    max_rounds: rounds at most. lockstep: take the rounds in lockstep
     (sweep.node.lockstep: a fresh process of each entrant a round, the processes of several
     rounds started at once, taking turns of one timed iteration) where the sweep measured
     per-iteration samples; false takes a run of each a round. turns: a lockstep round's
@@ -144,6 +150,7 @@ class Certify:
     top: int = 3
     budget_s: float = 0.0
     budget_share: float = 0.2
+    cap_s: float = 60.0
     max_rounds: int = 30
     combine: bool = True           # race every group at once on combined configurations (sweep.decide.certify.combined)
     lockstep: bool = True          # the entrants take turns, an iteration each (sweep.node.lockstep)
@@ -219,6 +226,9 @@ class Target:
     model: Mapping[str, Any] | None = None  # a plugin target's options (the engine: preset, seed, model_dir)
     plugin: Any = None                     # a plugin target's prepare step (sweep.space.target.Prepare)
     programs: Mapping[str, Program] = field(default_factory=dict)  # more profilable programs, by name
+    build: str = "make"                    # make: the Makefile contract; cmake: CMakeLists.txt (sweep.node.cmake)
+    cmake_target: str = ""                 # build: cmake, the target `cmake --build` builds (its program lands in {build}/)
+    cmake_args: tuple[str, ...] = ()       # build: cmake, -DNAME=value words for the one configure
 
     def program(self, name: str | None = None) -> Program:
         """The named program, or the default one (profile, events, check_args) for None."""

@@ -1,4 +1,5 @@
-"""The settings sections of a space file: strategy, build, run, profile, slurm, certify, target.
+"""The settings sections of a space file: strategy, build, run, profile, slurm, certify, replay
+(the target's section: sweep.space.target_section).
 
 Each reader takes the file's top-level Section and returns the model's
 dataclass, or raises one SweepError naming the file, the key, the bad value,
@@ -18,15 +19,33 @@ from __future__ import annotations
 import re
 import reprlib
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from sweep.core import safe
 from sweep.core.errors import SweepError
 from sweep.space import declared as declarations
-from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, VERIFY_IN_PROFILE, Build, Certify, Parameter, Profile,
-                               Program, Replay, Run, Slurm, Stopping, Strategy, Target)
+from sweep.space.model import (BACKENDS, MAX_VALUE, STOPPING_WHEN, Build, Certify, Parameter, Profile, Replay, Run, Slurm,
+                               Stopping, Strategy)
 
 # \Z, not $: "$" also matches before a final newline, which would let "name\n" through
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")   # space, workload and program names: they name folders
+# A sweep's name names jobs/<name>/, results/<name>/ and files joining two names
+# (compare-A-vs-B.html); a folder name may have 255 bytes.
+MAX_SWEEP_NAME = 100
+
+
+def sweep_name_problem(name: Any) -> str | None:
+    """Why `name` cannot name a sweep (None: it can), as the end of a one-line message."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        return "must be letters, digits, '.', '_' or '-' (it names jobs/<name>/)"
+    if len(name) > MAX_SWEEP_NAME:
+        return (f"is {len(name)} characters, over the {MAX_SWEEP_NAME} a sweep name may have (it names folders); "
+                "choose a shorter name")
+    return None
+# Beyond letters and digits, what an nvcc flag may hold: each reaches make and two shells
+# (the job's Makefile, the target's recipe), quoted for the shell; '#', '$', quotes,
+# backslashes and newlines cannot be quoted for all three at once.
+NVCC_FLAG_EXTRA = "_-=+,./:@%^~ "
 # What a run's sizes may be (run: and each workload): (lowest, highest).
 RUN_BOUNDS = {"batch": (1, 1 << 16), "seq_len": (1, 1 << 20), "warmup": (0, 10000), "iterations": (1, 100000)}
 
@@ -160,7 +179,7 @@ def _not_taken(spec: Any, key: Any, where: str, carried: tuple, registry: Mappin
 
 
 def build(top: Section, path: Path) -> Build:
-    s = Section(top.data.get("build"), f"{path}: build", ("arch", "nvcc_flags", "make_targets", "jobs"))
+    s = Section(top.data.get("build"), f"{path}: build", ("arch", "nvcc_flags", "make_targets", "jobs", "macros"))
     arch = s.strings("arch", ("auto",))
     for a in arch:
         if a != "auto" and not re.match(r"^sm_\d+[a-z]?\Z", a):
@@ -168,8 +187,27 @@ def build(top: Section, path: Path) -> Build:
     if "auto" in arch and len(arch) > 1:
         raise SweepError(f"{s.at('arch')}: 'auto' detects the GPU on each node; do not list it with other architectures")
     d = Build()
-    return Build(arch, s.strings("nvcc_flags", d.nvcc_flags), s.strings("make_targets", d.make_targets),
-                 s.int("jobs", 0, 0, 256))
+    flags, targets = s.strings("nvcc_flags", d.nvcc_flags), s.strings("make_targets", d.make_targets)
+    for flag in flags:
+        c = safe.unsafe_char(flag, NVCC_FLAG_EXTRA)
+        if c is not None:
+            raise SweepError(f"{s.at('nvcc_flags')}: {show(flag)} holds {c!r}, which would be expanded by make or the "
+                             "shell rather than passed to nvcc; flags may hold letters, digits, spaces and _ - = + , . / : @ % ^ ~")
+    for t in targets:
+        c = safe.unsafe_char(t, "_.-/")
+        if c is not None or not t or t.startswith("-"):
+            what = f"holds {c!r}" if c is not None else ("is empty" if not t else "starts with '-' (make reads an option)")
+            raise SweepError(f"{s.at('make_targets')}: {show(t)} {what}; a make target name is letters, digits and "
+                             "_ . - / (e.g. [all] or [bench, check])")
+    macros = s.data.get("macros", d.macros)
+    if macros not in MACRO_MODES:
+        raise SweepError(f"{s.at('macros')}: {show(macros)} is not how macros reach the program; write header (conf.cuh, "
+                         "first on the include path) or define (also -DNAME=value on nvcc's command line, for "
+                         "sources with #ifndef defaults that include no conf.cuh)")
+    return Build(arch, flags, targets, s.int("jobs", 0, 0, 256), macros)
+
+
+MACRO_MODES = ("header", "define")
 
 
 def run(top: Section, path: Path) -> Run:
@@ -203,11 +241,12 @@ def stopping(run_section: Section) -> Stopping:
 
 def certify(top: Section, path: Path) -> Certify:
     s = Section(top.data.get("certify"), f"{path}: certify",
-                ("enabled", "top", "budget_s", "budget_share", "max_rounds", "combine", "lockstep", "turns",
+                ("enabled", "top", "budget_s", "budget_share", "cap_s", "max_rounds", "combine", "lockstep", "turns",
                  "processes"))
     d = Certify()
     return Certify(s.bool("enabled", d.enabled), s.int("top", d.top, 1, 64), s.number("budget_s", d.budget_s, 0, 86400),
-                   s.number("budget_share", d.budget_share, 0.001, 100), s.int("max_rounds", d.max_rounds, 5, 100000),
+                   s.number("budget_share", d.budget_share, 0.001, 100), s.number("cap_s", d.cap_s, 0.001, 86400),
+                   s.int("max_rounds", d.max_rounds, 5, 100000),
                    s.bool("combine", d.combine), s.bool("lockstep", d.lockstep), s.int("turns", d.turns, 1, 1000),
                    s.int("processes", d.processes, 1, 256))
 
@@ -242,95 +281,6 @@ def slurm(top: Section, path: Path) -> Slurm:
         build_cpus=s.int("build_cpus", 4, 1, 1024), build_time_min=s.int("build_time_min", 15, 1, 60 * 24 * 14),
         partitions=s.strings("partitions", ()),
     )
-
-
-PluginTarget = Callable[[str, Mapping[str, Any] | None], Target]
-
-
-def target(top: Section, path: Path, plugin_target: PluginTarget | None) -> Target:
-    """A custom target (a mapping), or a plugin target by name (`target: engine`, the
-    default), built by `plugin_target(name, options)` from the file's `model:` options."""
-    raw = top.data.get("target", "engine")
-    options = top.data.get("model")
-    if isinstance(raw, str):
-        if plugin_target is None:
-            raise SweepError(f"{top.at('target')}: the {raw} target needs sweep.space.target (load spaces through sweep.space.target.load)")
-        if options is not None and not isinstance(options, dict):
-            raise SweepError(f"{top.at('model')}: expected a mapping of the {raw} target's options, got {show(options)}")
-        try:
-            return plugin_target(raw, options)
-        except SweepError as e:
-            raise SweepError(f"{top.at('model' if options is not None else 'target')}: {e}") from None
-    if options is not None:
-        raise SweepError(f"{top.at('model')}: 'model' belongs to the engine target (a plugin target's options); a custom "
-                         "target exports nothing, remove 'model'")
-    s = Section(raw, f"{path}: target", ("name", "dir", "verify", "profile", "events", "check_args", "programs"))
-    name = s.str("name", None)
-    src = s.str("dir", None)
-    if not name or not src:
-        raise SweepError(f"{path}: target: a custom target needs 'name' and 'dir' (a folder whose Makefile takes "
-                         "CONF_DIR, BUILD_DIR, NVCC, ARCH, NVCCFLAGS); or write target: engine")
-    try:
-        source_dir = (path.parent / src).resolve()
-        has_makefile = (source_dir / "Makefile").is_file()
-    except (OSError, ValueError, RuntimeError) as e:    # a NUL byte, a name too long, a symlink loop
-        raise SweepError(f"{s.at('dir')}: {show(src)} is not a usable folder ({e}); point dir at the folder holding "
-                         "your Makefile") from None
-    if not has_makefile:
-        raise SweepError(f"{s.at('dir')}: {source_dir} has no Makefile; point dir at the folder holding your Makefile")
-    verify = s.data.get("verify", [])
-    if verify == VERIFY_IN_PROFILE:
-        verify = VERIFY_IN_PROFILE  # the timing program checks itself first
-    elif isinstance(verify, list) and verify and all(isinstance(v, str) for v in verify):
-        verify = [verify]  # one command
-    if verify != VERIFY_IN_PROFILE and (not isinstance(verify, list) or not all(isinstance(v, list) for v in verify)):
-        raise SweepError(f"{s.at('verify')}: expected a command as a list of strings, a list of such commands, or "
-                         f"'{VERIFY_IN_PROFILE}' (the timing program checks its own results before it times); got "
-                         f"{show(verify)}")
-    checks = verify if verify == VERIFY_IN_PROFILE else tuple(tuple(str(x) for x in v) for v in verify)
-    return Target(name, source_dir, checks, timing_command(s), s.strings("events", ()),
-                  check_args=check_args(s, checks), programs=programs(s, checks))
-
-
-def timing_command(s: Section) -> tuple[str, ...]:
-    """A section's `profile:`, the timing command: a non-empty list of words."""
-    cmd = s.strings("profile", ())
-    if not cmd:
-        raise SweepError(f"{s.at('profile')}: missing; give the timing command, e.g. "
-                         "['{build}/my_bench', '--iters', '{iterations}']")
-    return cmd
-
-
-def check_args(s: Section, verify: tuple[tuple[str, ...], ...] | str) -> tuple[str, ...]:
-    """A section's `check_args:`, the words that make its timing program check its results before
-    it times (added to its first run of a configuration); they mean something only with verify:
-    profile, so anything else is refused rather than silently never used."""
-    args = s.strings("check_args", ())
-    if args and verify != VERIFY_IN_PROFILE:
-        raise SweepError(f"{s.at('check_args')}: the timing program is given these words only with "
-                         f"verify: {VERIFY_IN_PROFILE} (it checks itself in its first run); set target.verify: "
-                         f"{VERIFY_IN_PROFILE}, or remove check_args and keep the check commands")
-    return args
-
-
-def programs(target_section: Section, verify: tuple[tuple[str, ...], ...] | str) -> dict[str, Program]:
-    """target.programs: more programs a workload can name, each with its own timing command
-    (and `events:`, `check_args:`), read as the target's own `profile:`, `events:` and
-    `check_args:` are."""
-    raw = target_section.data.get("programs") or {}
-    where = target_section.at("programs")
-    if not isinstance(raw, dict):
-        raise SweepError(f"{where}: expected a mapping of program names to {{profile: [...], events: [...], "
-                         f"check_args: [...]}}, got "
-                         f"{show(raw)}")
-    out = {}
-    for name, spec in raw.items():
-        if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > 64:
-            raise SweepError(f"{where}: {show(name)} is not a program name; use letters, digits, '.', '_' or '-' "
-                             "(a workload names it: program: NAME)")
-        s = Section(spec, f"{where}.{name}", ("profile", "events", "check_args"))
-        out[name] = Program(timing_command(s), s.strings("events", ()), check_args(s, verify))
-    return out
 
 
 def replay(top: Section, path: Path, macros: set[str]) -> Replay:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -22,7 +23,13 @@ from sweep.core.errors import SweepError
 
 PLUGINS = {"engine": "gpt2_engine"}     # `target: NAME` -> the module providing target(options)
 DEFAULT_SPACE = paths.DEFAULT_SPACE
-SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".c")
+# Every file of the target's folder its build may read: sources, headers and build scripts
+# (make, CMake). A changed build (CMakeLists.txt, flags.mk) is a different measurement.
+SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl", ".inc", ".cpp", ".cc", ".cxx", ".c",
+                   ".mk", ".cmake")
+BUILD_NAMES = ("Makefile", "makefile", "GNUmakefile", "CMakeLists.txt")   # also Makefile.inc and the like
+# Folders a build writes, not reads: never part of the digest (nor hidden ones: .git, caches)
+OUTPUT_FOLDERS = ("build", "_build", "__pycache__", "CMakeFiles")
 MAX_DIGEST_BYTES = 64 << 20
 
 
@@ -76,14 +83,31 @@ def load_snapshot(snapshot: Path, recorded: Path) -> space_mod.Space:
     return space_mod.parse_space(data, Path(recorded), plugin_target=plugin_target)
 
 
+def read_by_build(name: str) -> bool:
+    """Whether a file named `name` is one the build may read (SOURCE_SUFFIXES, BUILD_NAMES)."""
+    return name.endswith(SOURCE_SUFFIXES) or name.startswith(BUILD_NAMES)
+
+
+def _output_folder(name: str) -> bool:
+    return name.startswith(".") or name in OUTPUT_FOLDERS or name.startswith(("build-", "cmake-build-"))
+
+
+def build_inputs(source_dir: Path) -> list[Path]:
+    """The files of the target's folder its build may read, sorted; build output and hidden
+    folders are skipped."""
+    out = []
+    for root, dirs, names in os.walk(source_dir):
+        dirs[:] = [d for d in dirs if not _output_folder(d)]
+        out.extend(Path(root) / n for n in names if read_by_build(n) and os.path.isfile(os.path.join(root, n)))
+    return sorted(out)
+
+
 def source_digest(target: space_mod.Target) -> str:
-    """sha256 over the target's source files (and Makefile): results measured on
-    other sources are not reused."""
+    """sha256 over every file of the target's folder the build may read (sources, headers,
+    Makefiles, *.mk, CMakeLists.txt, *.cmake): results measured on another build are not reused."""
     h = hashlib.sha256()
     total = 0
-    files = sorted(p for p in target.source_dir.rglob("*")
-                   if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name == "Makefile"))
-    for p in files:
+    for p in build_inputs(target.source_dir):
         data = p.read_bytes()
         total += len(data)
         if total > MAX_DIGEST_BYTES:

@@ -33,7 +33,6 @@ its jobs, rows and picks are exactly those of a sweep from before workloads exis
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 

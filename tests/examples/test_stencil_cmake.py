@@ -2,7 +2,7 @@
 (its Makefile, the target contract) for two configurations, one with the shared-
 memory tile and one without, and by hand with CMake, taking conf.cuh from
 -DCONF_DIR ahead of its own folder. Its space file loads with the 0/1 flag
-(min: 0). Running it needs a GPU."""
+(type: flag). Running it needs a GPU."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.space import check, default_config, load_space, make_config
+from sweep.space import check, default_config, groups, load_space, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
@@ -36,7 +36,7 @@ def test_the_space_file_loads_with_the_0_1_flag_and_two_groups():
     assert space.target.verify == "profile" and space.profile.backend == "events"
     assert space.target.events == ("--json", "{events_json}")
     assert [p.values for p in space.swept if p.macro == "STENCIL_USE_SHARED"] == [(0, 1)]
-    assert [[p.macro for p in g] for g in space.groups()] == [
+    assert [[p.macro for p in g] for g in groups(space)] == [
         ["STENCIL_BLOCK_X", "STENCIL_BLOCK_Y", "STENCIL_USE_SHARED"], ["STENCIL_RED_BLOCK", "STENCIL_ITEMS"]]
     assert default_config(space).as_dict() == {"STENCIL_BLOCK_X": 32, "STENCIL_BLOCK_Y": 8, "STENCIL_USE_SHARED": 1,
                                                "STENCIL_RED_BLOCK": 256, "STENCIL_ITEMS": 4}
@@ -92,3 +92,33 @@ def test_cmake_builds_it_with_conf_cuh_from_conf_dir_first_on_the_include_path(t
         symbols = nm(exe)
         assert "_Z13jacobi_kernelILi64ELi4ELi0EEviPKfS1_Pf" in symbols
         assert "_Z23residual_partial_kernelILi128ELi16EEviPKfS1_Pd" in symbols
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+def test_a_cmake_targets_dry_run_configures_once_and_builds_each_configuration_with_its_own_conf(tmp_path):
+    data = yaml.safe_load((EXAMPLE / "space_cmake.yaml").read_text())
+    data["target"]["dir"] = str(EXAMPLE)
+    data["strategy"] = "grid"
+    for macro, values in {"STENCIL_BLOCK_X": [32], "STENCIL_BLOCK_Y": [8], "STENCIL_USE_SHARED": [0, 1],
+                          "STENCIL_RED_BLOCK": [256], "STENCIL_ITEMS": [4]}.items():
+        data["parameters"][macro]["values"] = values
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    jobs = tmp_path / "jobs"
+    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
+                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    sweep = jobs / "stencil-cmake-cmake"
+    logs = [(sweep / f"B32x8_S{f}_R256_I4" / "build.log").read_text() for f in (0, 1)]
+    assert sum(log.count("-- Configuring done") for log in logs) == 1          # one configure for the sweep
+    assert len([d for d in (sweep / "_cmake").iterdir() if d.is_dir()]) == 1
+    for flag in (0, 1):
+        job = sweep / f"B32x8_S{flag}_R256_I4"
+        if shutil.which("nm"):
+            assert f"_Z13jacobi_kernelILi32ELi8ELi{flag}EEviPKfS1_Pf" in nm(job / "build" / "stencil")
+        built = json.loads((job / "built.json").read_text())["build"]
+        assert list(built["objects"]) == ["cmake/CMakeFiles/stencil.dir/stencil.cu.o"]   # not CMake's own
+        assert {k["name"] for k in built["kernels"]} == {"jacobi_kernel", "residual_partial_kernel",
+                                                          "residual_sum_kernel"}

@@ -93,3 +93,16 @@ def test_bad_json_raises_sweep_error_naming_the_source(text, reason):
 def test_forward_ms_refuses_another_schema():
     with pytest.raises(SweepError, match="this code reads 'engine-timing/1'"):
         events.forward_ms(with_changes(schema="other"))
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_or_infinity_in_the_timing_json_is_a_sweep_error_naming_the_source(constant):
+    """json.loads accepts NaN and Infinity; a non-finite time must fail the parse stage
+    with its reason, not reach result.json (whose writer refuses it with a ValueError)."""
+    text = JSON_TEXT.replace('"median_ns": ', f'"median_ns": {constant}, "was": ', 1)
+    assert constant in text
+    with pytest.raises(SweepError, match=f"{constant}.*not a finite number") as info:
+        events.parse_json(text, source="job/events.json")
+    assert "job/events.json" in str(info.value)
+    with pytest.raises(SweepError, match="not a finite number"):
+        events.forward_ms(JSON_TEXT.replace('"median_ms": ', f'"median_ms": {constant}, "was": ', 1))

@@ -7,10 +7,10 @@
 JOB_DIR    := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 TARGET_DIR := <ROOT>/kernels
 NVCC_BIN   := nvcc
-OBJCACHE   := <PYTHON> -I <ROOT>/sweep/objcache.py --dir <JOBS>/_cache/objects --
+OBJCACHE   := <PYTHON> -I <ROOT>/sweep/node/objcache.py --dir <JOBS>/_cache/objects --
 # The GPU's own architecture, read on the node that builds (sm_90 on an H100).
 ARCH       := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' | sed 's/^/sm_/')
-NVCCFLAGS  := -O3 -lineinfo
+NVCCFLAGS  := -O3 -lineinfo --resource-usage
 
 .PHONY: all clean
 all:

@@ -38,8 +38,15 @@ int main(int argc, char** argv) {
     if (const char* ms = getenv("TOY_BENCH_SLEEP_MS")) usleep(1000 * atoi(ms));
     const char* gpu = getenv("CUDA_VISIBLE_DEVICES");
     const char* model = getenv("TOY_GPU_MODEL");  // a "GPU model" per partition, for sweeps over several
+    // A program that ignores the iteration count (as one without NVTX ranges shows one iteration a
+    // run): TOY_BENCH_ITERATIONS iterations whatever -n says, numbered from the pid so runs differ.
+    int first = 0;
+    if (const char* iters = getenv("TOY_BENCH_ITERATIONS")) { n = atoi(iters); first = getpid() % 997; }
     std::vector<double> a, b;
-    for (int it = 0; it < n; ++it) { a.push_back(alpha_time_ns(it, size > 0 ? size : 128)); b.push_back(beta_time_ns(it)); }
+    for (int it = first; it < first + n; ++it) {
+        a.push_back(alpha_time_ns(it, size > 0 ? size : 128));
+        b.push_back(beta_time_ns(it));
+    }
     FILE* f = json ? fopen(json, "w") : stdout;
     fprintf(f, "{\n  \"schema\": \"engine-timing/1\",\n  \"program\": \"toy_bench\",\n");
     // One model ("toy", or TOY_GPU_MODEL) whichever GPU the job was given, as two GPUs of one

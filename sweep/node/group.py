@@ -1,0 +1,143 @@
+"""A job's programs in a process group of their own, ended by the job's own deadline.
+
+A program that never exits, or exits leaving a child that holds its stdout, used to hang
+the job until the scheduler (or submitit) killed it: the record said "the job process
+failed" and the program ran on with parent PID 1. Here each program starts a session of
+its own (start_new_session) and its output is read with a deadline. When the deadline
+passes, the whole group gets SIGTERM, then SIGKILL after GRACE_S (the job records
+`timeout`); when the program exited but something it started still holds its output
+LINGER_S later, that is killed so, and the program's own exit code and output stand (a
+profiler's helper may linger so; failing the run for it would fail good measurements).
+No process outlives its job.
+
+    time_limit   the job's own deadline (this thread's), set where a job starts: the time
+                 limit less a margin, so the job records `timeout` itself, before the
+                 scheduler's signal
+    remaining    seconds left of it (None: no deadline set)
+    run_group    runs one command so; says how it ended (Ended)
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+LINGER_S = 10.0     # a program exited: how long a process it left may still hold its output
+GRACE_S = 5.0       # SIGTERM to SIGKILL
+SCHEDULER_SIGNAL_S = 45.0   # submitit signals 30 s before the limit; the job must have written its record by then
+
+_clock = threading.local()
+
+
+def time_limit(seconds: float | None) -> None:
+    """Start this thread's job deadline: `seconds` (the job's time limit) less the scheduler's margin."""
+    if seconds is None:
+        _clock.deadline = None
+        return
+    # time_min counts whole minutes: a limit under one is a test's or a caller's own, not a scheduler's
+    margin = 0.0 if seconds < 60 else min(SCHEDULER_SIGNAL_S, seconds * 0.6)
+    budget = seconds - margin
+    _clock.deadline = time.monotonic() + budget
+
+
+def remaining() -> float | None:
+    deadline = getattr(_clock, "deadline", None)
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    why: str = ""        # "": it ended; "deadline": killed at its limit; "lingering": exited, its output held
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry.name))
+    return out
+
+
+def _gone(p: subprocess.Popen, wait_s: float) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < wait_s:
+        if p.poll() is not None and not group_members(p.pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def kill_group(p: subprocess.Popen, grace_s: float = GRACE_S) -> None:
+    """SIGTERM to the program's whole group, SIGKILL after grace_s to what is left; the program reaped."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        if _gone(p, wait_s):
+            break
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_group(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, linger_s: float | None = None,
+              stop: Callable[[], bool] = lambda: False) -> Ended:
+    """Runs cmd in a session of its own, reading its output until it ends, `timeout_s` passes, or
+    `stop()` (the scheduler's SIGTERM arrived); whatever of its group is left then is killed."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    linger_s = LINGER_S if linger_s is None else linger_s
+    out = {p.stdout: bytearray(), p.stderr: bytearray()}
+    deadline = time.monotonic() + timeout_s
+    exited_at: float | None = None
+    why = ""
+    try:
+        with selectors.DefaultSelector() as sel:
+            for pipe in out:
+                sel.register(pipe, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if exited_at is None and p.poll() is not None:
+                    exited_at = now
+                if not sel.get_map() and exited_at is not None:
+                    break
+                limit = deadline if exited_at is None else min(deadline, exited_at + linger_s)
+                if now >= limit:
+                    why = "deadline" if exited_at is None else "lingering"
+                    break
+                if stop():
+                    break
+                if not sel.get_map():       # its output closed, the program not yet ended
+                    time.sleep(0.05)
+                    continue
+                for key, _ in sel.select(timeout=min(0.2, limit - now)):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        out[key.fileobj] += chunk
+                    else:
+                        sel.unregister(key.fileobj)
+    finally:
+        if p.poll() is None or group_members(p.pid):
+            kill_group(p)          # on a deadline, a stop, an interrupt, or a child left behind
+        for pipe in out:
+            pipe.close()
+    p.wait()
+    return Ended(p.returncode, bytes(out[p.stdout]), bytes(out[p.stderr]), why)

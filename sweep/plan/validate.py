@@ -1,0 +1,96 @@
+"""What a space file would do, without doing it: `config-sweep validate SPACE`.
+
+The grid (its size and product), how many of its points are legal, the illegal
+ones counted by the first constraint each breaks, what the strategy would build
+(how many configurations and which), and the kernel globs checked against the
+kernel names of a build when there is one (sweep.pipeline.adopt finds them). Nothing
+is rendered or written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sweep import plan as strategies
+from sweep.plan.base import GRID_LIMIT, grid_points
+from sweep.space import Space, check, tags_for
+
+SHOWN = 12          # configurations listed by name; the rest are counted
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    space: Space
+    grid: int
+    product: str
+    legal: int | None                          # None: the grid is too large to count
+    broken: tuple[tuple[str, int], ...]        # (first constraint broken, points), most first
+    strategy_note: str
+    planned: tuple[str, ...] | None            # tags of the configurations a static strategy builds
+    globs: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (glob, kernel names it matches)
+    kernels_from: str = ""                     # where the kernel names came from ("" : no build found)
+    kernel_names: tuple[str, ...] = field(default=())
+
+    @property
+    def unmatched(self) -> list[str]:
+        """Globs that match no kernel of the build (only meaningful with kernel names)."""
+        return [g for g, hits in self.globs if not hits] if self.kernel_names else []
+
+
+def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: str = "") -> Validation:
+    n, product = space.size()
+    legal, broken = None, Counter()
+    if n <= GRID_LIMIT:
+        legal = 0
+        for c in grid_points(space):
+            reason = check(space, c)
+            if reason is None:
+                legal += 1
+            else:
+                broken[reason] += 1
+    spec = strategies.spec(space)
+    planned = None
+    if spec.plan is not None:
+        p = spec.plan(space)
+        tags = tags_for(space, list(p.configs))
+        planned, note = tuple(tags[c] for c in p.configs), p.note or f"{space.strategy.name}: {len(p.configs)} configurations"
+    else:
+        note = f"{space.strategy.name}: up to {space.strategy.samples} trials, each batch chosen from the results before it"
+    names = tuple(sorted(set(kernel_names or ())))
+    globs = []
+    for param in space.parameters:
+        for g in param.kernels:
+            if g not in (x for x, _ in globs):
+                globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
+    return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
+                      kernels_from, names)
+
+
+def lines(v: Validation) -> list[str]:
+    """The validation as the command prints it."""
+    s = v.space
+    out = [f"{s.path}: space {s.name}, target {s.target.name}"
+           + (f" ({s.target.build})" if s.target.build != "make" else ""),
+           f"grid: {v.grid:,} points ({v.product})"]
+    if v.legal is None:
+        out.append(f"legal: not counted (over {GRID_LIMIT:,} points)")
+    else:
+        out.append(f"legal: {v.legal:,} of {v.grid:,}" + (f"; {v.grid - v.legal:,} illegal, by the first rule each "
+                                                          "breaks:" if v.broken else ""))
+        out += [f"  {count:>6,}  {rule}" for rule, count in v.broken]
+    out.append(f"strategy {v.strategy_note}")
+    if v.planned is not None:
+        shown = ", ".join(v.planned[:SHOWN]) + (f", ... ({len(v.planned) - SHOWN} more)" if len(v.planned) > SHOWN else "")
+        out.append(f"  would build {len(v.planned)} configuration(s): {shown or 'none'}")
+    if not v.kernel_names:
+        out.append("kernels: no build to check the globs against (run a --dry-run first, or pass --build DIR)")
+        return out
+    out.append(f"kernels: {len(v.kernel_names)} in the build ({v.kernels_from}); each glob:")
+    for g, hits in v.globs:
+        out.append(f"  {g}: " + (", ".join(hits) if hits else "matches NO kernel of the build"))
+    if v.unmatched:
+        out.append(f"the build's kernels: {', '.join(v.kernel_names)}; fix the kernels: lists of the parameters "
+                   "(globs over these short names)")
+    return out
