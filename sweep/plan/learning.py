@@ -40,7 +40,10 @@ class LearningSearch:
     def __init__(self, dims: Sequence[Dim], is_legal: Callable[[dict], bool] | None = None,
                  legal_points: Sequence[dict] | None = None, seed: int = 0, budget: int | None = None,
                  n_init: int | None = None, enumerate_limit: int = 200_000, n_candidates: int = 4000,
-                 ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300):
+                 ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300, warp: str = "copula",
+                 additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
+                 local_every: int = 2, n_incumbents: int = 3, refit_every: int = 5,
+                 fail_margin: float = 1.0):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -62,10 +65,18 @@ class LearningSearch:
         self.ei_stop = float(ei_stop)
         self.stop_patience = int(stop_patience)
         self.max_train = int(max_train)
+        self.warp = warp
+        self.refit_every = int(refit_every)
+        self.fail_margin = float(fail_margin)
+        self._hyper: dict[int, tuple] = {}
+        self.local_every = int(local_every)
+        self.n_incumbents = int(n_incumbents)
+        self.additive_grid = tuple(additive_grid)
         self._index = [{v: i for i, v in enumerate(d.values)} for d in self.dims]
         self._sizes = np.array([len(d.values) for d in self.dims])
         # encoding: rank / (len - 1) of each dimension with more than one value
         self._vary = np.flatnonzero(self._sizes > 1)
+        self._coords = [np.arange(s) / (s - 1.0) for s in self._sizes[self._vary]]
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -79,7 +90,6 @@ class LearningSearch:
             self._cands = np.array(keys, dtype=int).reshape(-1, len(self.dims))
         if self._cands is not None:
             self._cand_pos = {tuple(k): i for i, k in enumerate(self._cands.tolist())}
-            self._cand_x = self._encode(self._cands)
             self._used = np.zeros(len(self._cands), dtype=bool)
 
     # -- keys and encodings --------------------------------------------------------------
@@ -95,6 +105,9 @@ class LearningSearch:
     def _encode(self, keys: np.ndarray) -> np.ndarray:
         keys = np.asarray(keys, dtype=float).reshape(-1, len(self.dims))
         return keys[:, self._vary] / (self._sizes[self._vary] - 1.0)
+
+    def _levels(self, keys: np.ndarray) -> np.ndarray:
+        return np.asarray(keys, dtype=int).reshape(-1, len(self.dims))[:, self._vary]
 
     def _mark(self, key: tuple, used: bool) -> None:
         if self._cands is not None and key in self._cand_pos:
@@ -185,6 +198,26 @@ class LearningSearch:
             return self._space_filling(cands, xc, rng)
         return self._by_model(cands, xc, done)
 
+    def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
+        """Standardized log times (or their normal scores), and the scale back to log time."""
+        if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
+            return _normal_scores(y), 1.0
+        mu, sd = float(y.mean()), float(y.std())
+        sd = sd if sd > 1e-12 else 1.0
+        return (y - mu) / sd, sd
+
+    def _near_incumbents(self, cands: np.ndarray) -> np.ndarray:
+        """Candidates one parameter away (any value) or one level away in two parameters
+        from one of the best few told points."""
+        ok = sorted((v, k) for k, (v, f) in self.told.items() if v is not None)[: self.n_incumbents]
+        near = np.zeros(len(cands), dtype=bool)
+        for _, k in ok:
+            diff = cands != np.array(k)
+            ham = diff.sum(1)
+            step = np.abs(cands - np.array(k)).max(1)
+            near |= (ham <= 1) | ((ham <= 2) & (step <= 1))
+        return near
+
     def _space_filling(self, cands: np.ndarray, xc: np.ndarray, rng: np.random.Generator) -> tuple:
         """Best of several random candidates by distance to everything told or pending."""
         taken = list(self.told) + self.pending
@@ -203,24 +236,79 @@ class LearningSearch:
             recent = set(range(len(keys) - (self.max_train - len(best)), len(keys)))
             sel = sorted(best | recent)[: self.max_train]
             keys, y = [keys[i] for i in sel], y[sel]
-        mu, sd = float(y.mean()), float(y.std())
-        sd = sd if sd > 1e-12 else 1.0
-        ys = (y - mu) / sd
-        x = self._encode(np.array(keys))
-        gp = GP.fit(x, ys)
+        ys, sd = self._transform(y)
+        best_y = float(ys.min())
+        failed = [k for k in self.order if self.told[k][0] is None][-self.max_train // 3:]
+        if failed:   # failures told to the surrogate as worse than anything seen: steer away
+            keys = keys + failed
+            ys = np.concatenate([ys, np.full(len(failed), float(ys.max()) + self.fail_margin)])
+        lv = self._levels(np.array(keys))
+        lc = self._levels(cands)
+        # hyperparameters: refitted at checkpoints of the number of good points, each from that
+        # prefix of the history (so a replayed history gets the same ones), conditioned on all data
+        c = len(done) if len(done) < 2 * self.refit_every else len(done) - len(done) % self.refit_every
+        if c not in self._hyper:
+            kc = self._levels(np.array([k for k, _ in done[:c]]))
+            yc, _ = self._transform(np.log(np.array([v for _, v in done[:c]])))
+            g = GP.fit(self._coords, kc, yc, additive_grid=self.additive_grid)
+            self._hyper[c] = (g.ls, g.additive, g.nugget)
+        gp = GP(self._coords, *self._hyper[c]).condition(lv, ys)
         if self.pending:   # kriging believer: pending points told at their predicted mean
-            xp = self._encode(np.array(self.pending))
-            mp, _ = gp.predict(xp)
-            gp = GP(gp.ls, gp.nugget).condition(np.vstack([x, xp]), np.concatenate([ys, mp]))
-        mean, std = gp.predict(xc)
-        ei = expected_improvement(mean, std, float(ys.min())) * sd   # in log(time): ~ fractional gain
+            lp = self._levels(np.array(self.pending))
+            mp, _ = gp.predict(lp)
+            gp = GP(self._coords, gp.ls, gp.additive, gp.nugget).condition(np.vstack([lv, lp]), np.concatenate([ys, mp]))
+        mean, std = gp.predict(lc)
+        ei = expected_improvement(mean, std, best_y) * sd   # in log(time): ~ fractional gain
         told_keys = list(self.told)
         ok = np.array([self.told[k][0] is not None for k in told_keys], dtype=float)
         if ok.min() < 1.0:
-            p_ok = feasibility(gp.similarity(xc, self._encode(np.array(told_keys))), ok)
+            p_ok = feasibility(gp.similarity(lc, self._levels(np.array(told_keys))), ok)
             ei = ei * p_ok
+        step = len(self.told) + len(self.pending)
+        if self.local_every and step % self.local_every == 0:
+            near = self._near_incumbents(cands)
+            if near.any():
+                ei = np.where(near, ei, -1.0)
         top = float(ei.max())
         if not self.pending:
             self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0
         i = int(np.argmax(ei))
         return tuple(int(v) for v in cands[i])
+
+
+def _normal_scores(y: np.ndarray) -> np.ndarray:
+    """Normal quantiles of the (tie-averaged) ranks of y."""
+    n = len(y)
+    order = np.argsort(y, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=float)
+    for v in np.unique(y):          # average ties
+        m = y == v
+        if m.sum() > 1:
+            ranks[m] = ranks[m].mean()
+    u = (ranks + 0.5) / n
+    return _probit(u)
+
+
+def _probit(u: np.ndarray) -> np.ndarray:
+    """Inverse standard normal CDF (Acklam's rational approximation, |rel error| < 1.2e-9)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549671010322563e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    u = np.clip(np.asarray(u, dtype=float), 1e-12, 1 - 1e-12)
+    out = np.empty_like(u)
+    lo, hi = u < 0.02425, u > 1 - 0.02425
+    mid = ~(lo | hi)
+    q = u[mid] - 0.5
+    r = q * q
+    out[mid] = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    for mask, sign in ((lo, 1.0), (hi, -1.0)):
+        qq = np.sqrt(-2 * np.log(np.where(mask, u, 0.5)[mask] if sign > 0 else 1 - u[mask]))
+        out[mask] = sign * (((((c[0] * qq + c[1]) * qq + c[2]) * qq + c[3]) * qq + c[4]) * qq + c[5]) / \
+            ((((d[0] * qq + d[1]) * qq + d[2]) * qq + d[3]) * qq + 1)
+    return out

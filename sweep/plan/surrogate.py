@@ -51,18 +51,37 @@ def scaled_sqdist(a: np.ndarray, b: np.ndarray, ls: np.ndarray) -> np.ndarray:
 
 
 class GP:
-    """Zero-mean GP on standardized targets; signal variance profiled out of the likelihood."""
+    """GP on discrete levels: each dimension's kernel is a Matern-5/2 table over its level
+    coordinates (rank / (levels - 1)); the joint kernel mixes their product (interactions) with
+    their mean (an additive part that shares each parameter's effect across the space):
+        k = (1 - a) * prod_j k_j + a * mean_j k_j.
+    Zero mean on standardized targets; signal variance profiled out of the likelihood."""
 
-    def __init__(self, lengthscales: np.ndarray, nugget: float):
-        self.ls = np.asarray(lengthscales, dtype=float)
+    def __init__(self, coords: list, ls: np.ndarray, additive: float, nugget: float):
+        self.coords = coords
+        self.ls = np.asarray(ls, dtype=float)
+        self.additive = float(additive)
         self.nugget = float(nugget)
+        self.tables = [self._table(c, l) for c, l in zip(coords, self.ls)]
 
-    # -- hyperparameters -------------------------------------------------------------
     @staticmethod
-    def _profiled_lml(diff2: np.ndarray, y: np.ndarray, ls: np.ndarray, nugget: float) -> float:
+    def _table(c: np.ndarray, l: float) -> np.ndarray:
+        return matern52(((c[:, None] - c[None, :]) / l) ** 2)
+
+    def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Kernel between rows of level arrays a (m x d) and b (n x d)."""
+        d = a.shape[1]
+        prod = np.ones((len(a), len(b)))
+        add = np.zeros((len(a), len(b)))
+        for j in range(d):
+            kj = self.tables[j][a[:, j]][:, b[:, j]]
+            prod *= kj
+            add += kj
+        return (1.0 - self.additive) * prod + self.additive * add / max(d, 1)
+
+    @staticmethod
+    def _profiled_lml(k: np.ndarray, y: np.ndarray) -> float:
         n = len(y)
-        r2 = np.tensordot(1.0 / (ls * ls), diff2, axes=1)
-        k = matern52(r2) + nugget * np.eye(n)
         try:
             chol = np.linalg.cholesky(k)
         except np.linalg.LinAlgError:
@@ -72,45 +91,58 @@ class GP:
         return -0.5 * n * math.log(s2) - float(np.log(np.diag(chol)).sum())
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray, sweeps: int = 2) -> "GP":
-        """Coordinate search over a log grid of lengthscales (one per dimension) and the nugget.
-
-        Deterministic: the result depends on (x, y) only."""
-        n, d = x.shape
+    def fit(cls, coords: list, levels: np.ndarray, y: np.ndarray, sweeps: int = 2,
+            additive_grid: tuple = (0.0, 0.3, 0.7)) -> "GP":
+        """Coordinate search over a log grid of per-dimension lengthscales, the additive share
+        and the nugget.  Deterministic: the result depends on the data only."""
+        n, d = levels.shape
         ls = np.full(d, 0.6)
-        nugget = 1e-3
+        add, nugget = additive_grid[len(additive_grid) // 2], 1e-3
         if n >= 3 and d > 0:
-            diff2 = (x[None, :, :] - x[:, None, :]) ** 2       # n x n x d
-            diff2 = np.moveaxis(diff2, 2, 0)                    # d x n x n
-            best = cls._profiled_lml(diff2, y, ls, nugget)
+            per = [[cls._table(coords[j], v)[levels[:, j]][:, levels[:, j]] for v in LENGTHSCALES] for j in range(d)]
+            idx = [LENGTHSCALES.index(0.6)] * d
+            eye = np.eye(n)
+
+            def kernel(idx, add, nugget):
+                prod = np.ones((n, n))
+                s = np.zeros((n, n))
+                for j in range(d):
+                    prod *= per[j][idx[j]]
+                    s += per[j][idx[j]]
+                return (1 - add) * prod + add * s / d + nugget * eye
+
+            best = cls._profiled_lml(kernel(idx, add, nugget), y)
             for _ in range(sweeps):
                 changed = False
                 for j in range(d):
-                    for v in LENGTHSCALES:
-                        if v == ls[j]:
+                    for g in range(len(LENGTHSCALES)):
+                        if g == idx[j]:
                             continue
-                        trial = ls.copy()
-                        trial[j] = v
-                        val = cls._profiled_lml(diff2, y, trial, nugget)
+                        trial = list(idx)
+                        trial[j] = g
+                        val = cls._profiled_lml(kernel(trial, add, nugget), y)
                         if val > best + 1e-9:
-                            best, ls, changed = val, trial, True
+                            best, idx, changed = val, trial, True
+                for a in additive_grid:
+                    if a != add:
+                        val = cls._profiled_lml(kernel(idx, a, nugget), y)
+                        if val > best + 1e-9:
+                            best, add, changed = val, a, True
                 for g in NUGGETS:
-                    if g == nugget:
-                        continue
-                    val = cls._profiled_lml(diff2, y, ls, g)
-                    if val > best + 1e-9:
-                        best, nugget, changed = val, g, True
+                    if g != nugget:
+                        val = cls._profiled_lml(kernel(idx, add, g), y)
+                        if val > best + 1e-9:
+                            best, nugget, changed = val, g, True
                 if not changed:
                     break
-        gp = cls(ls, nugget)
-        gp.condition(x, y)
-        return gp
+            ls = np.array([LENGTHSCALES[i] for i in idx])
+        gp = cls(coords, ls, add, nugget)
+        return gp.condition(levels, y)
 
-    # -- posterior -------------------------------------------------------------------
-    def condition(self, x: np.ndarray, y: np.ndarray) -> "GP":
+    def condition(self, levels: np.ndarray, y: np.ndarray) -> "GP":
         n = len(y)
-        self.x = np.asarray(x, dtype=float)
-        k = matern52(scaled_sqdist(self.x, self.x, self.ls)) + self.nugget * np.eye(n)
+        self.levels = np.asarray(levels, dtype=int)
+        k = self.cross(self.levels, self.levels) + self.nugget * np.eye(n)
         jitter = 0.0
         while True:
             try:
@@ -118,21 +150,22 @@ class GP:
                 break
             except np.linalg.LinAlgError:
                 jitter = max(1e-8, jitter * 10)
-        self.kinv = np.linalg.inv(chol).T @ np.linalg.inv(chol)
-        alpha_tri = np.linalg.solve(chol, y)
+        linv = np.linalg.inv(chol)
+        self.kinv = linv.T @ linv
+        alpha_tri = linv @ y
         self.s2 = max(float(alpha_tri @ alpha_tri) / max(n, 1), 1e-12)
         self.alpha = self.kinv @ y
         return self
 
-    def predict(self, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and standard deviation (of the latent function) at rows of xs."""
-        ks = matern52(scaled_sqdist(np.asarray(xs, dtype=float), self.x, self.ls))
+    def predict(self, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation (of the latent function) at level rows."""
+        ks = self.cross(np.asarray(levels, dtype=int), self.levels)
         mean = ks @ self.alpha
         var = self.s2 * np.maximum(1.0 - ((ks @ self.kinv) * ks).sum(1), 1e-10)
         return mean, np.sqrt(var)
 
-    def similarity(self, xs: np.ndarray, xo: np.ndarray) -> np.ndarray:
-        return matern52(scaled_sqdist(np.asarray(xs, dtype=float), np.asarray(xo, dtype=float), self.ls))
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.cross(np.asarray(a, dtype=int), np.asarray(b, dtype=int))
 
 
 def feasibility(sim: np.ndarray, ok: np.ndarray, prior_weight: float = 1.0) -> np.ndarray:
