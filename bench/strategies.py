@@ -23,6 +23,7 @@ Tuner: its whole process time per evaluation, simulation overhead included).
 from __future__ import annotations
 
 import argparse
+import warnings
 import gzip
 import json
 import math
@@ -46,6 +47,7 @@ KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_anneali
                  "diff_evo", "greedy_ils", "firefly_algorithm", "bayes_opt")
 OURS = ("ours", "ours_batch4", "random")
 TPE = ("tpe", "tpe_multivariate")
+DEFAULT = ("ours", "random", "tpe") + tuple("kt_" + s for s in KT_STRATEGIES)
 ALL = OURS + TPE + tuple("kt_" + s for s in KT_STRATEGIES)
 FAILURE_KINDS = {"CompilationFailedConfig": "compile_failed", "RuntimeFailedConfig": "runtime_failed",
                  "InvalidConfig": "invalid"}
@@ -70,6 +72,10 @@ def load_space(path: str | Path) -> dict:
     name = path.name.split(".")[0]
     return {"name": name, "path": str(path), "keys": keys, "params": params, "table": table,
             "optimum": min(times), "data": data}
+
+
+def load_name(path: str) -> str:
+    return Path(path).name.split(".")[0]
 
 
 def space_files(spec: list[str]) -> list[Path]:
@@ -148,6 +154,8 @@ def run_ours(space, seed, limit, batch=1):
 # -- Optuna TPE --------------------------------------------------------------------------
 def run_tpe(space, seed, limit, multivariate=False):
     import optuna
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     keys = [k for k in space["keys"] if len(space["params"][k]) > 1]
     fixed = {k: space["params"][k][0] for k in space["keys"] if len(space["params"][k]) == 1}
@@ -294,9 +302,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spaces", nargs="*", default=[str(DEFAULT_SPACES)])
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--strategies", default=",".join(ALL), help="comma list; 'kt' = every Kernel Tuner one")
+    ap.add_argument("--strategies", default=",".join(DEFAULT),
+                    help="comma list; 'kt' = every Kernel Tuner one; also: " + ",".join(ALL))
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--log", help="append every finished run (its trace) to this JSON-lines file")
+    ap.add_argument("--merge", nargs="*", help="JSON-lines run logs of earlier invocations to include (not rerun)")
     ap.add_argument("--out", help="write the table (and every run's trace) as .json or .csv")
     a = ap.parse_args(argv)
     budgets = tuple(int(b) for b in a.budgets.split(","))
@@ -304,17 +315,37 @@ def main(argv=None):
     for s in a.strategies.split(","):
         strategies += ["kt_" + k for k in KT_STRATEGIES] if s == "kt" else [s]
     files = space_files(a.spaces)
-    tasks = [(str(f), s, seed, max(budgets)) for f in files for s in strategies for seed in range(a.seeds)]
+    tasks = [(str(f), s, seed, max(budgets)) for s in strategies for f in files for seed in range(a.seeds)]
+    runs = []
+    for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
+        with open(m) as f:
+            runs += [json.loads(line) for line in f if line.strip()]
+    for r in runs:
+        r["trace"] = [None if t is None else float(t) for t in r["trace"]]
+    have = {(r["space"], r["strategy"], r["seed"]) for r in runs}
+    tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2]) not in have]
+    log = open(a.log, "a") if a.log else None
     t0 = time.time()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as pool:
-            runs = list(pool.map(run_one, tasks, chunksize=1))
+            it = pool.map(run_one, tasks, chunksize=1)
+            for r in it:
+                runs.append(r)
+                if log:
+                    log.write(json.dumps(r) + "\n")
+                    log.flush()
     else:
-        runs = [run_one(t) for t in tasks]
+        for t in tasks:
+            r = run_one(t)
+            runs.append(r)
+            if log:
+                log.write(json.dumps(r) + "\n")
+                log.flush()
     wall = time.time() - t0
+    runs = [r for r in runs if r["strategy"] in strategies and r["seed"] < a.seeds]
     rows = summarize(runs, budgets)
     print(fmt_table(rows, budgets))
-    print(f"\n{len(tasks)} runs, {a.seeds} seeds, wall {wall:.0f} s, jobs {a.jobs}")
+    print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds")
     if a.out:
         out = Path(a.out)
         if out.suffix == ".csv":

@@ -43,7 +43,7 @@ class LearningSearch:
                  ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300, warp: str = "copula",
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, refit_every: int = 5,
-                 fail_margin: float = 1.0):
+                 fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -68,6 +68,8 @@ class LearningSearch:
         self.warp = warp
         self.refit_every = int(refit_every)
         self.fail_margin = float(fail_margin)
+        self.kappa = kappa
+        self.alignment = bool(alignment)
         self._hyper: dict[int, tuple] = {}
         self.local_every = int(local_every)
         self.n_incumbents = int(n_incumbents)
@@ -76,7 +78,22 @@ class LearningSearch:
         self._sizes = np.array([len(d.values) for d in self.dims])
         # encoding: rank / (len - 1) of each dimension with more than one value
         self._vary = np.flatnonzero(self._sizes > 1)
-        self._coords = [np.arange(s) / (s - 1.0) for s in self._sizes[self._vary]]
+        # surrogate columns: each varying dimension's rank / (levels - 1); for positive integer
+        # dimensions also the power of two dividing each value (alignment: warp and vector widths,
+        # power-of-two tiles), normalized, which the ranks alone cannot express
+        self._col_dim: list[int] = []
+        self._coords: list[np.ndarray] = []
+        for j in self._vary:
+            self._col_dim.append(int(j))
+            self._coords.append(np.arange(self._sizes[j]) / (self._sizes[j] - 1.0))
+        if self.alignment:
+            for j in self._vary:
+                vals = self.dims[j].values
+                if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in vals):
+                    v2 = np.array([_two_adic(int(v)) for v in vals], dtype=float)
+                    if v2.max() > v2.min() and len(vals) > 2:
+                        self._col_dim.append(int(j))
+                        self._coords.append((v2 - v2.min()) / (v2.max() - v2.min()))
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -107,7 +124,7 @@ class LearningSearch:
         return keys[:, self._vary] / (self._sizes[self._vary] - 1.0)
 
     def _levels(self, keys: np.ndarray) -> np.ndarray:
-        return np.asarray(keys, dtype=int).reshape(-1, len(self.dims))[:, self._vary]
+        return np.asarray(keys, dtype=int).reshape(-1, len(self.dims))[:, self._col_dim]
 
     def _mark(self, key: tuple, used: bool) -> None:
         if self._cands is not None and key in self._cand_pos:
@@ -201,7 +218,8 @@ class LearningSearch:
     def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
         """Standardized log times (or their normal scores), and the scale back to log time."""
         if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
-            return _normal_scores(y), 1.0
+            sd = float(y.std())   # ~ log time per normal score, for stop()'s threshold
+            return _normal_scores(y), (sd if sd > 1e-12 else 1e-12)
         mu, sd = float(y.mean()), float(y.std())
         sd = sd if sd > 1e-12 else 1.0
         return (y - mu) / sd, sd
@@ -259,20 +277,22 @@ class LearningSearch:
             gp = GP(self._coords, gp.ls, gp.additive, gp.nugget).condition(np.vstack([lv, lp]), np.concatenate([ys, mp]))
         mean, std = gp.predict(lc)
         ei = expected_improvement(mean, std, best_y) * sd   # in log(time): ~ fractional gain
+        score = ei if self.kappa is None else (best_y - mean + self.kappa * std)
         told_keys = list(self.told)
         ok = np.array([self.told[k][0] is not None for k in told_keys], dtype=float)
         if ok.min() < 1.0:
             p_ok = feasibility(gp.similarity(lc, self._levels(np.array(told_keys))), ok)
             ei = ei * p_ok
+            score = ei if self.kappa is None else np.where(p_ok > 0.5, score, score - 10.0)
         step = len(self.told) + len(self.pending)
         if self.local_every and step % self.local_every == 0:
             near = self._near_incumbents(cands)
             if near.any():
-                ei = np.where(near, ei, -1.0)
+                score = np.where(near, score, -np.inf)
         top = float(ei.max())
         if not self.pending:
             self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0
-        i = int(np.argmax(ei))
+        i = int(np.argmax(score))
         return tuple(int(v) for v in cands[i])
 
 
@@ -312,3 +332,8 @@ def _probit(u: np.ndarray) -> np.ndarray:
         out[mask] = sign * (((((c[0] * qq + c[1]) * qq + c[2]) * qq + c[3]) * qq + c[4]) * qq + c[5]) / \
             ((((d[0] * qq + d[1]) * qq + d[2]) * qq + d[3]) * qq + 1)
     return out
+
+
+def _two_adic(v: int) -> int:
+    """The exponent of the largest power of two dividing v > 0."""
+    return (v & -v).bit_length() - 1
