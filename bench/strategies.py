@@ -278,7 +278,7 @@ def summarize(runs, budgets):
 
 def fmt_table(rows, budgets):
     b_max = max(budgets)
-    head = f"{'space':8} {'strategy':22}" + "".join(f" {'best@' + str(b) + ' med [q1,q3]':>24}" for b in budgets) \
+    head = f"{'space':8} {'strategy':22} {'n':>3}" + "".join(f" {'best@' + str(b) + ' med [q1,q3]':>24}" for b in budgets) \
         + f" {'to1%':>6} {'to5%':>6} {'cpu/sugg':>9}"
     lines = [head, "-" * len(head)]
     last = None
@@ -286,7 +286,7 @@ def fmt_table(rows, budgets):
         if last is not None and r["space"] != last:
             lines.append("")
         last = r["space"]
-        s = f"{r['space']:8} {r['strategy']:22}"
+        s = f"{r['space']:8} {r['strategy']:22} {r['seeds']:3d}"
         for b in budgets:
             q1, m, q3 = r[f"best@{b}"]
             s += f" {m:8.3f} [{q1:6.3f},{q3:6.3f}]"
@@ -308,6 +308,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--log", help="append every finished run (its trace) to this JSON-lines file")
     ap.add_argument("--merge", nargs="*", help="JSON-lines run logs of earlier invocations to include (not rerun)")
+    ap.add_argument("--summarize-only", action="store_true", help="run nothing: tabulate the --merge logs")
     ap.add_argument("--out", help="write the table (and every run's trace) as .json or .csv")
     a = ap.parse_args(argv)
     budgets = tuple(int(b) for b in a.budgets.split(","))
@@ -315,7 +316,7 @@ def main(argv=None):
     for s in a.strategies.split(","):
         strategies += ["kt_" + k for k in KT_STRATEGIES] if s == "kt" else [s]
     files = space_files(a.spaces)
-    tasks = [(str(f), s, seed, max(budgets)) for s in strategies for f in files for seed in range(a.seeds)]
+    tasks = [(str(f), s, seed, max(budgets)) for s in strategies for seed in range(a.seeds) for f in files]
     runs = []
     for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
         with open(m) as f:
@@ -324,6 +325,8 @@ def main(argv=None):
         r["trace"] = [None if t is None else float(t) for t in r["trace"]]
     have = {(r["space"], r["strategy"], r["seed"]) for r in runs}
     tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2]) not in have]
+    if a.summarize_only:
+        tasks = []
     log = open(a.log, "a") if a.log else None
     t0 = time.time()
     if a.jobs > 1:
