@@ -43,7 +43,7 @@ class LearningSearch:
                  ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300, warp: str = "copula",
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, refit_every: int = 5,
-                 fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True):
+                 fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -69,6 +69,7 @@ class LearningSearch:
         self.refit_every = int(refit_every)
         self.fail_margin = float(fail_margin)
         self.kappa = kappa
+        self.max_score = int(max_score)
         self.alignment = bool(alignment)
         self._hyper: dict[int, tuple] = {}
         self.local_every = int(local_every)
@@ -209,11 +210,10 @@ class LearningSearch:
         cands = self._candidates(rng)
         if len(cands) == 0:
             return None
-        xc = self._encode(cands)
         done = [(k, v) for k, (v, f) in ((k, self.told[k]) for k in self.order) if v is not None]
         if len(self.told) + len(self.pending) < self.n_init or len(done) < 3:
-            return self._space_filling(cands, xc, rng)
-        return self._by_model(cands, xc, done)
+            return self._space_filling(cands, rng)
+        return self._by_model(cands, done, rng)
 
     def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
         """Standardized log times (or their normal scores), and the scale back to log time."""
@@ -236,17 +236,31 @@ class LearningSearch:
             near |= (ham <= 1) | ((ham <= 2) & (step <= 1))
         return near
 
-    def _space_filling(self, cands: np.ndarray, xc: np.ndarray, rng: np.random.Generator) -> tuple:
+    def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
         """Best of several random candidates by distance to everything told or pending."""
         taken = list(self.told) + self.pending
         pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)
         if not taken:
             return tuple(int(i) for i in cands[pick[0]])
         xt = self._encode(np.array(taken))
-        d = ((xc[pick][:, None, :] - xt[None, :, :]) ** 2).sum(2).min(1)
+        xc = self._encode(cands[pick])
+        d = ((xc[:, None, :] - xt[None, :, :]) ** 2).sum(2).min(1)
         return tuple(int(i) for i in cands[pick[int(np.argmax(d))]])
 
-    def _by_model(self, cands: np.ndarray, xc: np.ndarray, done: list) -> tuple:
+    def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
+        step = len(self.told) + len(self.pending)
+        local = bool(self.local_every) and step % self.local_every == 0
+        if local or len(cands) > self.max_score:
+            near = self._near_incumbents(cands)
+            if local and near.any():
+                cands = cands[near]
+            elif len(cands) > self.max_score:   # score the incumbents' neighbours and a random sample
+                far = np.flatnonzero(~near)
+                pick = rng.choice(len(far), size=max(0, self.max_score - int(near.sum())), replace=False) \
+                    if len(far) > self.max_score - int(near.sum()) else np.arange(len(far))
+                keep = near.copy()
+                keep[far[pick]] = True
+                cands = cands[keep]
         keys = [k for k, _ in done]
         y = np.log(np.array([v for _, v in done]))
         if len(keys) > self.max_train:   # the best half of the budget plus the most recent
@@ -275,20 +289,14 @@ class LearningSearch:
             lp = self._levels(np.array(self.pending))
             mp, _ = gp.predict(lp)
             gp = GP(self._coords, gp.ls, gp.additive, gp.nugget).condition(np.vstack([lv, lp]), np.concatenate([ys, mp]))
-        mean, std = gp.predict(lc)
+        mean, std, ks = gp.predict(lc, with_cross=True)
         ei = expected_improvement(mean, std, best_y) * sd   # in log(time): ~ fractional gain
         score = ei if self.kappa is None else (best_y - mean + self.kappa * std)
-        told_keys = list(self.told)
-        ok = np.array([self.told[k][0] is not None for k in told_keys], dtype=float)
-        if ok.min() < 1.0:
-            p_ok = feasibility(gp.similarity(lc, self._levels(np.array(told_keys))), ok)
+        if failed:   # feasibility: a kernel vote of the told points (successes 1, failures 0)
+            ok = np.concatenate([np.ones(len(keys) - len(failed)), np.zeros(len(failed))])
+            p_ok = feasibility(ks[:, : len(ok)], ok)
             ei = ei * p_ok
             score = ei if self.kappa is None else np.where(p_ok > 0.5, score, score - 10.0)
-        step = len(self.told) + len(self.pending)
-        if self.local_every and step % self.local_every == 0:
-            near = self._near_incumbents(cands)
-            if near.any():
-                score = np.where(near, score, -np.inf)
         top = float(ei.max())
         if not self.pending:
             self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0

@@ -74,7 +74,7 @@ class GP:
         prod = np.ones((len(a), len(b)))
         add = np.zeros((len(a), len(b)))
         for j in range(d):
-            kj = self.tables[j][a[:, j]][:, b[:, j]]
+            kj = self.tables[j][:, b[:, j]][a[:, j]]
             prod *= kj
             add += kj
         return (1.0 - self.additive) * prod + self.additive * add / max(d, 1)
@@ -157,12 +157,13 @@ class GP:
         self.alpha = self.kinv @ y
         return self
 
-    def predict(self, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and standard deviation (of the latent function) at level rows."""
+    def predict(self, levels: np.ndarray, with_cross: bool = False):
+        """Posterior mean and standard deviation (of the latent function) at level rows
+        (and the kernel between them and the conditioning rows, if asked)."""
         ks = self.cross(np.asarray(levels, dtype=int), self.levels)
         mean = ks @ self.alpha
         var = self.s2 * np.maximum(1.0 - ((ks @ self.kinv) * ks).sum(1), 1e-10)
-        return mean, np.sqrt(var)
+        return (mean, np.sqrt(var), ks) if with_cross else (mean, np.sqrt(var))
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.cross(np.asarray(a, dtype=int), np.asarray(b, dtype=int))
