@@ -12,7 +12,7 @@ Pure module: stdlib + numpy only (see sweep.plan.surrogate).
 
 Determinism: each ask draws its random numbers from a generator seeded by (seed, number of
 tells, number of points asked and not yet told); the surrogate's hyperparameters are fitted
-from the told data alone.  So a sweep that replays its history through tell() and then asks
+at checkpoints from the corresponding prefix of the told history alone.  So a sweep that replays its history through tell() and then asks
 gets exactly the proposals the uninterrupted sweep would have got.
 """
 
@@ -52,7 +52,16 @@ class LearningSearch:
         else sample n_candidates candidates per ask.  ei_stop / stop_patience: stop() fires when
         the best expected improvement (as a fraction of the best time) stays below ei_stop for
         stop_patience asks in a row.  max_train: the surrogate sees at most this many told points
-        (the best ones plus the most recent)."""
+        (the best ones plus the most recent).  warp: "copula" (normal scores of the ranks of
+        log time) or "log" (standardized log time).  additive_grid: the additive shares of the
+        kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
+        restricted to the neighbourhood of the n_incumbents best points (0: never).
+        refit_every: hyperparameters are refitted every this many good points.  fail_margin:
+        failed points are told to the surrogate this many standard units worse than the worst.
+        kappa: None for expected improvement, else a lower confidence bound with this weight.
+        alignment: add a power-of-two (2-adic) column for positive integer parameters.
+        max_score: score at most this many candidates per proposal (the incumbents' neighbours
+        plus a random sample of the rest)."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
