@@ -263,12 +263,13 @@ def summarize(runs, budgets):
         groups.setdefault((r["space"], r["strategy"]), []).append(r)
     for (space, strategy), rs in sorted(groups.items()):
         row = {"space": space, "strategy": strategy, "seeds": len(rs)}
-        for b in budgets:
-            v = np.array([best_at(r["trace"], r["optimum"], b) for r in rs])
-            q = np.percentile(v, [25, 50, 75])
+        for b in budgets:   # only runs that went at least b evaluations
+            v = np.array([best_at(r["trace"], r["optimum"], b) for r in rs if len(r["trace"]) >= b])
+            q = np.percentile(v, [25, 50, 75]) if len(v) else [math.nan] * 3
             row[f"best@{b}"] = [float(x) for x in q]
+        row["horizon"] = min(len(r["trace"]) for r in rs)
         for tol in (0.01, 0.05):
-            e = np.array([evals_to(r["trace"], r["optimum"], tol) for r in rs], dtype=float)
+            e = np.array([evals_to(r["trace"][: row["horizon"]], r["optimum"], tol) for r in rs], dtype=float)
             row[f"evals_to_{int(tol * 100)}pct"] = float(np.median(e))
         row["cpu_per_suggestion_s"] = float(np.median([r["cpu_per_suggestion"] for r in rs]))
         row["short_runs"] = sum(len(r["trace"]) < max(budgets) for r in rs)
@@ -277,7 +278,6 @@ def summarize(runs, budgets):
 
 
 def fmt_table(rows, budgets):
-    b_max = max(budgets)
     head = f"{'space':8} {'strategy':22} {'n':>3}" + "".join(f" {'best@' + str(b) + ' med [q1,q3]':>24}" for b in budgets) \
         + f" {'to1%':>6} {'to5%':>6} {'cpu/sugg':>9}"
     lines = [head, "-" * len(head)]
@@ -289,10 +289,10 @@ def fmt_table(rows, budgets):
         s = f"{r['space']:8} {r['strategy']:22} {r['seeds']:3d}"
         for b in budgets:
             q1, m, q3 = r[f"best@{b}"]
-            s += f" {m:8.3f} [{q1:6.3f},{q3:6.3f}]"
+            s += f" {'-':>24}" if math.isnan(m) else f" {m:8.3f} [{q1:6.3f},{q3:6.3f}]"
         for tol in ("1", "5"):
             e = r[f"evals_to_{tol}pct"]
-            s += f" {('>' + str(b_max)) if math.isinf(e) else str(int(round(e))):>6}"
+            s += f" {('>' + str(r['horizon'])) if math.isinf(e) else str(int(round(e))):>6}"
         s += f" {r['cpu_per_suggestion_s']:9.4f}"
         lines.append(s)
     return "\n".join(lines)
