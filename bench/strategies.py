@@ -1,0 +1,370 @@
+"""Replay brute-forced tuning spaces (Kernel Tuner cache files) and compare search strategies.
+
+    python bench/strategies.py                                  # 20 seeds, every strategy, 3 spaces
+    python bench/strategies.py --seeds 3 --strategies ours,random
+    python bench/strategies.py --spaces DIR_OR_FILES --jobs 2 --out results.json
+
+Every strategy gets the same legal set (the configurations present in the cache file: the
+space was brute-forced, so these are exactly the legal ones) and runs up to the largest budget
+(200 evaluations); the best found at smaller budgets (25/50/100) is read off the prefix of the
+same run.  An evaluation is one distinct legal configuration measured; configurations that
+failed (compile/runtime failures in the cache) count as evaluations.  Revisits of an already
+measured configuration and proposals outside the legal set are not counted (they cost no GPU
+time).  Kernel Tuner strategies run in its simulation mode on the same cache file, with
+max_fevals = the largest budget; their evaluation order is the order of the results list it
+returns (distinct configurations, failures included).
+
+Columns: best-found/optimum (median and quartiles over seeds) per budget; evaluations needed to
+get within 1% / 5% of the optimum (median over seeds; ">B" when the median run did not reach it
+within B = the largest budget); CPU seconds per suggestion of the strategy itself (for Kernel
+Tuner: its whole process time per evaluation, simulation overhead included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+import gzip
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
+BUDGETS = (25, 50, 100, 200)
+KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_annealing", "dual_annealing",
+                 "diff_evo", "greedy_ils", "firefly_algorithm", "bayes_opt")
+OURS = ("ours", "ours_batch4", "random")
+TPE = ("tpe", "tpe_multivariate")
+DEFAULT = ("ours", "random", "tpe") + tuple("kt_" + s for s in KT_STRATEGIES)
+ALL = OURS + TPE + tuple("kt_" + s for s in KT_STRATEGIES)
+FAILURE_KINDS = {"CompilationFailedConfig": "compile_failed", "RuntimeFailedConfig": "runtime_failed",
+                 "InvalidConfig": "invalid"}
+
+
+# -- spaces ------------------------------------------------------------------------------
+def load_space(path: str | Path) -> dict:
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    keys = data["tune_params_keys"]
+    params = {k: list(data["tune_params"][k]) for k in keys}
+    table = {}
+    for entry in data["cache"].values():
+        t = entry.get("time")
+        cfg = tuple(entry[k] for k in keys)
+        table[cfg] = float(t) if isinstance(t, (int, float)) and math.isfinite(t) else None
+        if table[cfg] is None:
+            table[cfg] = FAILURE_KINDS.get(str(t), "failed")
+    times = [v for v in table.values() if isinstance(v, float)]
+    name = path.name.split(".")[0]
+    return {"name": name, "path": str(path), "keys": keys, "params": params, "table": table,
+            "optimum": min(times), "data": data}
+
+
+def load_name(path: str) -> str:
+    return Path(path).name.split(".")[0]
+
+
+def space_files(spec: list[str]) -> list[Path]:
+    out = []
+    for s in spec:
+        p = Path(s)
+        if p.is_dir():
+            out += sorted(q for q in p.iterdir() if q.name.endswith((".json", ".json.gz")) and "_T4" not in q.name
+                          and "T1" not in q.name and "results" not in q.name and "metadata" not in q.name)
+        else:
+            out.append(p)
+    return out
+
+
+class Evaluator:
+    """Answers configurations from the table; records the trace of distinct evaluations."""
+
+    def __init__(self, space: dict, limit: int):
+        self.space, self.limit = space, limit
+        self.trace: list[float | None] = []
+        self.seen: dict[tuple, float | str] = {}
+
+    def __call__(self, cfg: tuple):
+        if cfg in self.seen:
+            return self.seen[cfg]
+        v = self.space["table"][cfg]
+        self.seen[cfg] = v
+        self.trace.append(v if isinstance(v, float) else None)
+        return v
+
+    @property
+    def done(self) -> bool:
+        return len(self.trace) >= self.limit
+
+
+# -- our strategies ----------------------------------------------------------------------
+def run_random(space, seed, limit):
+    ev = Evaluator(space, limit)
+    legal = list(space["table"])
+    rng = np.random.default_rng(seed)
+    t0 = time.process_time()
+    order = rng.permutation(len(legal))[:limit]
+    cpu = time.process_time() - t0
+    for i in order:
+        ev(legal[i])
+    return ev.trace, cpu / max(1, len(ev.trace))
+
+
+def run_ours(space, seed, limit, batch=1):
+    from sweep.plan.learning import Dim, LearningSearch
+    keys = space["keys"]
+    dims = [Dim(k, tuple(space["params"][k])) for k in keys]
+    legal = [dict(zip(keys, cfg)) for cfg in space["table"]]
+    ev = Evaluator(space, limit)
+    cpu = 0.0
+    t0 = time.process_time()
+    search = LearningSearch(dims, None, legal_points=legal, seed=seed, budget=limit)
+    cpu += time.process_time() - t0
+    while not ev.done:
+        t0 = time.process_time()
+        pts = search.ask(min(batch, limit - len(ev.trace)))
+        cpu += time.process_time() - t0
+        if not pts:
+            break
+        results = [(p, ev(tuple(p[k] for k in keys))) for p in pts]
+        t0 = time.process_time()
+        for p, v in results:
+            if isinstance(v, float):
+                search.tell(p, v)
+            else:
+                search.tell(p, None, failure=v)
+        cpu += time.process_time() - t0
+    return ev.trace, cpu / max(1, len(ev.trace))
+
+
+# -- Optuna TPE --------------------------------------------------------------------------
+def run_tpe(space, seed, limit, multivariate=False):
+    import optuna
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    keys = [k for k in space["keys"] if len(space["params"][k]) > 1]
+    fixed = {k: space["params"][k][0] for k in space["keys"] if len(space["params"][k]) == 1}
+    ev = Evaluator(space, limit)
+
+    def constraints(trial):
+        return (trial.user_attrs.get("violation", 0.0),)
+
+    kw = {"multivariate": True, "group": True} if multivariate else {}
+    sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints, **kw)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    cpu, worst, asks = 0.0, 0.0, 0
+    while not ev.done and asks < 50 * limit:
+        asks += 1
+        t0 = time.process_time()
+        trial = study.ask()
+        p = {k: trial.suggest_categorical(k, space["params"][k]) for k in keys}
+        cpu += time.process_time() - t0
+        cfg = tuple(p[k] if k in p else fixed[k] for k in space["keys"])
+        # illegal (not in the brute-forced legal set): infeasible, not an evaluation
+        v = ev(cfg) if cfg in space["table"] else "illegal"
+        t0 = time.process_time()
+        if isinstance(v, float):
+            worst = max(worst, math.log(v))
+            study.tell(trial, math.log(v))
+        else:   # a failure or an illegal point: infeasible, ranked after every feasible trial
+            trial.set_user_attr("violation", 1.0)
+            study.tell(trial, worst + 1.0)
+        cpu += time.process_time() - t0
+    return ev.trace, cpu / max(1, len(ev.trace))
+
+
+# -- Kernel Tuner (simulation mode) --------------------------------------------------------
+def run_kt(space, seed, limit, strategy):
+    import kernel_tuner
+    keys = space["keys"]
+    tune_params = {k: space["params"][k] for k in keys}
+    legal = {",".join(str(v) for v in cfg) for cfg in space["table"]}
+
+    def restrict(p):
+        return ",".join(str(p[k]) for k in keys) in legal
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache.json"
+        cache.write_text(json.dumps(space["data"]))
+        np.random.seed(seed)
+        import random
+        random.seed(seed)
+        t0 = time.process_time()
+        import io, contextlib
+        with contextlib.redirect_stdout(io.StringIO()):
+            results, env = kernel_tuner.tune_kernel(
+                space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
+                space["data"].get("problem_size", (1,)), [], tune_params,
+                restrictions=restrict, cache=str(cache), simulation_mode=True, strategy=strategy,
+                strategy_options={"max_fevals": limit}, verbose=False, quiet=True)
+        cpu = time.process_time() - t0
+    ev = Evaluator(space, limit)
+    for r in results:
+        cfg = tuple(r[k] for k in keys)
+        if cfg in space["table"] and not ev.done:
+            ev(cfg)
+    return ev.trace, cpu / max(1, len(ev.trace))
+
+
+def run_one(args):
+    path, strategy, seed, limit = args
+    space = load_space(path)
+    t0 = time.time()
+    if strategy == "ours":
+        trace, cpu = run_ours(space, seed, limit)
+    elif strategy.startswith("ours_batch"):
+        trace, cpu = run_ours(space, seed, limit, batch=int(strategy[len("ours_batch"):]))
+    elif strategy == "random":
+        trace, cpu = run_random(space, seed, limit)
+    elif strategy == "tpe":
+        trace, cpu = run_tpe(space, seed, limit)
+    elif strategy == "tpe_multivariate":
+        trace, cpu = run_tpe(space, seed, limit, multivariate=True)
+    elif strategy.startswith("kt_"):
+        trace, cpu = run_kt(space, seed, limit, strategy[3:])
+    else:
+        raise ValueError(f"unknown strategy {strategy}")
+    return {"space": space["name"], "strategy": strategy, "seed": seed, "trace": trace,
+            "optimum": space["optimum"], "cpu_per_suggestion": cpu, "wall": time.time() - t0}
+
+
+# -- summary -----------------------------------------------------------------------------
+def best_at(trace, optimum, b):
+    vals = [t for t in trace[:b] if t is not None]
+    return min(vals) / optimum if vals else math.inf
+
+
+def evals_to(trace, optimum, tol):
+    for i, t in enumerate(trace):
+        if t is not None and t <= optimum * (1 + tol):
+            return i + 1
+    return math.inf
+
+
+def summarize(runs, budgets):
+    rows = []
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["space"], r["strategy"]), []).append(r)
+    for (space, strategy), rs in sorted(groups.items()):
+        row = {"space": space, "strategy": strategy, "seeds": len(rs)}
+        for b in budgets:   # only runs that went at least b evaluations
+            v = np.array([best_at(r["trace"], r["optimum"], b) for r in rs if len(r["trace"]) >= b])
+            q = np.percentile(v, [25, 50, 75]) if len(v) else [math.nan] * 3
+            row[f"best@{b}"] = [float(x) for x in q]
+        row["horizon"] = min(len(r["trace"]) for r in rs)
+        for tol in (0.01, 0.05):
+            e = np.array([evals_to(r["trace"][: row["horizon"]], r["optimum"], tol) for r in rs], dtype=float)
+            row[f"evals_to_{int(tol * 100)}pct"] = float(np.median(e))
+        row["cpu_per_suggestion_s"] = float(np.median([r["cpu_per_suggestion"] for r in rs]))
+        row["short_runs"] = sum(len(r["trace"]) < max(budgets) for r in rs)
+        rows.append(row)
+    return rows
+
+
+def fmt_table(rows, budgets):
+    head = f"{'space':8} {'strategy':22} {'n':>3}" + "".join(f" {'best@' + str(b) + ' med [q1,q3]':>24}" for b in budgets) \
+        + f" {'to1%':>6} {'to5%':>6} {'cpu/sugg':>9}"
+    lines = [head, "-" * len(head)]
+    last = None
+    for r in rows:
+        if last is not None and r["space"] != last:
+            lines.append("")
+        last = r["space"]
+        s = f"{r['space']:8} {r['strategy']:22} {r['seeds']:3d}"
+        for b in budgets:
+            q1, m, q3 = r[f"best@{b}"]
+            s += f" {'-':>24}" if math.isnan(m) else f" {m:8.3f} [{q1:6.3f},{q3:6.3f}]"
+        for tol in ("1", "5"):
+            e = r[f"evals_to_{tol}pct"]
+            s += f" {('>' + str(r['horizon'])) if math.isinf(e) else str(int(round(e))):>6}"
+        s += f" {r['cpu_per_suggestion_s']:9.4f}"
+        lines.append(s)
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--spaces", nargs="*", default=[str(DEFAULT_SPACES)])
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--strategies", default=",".join(DEFAULT),
+                    help="comma list; 'kt' = every Kernel Tuner one; also: " + ",".join(ALL))
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--log", help="append every finished run (its trace) to this JSON-lines file")
+    ap.add_argument("--merge", nargs="*", help="JSON-lines run logs of earlier invocations to include (not rerun)")
+    ap.add_argument("--summarize-only", action="store_true", help="run nothing: tabulate the --merge logs")
+    ap.add_argument("--out", help="write the table (and every run's trace) as .json or .csv")
+    a = ap.parse_args(argv)
+    budgets = tuple(int(b) for b in a.budgets.split(","))
+    strategies = []
+    for s in a.strategies.split(","):
+        strategies += ["kt_" + k for k in KT_STRATEGIES] if s == "kt" else [s]
+    files = space_files(a.spaces)
+    tasks = [(str(f), s, seed, max(budgets)) for s in strategies for seed in range(a.seeds) for f in files]
+    runs = []
+    for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
+        with open(m) as f:
+            runs += [json.loads(line) for line in f if line.strip()]
+    for r in runs:
+        r["trace"] = [None if t is None else float(t) for t in r["trace"]]
+    have = {(r["space"], r["strategy"], r["seed"]) for r in runs}
+    tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2]) not in have]
+    if a.summarize_only:
+        tasks = []
+    log = open(a.log, "a") if a.log else None
+    t0 = time.time()
+    if a.jobs > 1:
+        with ProcessPoolExecutor(a.jobs) as pool:
+            it = pool.map(run_one, tasks, chunksize=1)
+            for r in it:
+                runs.append(r)
+                if log:
+                    log.write(json.dumps(r) + "\n")
+                    log.flush()
+    else:
+        for t in tasks:
+            r = run_one(t)
+            runs.append(r)
+            if log:
+                log.write(json.dumps(r) + "\n")
+                log.flush()
+    wall = time.time() - t0
+    runs = [r for r in runs if r["strategy"] in strategies and r["seed"] < a.seeds]
+    rows = summarize(runs, budgets)
+    print(fmt_table(rows, budgets))
+    print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds")
+    if a.out:
+        out = Path(a.out)
+        if out.suffix == ".csv":
+            import csv
+            with open(out, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["space", "strategy", "seeds"] + [f"best@{b}_{q}" for b in budgets for q in ("q1", "median", "q3")]
+                           + ["evals_to_1pct", "evals_to_5pct", "cpu_per_suggestion_s"])
+                for r in rows:
+                    w.writerow([r["space"], r["strategy"], r["seeds"]] + [x for b in budgets for x in r[f"best@{b}"]]
+                               + [r["evals_to_1pct"], r["evals_to_5pct"], r["cpu_per_suggestion_s"]])
+        else:
+            out.write_text(json.dumps({"rows": rows, "runs": runs, "wall_s": wall, "budgets": budgets},
+                                      default=lambda x: None if isinstance(x, float) and math.isinf(x) else x))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

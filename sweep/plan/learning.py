@@ -1,0 +1,356 @@
+"""A learning search over a discrete tuning space: a Gaussian-process surrogate of
+log(time) on normalized ordinal encodings, expected improvement weighted by a learned
+feasibility estimate, over the enumerated legal set (or, for large spaces, over sampled
+candidates: random legal points plus neighbourhoods of the incumbents).
+
+Pure module: stdlib + numpy only (see sweep.plan.surrogate).
+
+    search = LearningSearch(dims, is_legal, seed=0, budget=100)
+    while search.stop() is None:
+        for point in search.ask(2):
+            search.tell(point, time_or_None, failure=None or "compile_failed" ...)
+
+Determinism: each ask draws its random numbers from a generator seeded by (seed, number of
+tells, number of points asked and not yet told); the surrogate's hyperparameters are fitted
+at checkpoints from the corresponding prefix of the told history alone.  So a sweep that replays its history through tell() and then asks
+gets exactly the proposals the uninterrupted sweep would have got.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .surrogate import GP, expected_improvement, feasibility
+
+FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
+
+
+@dataclass(frozen=True)
+class Dim:
+    name: str
+    values: tuple
+
+
+class LearningSearch:
+    def __init__(self, dims: Sequence[Dim], is_legal: Callable[[dict], bool] | None = None,
+                 legal_points: Sequence[dict] | None = None, seed: int = 0, budget: int | None = None,
+                 n_init: int | None = None, enumerate_limit: int = 200_000, n_candidates: int = 4000,
+                 ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300, warp: str = "copula",
+                 additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
+                 local_every: int = 2, n_incumbents: int = 3, refit_every: int = 5,
+                 fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500):
+        """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
+        constraints (None: every combination is legal).  legal_points: the legal set, if the caller
+        has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
+        n_init: size of the space-filling start (default min(20, max(8, 2 * #dims))).
+        enumerate_limit: enumerate the legal set when the full product is at most this large,
+        else sample n_candidates candidates per ask.  ei_stop / stop_patience: stop() fires when
+        the best expected improvement (as a fraction of the best time) stays below ei_stop for
+        stop_patience asks in a row.  max_train: the surrogate sees at most this many told points
+        (the best ones plus the most recent).  warp: "copula" (normal scores of the ranks of
+        log time) or "log" (standardized log time).  additive_grid: the additive shares of the
+        kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
+        restricted to the neighbourhood of the n_incumbents best points (0: never).
+        refit_every: hyperparameters are refitted every this many good points.  fail_margin:
+        failed points are told to the surrogate this many standard units worse than the worst.
+        kappa: None for expected improvement, else a lower confidence bound with this weight.
+        alignment: add a power-of-two (2-adic) column for positive integer parameters.
+        max_score: score at most this many candidates per proposal (the incumbents' neighbours
+        plus a random sample of the rest)."""
+        self.dims = tuple(dims)
+        if not self.dims:
+            raise ValueError("no dimensions")
+        self.names = tuple(d.name for d in self.dims)
+        self.is_legal = is_legal
+        self.seed = int(seed)
+        self.budget = budget
+        self.n_init = n_init if n_init is not None else min(20, max(8, 2 * len(self.dims)))
+        self.n_candidates = int(n_candidates)
+        self.ei_stop = float(ei_stop)
+        self.stop_patience = int(stop_patience)
+        self.max_train = int(max_train)
+        self.warp = warp
+        self.refit_every = int(refit_every)
+        self.fail_margin = float(fail_margin)
+        self.kappa = kappa
+        self.max_score = int(max_score)
+        self.alignment = bool(alignment)
+        self._hyper: dict[int, tuple] = {}
+        self.local_every = int(local_every)
+        self.n_incumbents = int(n_incumbents)
+        self.additive_grid = tuple(additive_grid)
+        self._index = [{v: i for i, v in enumerate(d.values)} for d in self.dims]
+        self._sizes = np.array([len(d.values) for d in self.dims])
+        # encoding: rank / (len - 1) of each dimension with more than one value
+        self._vary = np.flatnonzero(self._sizes > 1)
+        # surrogate columns: each varying dimension's rank / (levels - 1); for positive integer
+        # dimensions also the power of two dividing each value (alignment: warp and vector widths,
+        # power-of-two tiles), normalized, which the ranks alone cannot express
+        self._col_dim: list[int] = []
+        self._coords: list[np.ndarray] = []
+        for j in self._vary:
+            self._col_dim.append(int(j))
+            self._coords.append(np.arange(self._sizes[j]) / (self._sizes[j] - 1.0))
+        if self.alignment:
+            for j in self._vary:
+                vals = self.dims[j].values
+                if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in vals):
+                    v2 = np.array([_two_adic(int(v)) for v in vals], dtype=float)
+                    if v2.max() > v2.min() and len(vals) > 2:
+                        self._col_dim.append(int(j))
+                        self._coords.append((v2 - v2.min()) / (v2.max() - v2.min()))
+        self.told: dict[tuple, tuple[float | None, str | None]] = {}
+        self.order: list[tuple] = []          # told keys, in order
+        self.pending: list[tuple] = []        # asked, not yet told
+        self._low_ei = 0
+        self._cands: np.ndarray | None = None  # legal index tuples, when enumerated
+        total = int(np.prod(self._sizes.astype(float))) if self._sizes.prod() < 1e12 else 10**12
+        if legal_points is not None:
+            self._cands = np.array(sorted({self._key(p) for p in legal_points}), dtype=int).reshape(-1, len(self.dims))
+        elif total <= enumerate_limit:
+            keys = [k for k in itertools.product(*(range(s) for s in self._sizes)) if self._legal_key(k)]
+            self._cands = np.array(keys, dtype=int).reshape(-1, len(self.dims))
+        if self._cands is not None:
+            self._cand_pos = {tuple(k): i for i, k in enumerate(self._cands.tolist())}
+            self._used = np.zeros(len(self._cands), dtype=bool)
+
+    # -- keys and encodings --------------------------------------------------------------
+    def _key(self, point: dict) -> tuple:
+        return tuple(self._index[j][point[n]] for j, n in enumerate(self.names))
+
+    def _point(self, key: Sequence[int]) -> dict:
+        return {n: self.dims[j].values[int(i)] for j, (n, i) in enumerate(zip(self.names, key))}
+
+    def _legal_key(self, key: Sequence[int]) -> bool:
+        return self.is_legal is None or bool(self.is_legal(self._point(key)))
+
+    def _encode(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=float).reshape(-1, len(self.dims))
+        return keys[:, self._vary] / (self._sizes[self._vary] - 1.0)
+
+    def _levels(self, keys: np.ndarray) -> np.ndarray:
+        return np.asarray(keys, dtype=int).reshape(-1, len(self.dims))[:, self._col_dim]
+
+    def _mark(self, key: tuple, used: bool) -> None:
+        if self._cands is not None and key in self._cand_pos:
+            self._used[self._cand_pos[key]] = used
+
+    # -- the protocol --------------------------------------------------------------------
+    def tell(self, point: dict, value: float | None, failure: str | None = None) -> None:
+        """Record a result: value = time to minimize (> 0), or None / a failure kind for a failed point."""
+        key = self._key(point)
+        if value is not None and failure is None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            failure = "invalid"
+        if value is None and failure is None:
+            failure = "failed"
+        if key in self.pending:
+            self.pending.remove(key)
+        if key not in self.told:
+            self.order.append(key)
+        self.told[key] = (None if failure else float(value), failure)
+        self._mark(key, True)
+
+    def ask(self, n: int = 1) -> list[dict]:
+        """n distinct legal points, neither told nor pending (fewer when the space runs out)."""
+        rng = np.random.default_rng([self.seed, len(self.told), len(self.pending)])
+        out: list[tuple] = []
+        for _ in range(max(0, int(n))):
+            key = self._next(rng)
+            if key is None:
+                break
+            out.append(key)
+            self.pending.append(key)
+            self._mark(key, True)
+        return [self._point(k) for k in out]
+
+    def stop(self) -> str | None:
+        """Why more evaluations are unlikely to pay, or None."""
+        if self.budget is not None and len(self.told) >= self.budget:
+            return f"budget reached ({len(self.told)} of {self.budget} evaluations)"
+        if self._cands is not None and self._used.all():
+            return "space exhausted (every legal point evaluated)"
+        if self._low_ei >= self.stop_patience:
+            return (f"expected improvement below {self.ei_stop:.2%} of the best time "
+                    f"for {self._low_ei} asks in a row")
+        return None
+
+    def best(self) -> tuple[dict, float] | None:
+        ok = [(v, k) for k, (v, f) in self.told.items() if v is not None]
+        if not ok:
+            return None
+        v, k = min(ok)
+        return self._point(k), v
+
+    # -- proposals -----------------------------------------------------------------------
+    def _candidates(self, rng: np.random.Generator) -> np.ndarray:
+        """Index tuples of candidate points, neither told nor pending."""
+        if self._cands is not None:
+            return self._cands[~self._used]
+        seen = set(self.told) | set(self.pending)
+        found: dict[tuple, None] = {}
+        # neighbourhoods of the incumbents: one- and two-step moves in one or two dimensions
+        ok = sorted((v, k) for k, (v, f) in self.told.items() if v is not None)
+        for _, k in ok[:5]:
+            base = np.array(k)
+            for j in range(len(self.dims)):
+                for step in (-2, -1, 1, 2):
+                    c = base.copy()
+                    c[j] += step
+                    if 0 <= c[j] < self._sizes[j]:
+                        found.setdefault(tuple(int(i) for i in c))
+            for _ in range(60):
+                c = base.copy()
+                for j in rng.choice(len(self.dims), size=min(len(self.dims), int(rng.integers(2, 4))), replace=False):
+                    c[j] = int(np.clip(c[j] + rng.integers(-2, 3), 0, self._sizes[j] - 1))
+                found.setdefault(tuple(int(i) for i in c))
+        tries = 0
+        while len(found) < self.n_candidates and tries < 20 * self.n_candidates:
+            tries += 1
+            found.setdefault(tuple(int(rng.integers(s)) for s in self._sizes))
+        keys = [k for k in found if k not in seen and self._legal_key(k)]
+        return np.array(keys, dtype=int).reshape(-1, len(self.dims))
+
+    def _next(self, rng: np.random.Generator) -> tuple | None:
+        cands = self._candidates(rng)
+        if len(cands) == 0:
+            return None
+        done = [(k, v) for k, (v, f) in ((k, self.told[k]) for k in self.order) if v is not None]
+        if len(self.told) + len(self.pending) < self.n_init or len(done) < 3:
+            return self._space_filling(cands, rng)
+        return self._by_model(cands, done, rng)
+
+    def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
+        """Standardized log times (or their normal scores), and the scale back to log time."""
+        if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
+            sd = float(y.std())   # ~ log time per normal score, for stop()'s threshold
+            return _normal_scores(y), (sd if sd > 1e-12 else 1e-12)
+        mu, sd = float(y.mean()), float(y.std())
+        sd = sd if sd > 1e-12 else 1.0
+        return (y - mu) / sd, sd
+
+    def _near_incumbents(self, cands: np.ndarray) -> np.ndarray:
+        """Candidates one parameter away (any value) or one level away in two parameters
+        from one of the best few told points."""
+        ok = sorted((v, k) for k, (v, f) in self.told.items() if v is not None)[: self.n_incumbents]
+        near = np.zeros(len(cands), dtype=bool)
+        for _, k in ok:
+            diff = cands != np.array(k)
+            ham = diff.sum(1)
+            step = np.abs(cands - np.array(k)).max(1)
+            near |= (ham <= 1) | ((ham <= 2) & (step <= 1))
+        return near
+
+    def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
+        """Best of several random candidates by distance to everything told or pending."""
+        taken = list(self.told) + self.pending
+        pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)
+        if not taken:
+            return tuple(int(i) for i in cands[pick[0]])
+        xt = self._encode(np.array(taken))
+        xc = self._encode(cands[pick])
+        d = ((xc[:, None, :] - xt[None, :, :]) ** 2).sum(2).min(1)
+        return tuple(int(i) for i in cands[pick[int(np.argmax(d))]])
+
+    def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
+        step = len(self.told) + len(self.pending)
+        local = bool(self.local_every) and step % self.local_every == 0
+        if local or len(cands) > self.max_score:
+            near = self._near_incumbents(cands)
+            if local and near.any():
+                cands = cands[near]
+            elif len(cands) > self.max_score:   # score the incumbents' neighbours and a random sample
+                far = np.flatnonzero(~near)
+                pick = rng.choice(len(far), size=max(0, self.max_score - int(near.sum())), replace=False) \
+                    if len(far) > self.max_score - int(near.sum()) else np.arange(len(far))
+                keep = near.copy()
+                keep[far[pick]] = True
+                cands = cands[keep]
+        keys = [k for k, _ in done]
+        y = np.log(np.array([v for _, v in done]))
+        if len(keys) > self.max_train:   # the best half of the budget plus the most recent
+            best = set(np.argsort(y)[: self.max_train // 2].tolist())
+            recent = set(range(len(keys) - (self.max_train - len(best)), len(keys)))
+            sel = sorted(best | recent)[: self.max_train]
+            keys, y = [keys[i] for i in sel], y[sel]
+        ys, sd = self._transform(y)
+        best_y = float(ys.min())
+        failed = [k for k in self.order if self.told[k][0] is None][-self.max_train // 3:]
+        if failed:   # failures told to the surrogate as worse than anything seen: steer away
+            keys = keys + failed
+            ys = np.concatenate([ys, np.full(len(failed), float(ys.max()) + self.fail_margin)])
+        lv = self._levels(np.array(keys))
+        lc = self._levels(cands)
+        # hyperparameters: refitted at checkpoints of the number of good points, each from that
+        # prefix of the history (so a replayed history gets the same ones), conditioned on all data
+        c = len(done) if len(done) < 2 * self.refit_every else len(done) - len(done) % self.refit_every
+        if c not in self._hyper:
+            kc = self._levels(np.array([k for k, _ in done[:c]]))
+            yc, _ = self._transform(np.log(np.array([v for _, v in done[:c]])))
+            g = GP.fit(self._coords, kc, yc, additive_grid=self.additive_grid)
+            self._hyper[c] = (g.ls, g.additive, g.nugget)
+        gp = GP(self._coords, *self._hyper[c]).condition(lv, ys)
+        if self.pending:   # kriging believer: pending points told at their predicted mean
+            lp = self._levels(np.array(self.pending))
+            mp, _ = gp.predict(lp)
+            gp = GP(self._coords, gp.ls, gp.additive, gp.nugget).condition(np.vstack([lv, lp]), np.concatenate([ys, mp]))
+        mean, std, ks = gp.predict(lc, with_cross=True)
+        ei = expected_improvement(mean, std, best_y) * sd   # in log(time): ~ fractional gain
+        score = ei if self.kappa is None else (best_y - mean + self.kappa * std)
+        if failed:   # feasibility: a kernel vote of the told points (successes 1, failures 0)
+            ok = np.concatenate([np.ones(len(keys) - len(failed)), np.zeros(len(failed))])
+            p_ok = feasibility(ks[:, : len(ok)], ok)
+            ei = ei * p_ok
+            score = ei if self.kappa is None else np.where(p_ok > 0.5, score, score - 10.0)
+        top = float(ei.max())
+        if not self.pending:
+            self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0
+        i = int(np.argmax(score))
+        return tuple(int(v) for v in cands[i])
+
+
+def _normal_scores(y: np.ndarray) -> np.ndarray:
+    """Normal quantiles of the (tie-averaged) ranks of y."""
+    n = len(y)
+    order = np.argsort(y, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=float)
+    for v in np.unique(y):          # average ties
+        m = y == v
+        if m.sum() > 1:
+            ranks[m] = ranks[m].mean()
+    u = (ranks + 0.5) / n
+    return _probit(u)
+
+
+def _probit(u: np.ndarray) -> np.ndarray:
+    """Inverse standard normal CDF (Acklam's rational approximation, |rel error| < 1.2e-9)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549671010322563e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    u = np.clip(np.asarray(u, dtype=float), 1e-12, 1 - 1e-12)
+    out = np.empty_like(u)
+    lo, hi = u < 0.02425, u > 1 - 0.02425
+    mid = ~(lo | hi)
+    q = u[mid] - 0.5
+    r = q * q
+    out[mid] = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    for mask, sign in ((lo, 1.0), (hi, -1.0)):
+        qq = np.sqrt(-2 * np.log(np.where(mask, u, 0.5)[mask] if sign > 0 else 1 - u[mask]))
+        out[mask] = sign * (((((c[0] * qq + c[1]) * qq + c[2]) * qq + c[3]) * qq + c[4]) * qq + c[5]) / \
+            ((((d[0] * qq + d[1]) * qq + d[2]) * qq + d[3]) * qq + 1)
+    return out
+
+
+def _two_adic(v: int) -> int:
+    """The exponent of the largest power of two dividing v > 0."""
+    return (v & -v).bit_length() - 1

@@ -1,0 +1,178 @@
+"""Numpy-only surrogate pieces for sweep.plan.learning: a Gaussian process with a
+Matern-5/2 ARD kernel on normalized ordinal encodings, its hyperparameters fitted by
+a deterministic coordinate search on the (profiled) marginal likelihood, expected
+improvement, and a kernel-weighted feasibility estimate.
+
+Pure module: stdlib + numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SQRT5 = math.sqrt(5.0)
+LENGTHSCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 8.0)   # in units of the [0, 1] rank encoding
+NUGGETS = (1e-6, 1e-4, 1e-3, 1e-2, 5e-2, 0.2)           # noise / signal variance ratio
+
+
+def norm_cdf(z: np.ndarray) -> np.ndarray:
+    """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def norm_pdf(z: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
+    """EI for minimization of a quantity with predictive N(mean, sd^2), below `best`."""
+    sd = np.maximum(sd, 1e-12)
+    z = (best - mean) / sd
+    return np.maximum((best - mean) * norm_cdf(z) + sd * norm_pdf(z), 0.0)
+
+
+def matern52(r2: np.ndarray) -> np.ndarray:
+    r = np.sqrt(np.maximum(r2, 0.0))
+    return (1.0 + SQRT5 * r + (5.0 / 3.0) * r2) * np.exp(-SQRT5 * r)
+
+
+def scaled_sqdist(a: np.ndarray, b: np.ndarray, ls: np.ndarray) -> np.ndarray:
+    """Squared distances between rows of a and b, each dimension divided by its lengthscale."""
+    a = a / ls
+    b = b / ls
+    d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    return np.maximum(d2, 0.0)
+
+
+class GP:
+    """GP on discrete levels: each dimension's kernel is a Matern-5/2 table over its level
+    coordinates (rank / (levels - 1)); the joint kernel mixes their product (interactions) with
+    their mean (an additive part that shares each parameter's effect across the space):
+        k = (1 - a) * prod_j k_j + a * mean_j k_j.
+    Zero mean on standardized targets; signal variance profiled out of the likelihood."""
+
+    def __init__(self, coords: list, ls: np.ndarray, additive: float, nugget: float):
+        self.coords = coords
+        self.ls = np.asarray(ls, dtype=float)
+        self.additive = float(additive)
+        self.nugget = float(nugget)
+        self.tables = [self._table(c, l) for c, l in zip(coords, self.ls)]
+
+    @staticmethod
+    def _table(c: np.ndarray, l: float) -> np.ndarray:
+        return matern52(((c[:, None] - c[None, :]) / l) ** 2)
+
+    def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Kernel between rows of level arrays a (m x d) and b (n x d)."""
+        d = a.shape[1]
+        prod = np.ones((len(a), len(b)))
+        add = np.zeros((len(a), len(b)))
+        for j in range(d):
+            kj = self.tables[j][:, b[:, j]][a[:, j]]
+            prod *= kj
+            add += kj
+        return (1.0 - self.additive) * prod + self.additive * add / max(d, 1)
+
+    @staticmethod
+    def _profiled_lml(k: np.ndarray, y: np.ndarray) -> float:
+        n = len(y)
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            return -np.inf
+        alpha = np.linalg.solve(chol, y)
+        s2 = max(float(alpha @ alpha) / n, 1e-12)
+        return -0.5 * n * math.log(s2) - float(np.log(np.diag(chol)).sum())
+
+    @classmethod
+    def fit(cls, coords: list, levels: np.ndarray, y: np.ndarray, sweeps: int = 2,
+            additive_grid: tuple = (0.0, 0.3, 0.7)) -> "GP":
+        """Coordinate search over a log grid of per-dimension lengthscales, the additive share
+        and the nugget.  Deterministic: the result depends on the data only."""
+        n, d = levels.shape
+        ls = np.full(d, 0.6)
+        add, nugget = additive_grid[len(additive_grid) // 2], 1e-3
+        if n >= 3 and d > 0:
+            per = [[cls._table(coords[j], v)[levels[:, j]][:, levels[:, j]] for v in LENGTHSCALES] for j in range(d)]
+            idx = [LENGTHSCALES.index(0.6)] * d
+            eye = np.eye(n)
+
+            def kernel(idx, add, nugget):
+                prod = np.ones((n, n))
+                s = np.zeros((n, n))
+                for j in range(d):
+                    prod *= per[j][idx[j]]
+                    s += per[j][idx[j]]
+                return (1 - add) * prod + add * s / d + nugget * eye
+
+            best = cls._profiled_lml(kernel(idx, add, nugget), y)
+            for _ in range(sweeps):
+                changed = False
+                for j in range(d):
+                    for g in range(len(LENGTHSCALES)):
+                        if g == idx[j]:
+                            continue
+                        trial = list(idx)
+                        trial[j] = g
+                        val = cls._profiled_lml(kernel(trial, add, nugget), y)
+                        if val > best + 1e-9:
+                            best, idx, changed = val, trial, True
+                for a in additive_grid:
+                    if a != add:
+                        val = cls._profiled_lml(kernel(idx, a, nugget), y)
+                        if val > best + 1e-9:
+                            best, add, changed = val, a, True
+                for g in NUGGETS:
+                    if g != nugget:
+                        val = cls._profiled_lml(kernel(idx, add, g), y)
+                        if val > best + 1e-9:
+                            best, nugget, changed = val, g, True
+                if not changed:
+                    break
+            ls = np.array([LENGTHSCALES[i] for i in idx])
+        gp = cls(coords, ls, add, nugget)
+        return gp.condition(levels, y)
+
+    def condition(self, levels: np.ndarray, y: np.ndarray) -> "GP":
+        n = len(y)
+        self.levels = np.asarray(levels, dtype=int)
+        k = self.cross(self.levels, self.levels) + self.nugget * np.eye(n)
+        jitter = 0.0
+        while True:
+            try:
+                chol = np.linalg.cholesky(k + jitter * np.eye(n))
+                break
+            except np.linalg.LinAlgError:
+                jitter = max(1e-8, jitter * 10)
+        linv = np.linalg.inv(chol)
+        self.kinv = linv.T @ linv
+        alpha_tri = linv @ y
+        self.s2 = max(float(alpha_tri @ alpha_tri) / max(n, 1), 1e-12)
+        self.alpha = self.kinv @ y
+        return self
+
+    def predict(self, levels: np.ndarray, with_cross: bool = False):
+        """Posterior mean and standard deviation (of the latent function) at level rows
+        (and the kernel between them and the conditioning rows, if asked)."""
+        ks = self.cross(np.asarray(levels, dtype=int), self.levels)
+        mean = ks @ self.alpha
+        var = self.s2 * np.maximum(1.0 - ((ks @ self.kinv) * ks).sum(1), 1e-10)
+        return (mean, np.sqrt(var), ks) if with_cross else (mean, np.sqrt(var))
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.cross(np.asarray(a, dtype=int), np.asarray(b, dtype=int))
+
+
+def feasibility(sim: np.ndarray, ok: np.ndarray, prior_weight: float = 1.0) -> np.ndarray:
+    """P(feasible) at each candidate: a kernel-weighted vote of the told points, shrunk toward
+    the overall (Laplace-smoothed) feasible rate.  sim: candidates x told, ok: told (0/1)."""
+    ok = np.asarray(ok, dtype=float)
+    prior = (ok.sum() + 1.0) / (len(ok) + 2.0)
+    w = sim.sum(1)
+    return (prior_weight * prior + sim @ ok) / (prior_weight + w)

@@ -1,0 +1,121 @@
+"""sweep.plan.learning: legality, batches, failure steering, determinism on resume, stop(), and a
+short replay of a committed extract of a brute-forced space (tests/data/benchmark_spaces)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sweep.plan.learning import Dim, LearningSearch
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
+
+DIMS = [Dim("bx", (16, 32, 64, 128, 256)), Dim("by", (1, 2, 4, 8)), Dim("tile", (1, 2, 3, 4)), Dim("flag", (0, 1))]
+
+
+def legal(p):
+    return p["bx"] * p["by"] <= 512
+
+
+def cost(p):
+    return 1.0 + abs(math.log2(p["bx"]) - 6) + 0.5 * abs(math.log2(p["by"]) - 1) + 0.3 * abs(p["tile"] - 3) + 0.2 * p["flag"]
+
+
+def run(search, n_evals, batch=1, f=cost, fails=lambda p: False):
+    history = []
+    while len(history) < n_evals:
+        points = search.ask(batch)
+        if not points:
+            break
+        for p in points:
+            if fails(p):
+                search.tell(p, None, failure="runtime_failed")
+            else:
+                search.tell(p, f(p))
+            history.append(p)
+    return history
+
+
+def test_proposals_legal_and_distinct():
+    s = LearningSearch(DIMS, legal, seed=1)
+    hist = run(s, 40)
+    keys = [tuple(sorted(p.items())) for p in hist]
+    assert len(keys) == len(set(keys)) == 40
+    assert all(legal(p) for p in hist)
+    best, value = s.best()
+    assert value <= 1.3    # finds (or nearly finds) the optimum (64, 2, 3, 0) of 100 legal points
+
+
+def test_batch_ask_distinct_and_pending_excluded():
+    s = LearningSearch(DIMS, legal, seed=2)
+    run(s, 15)
+    a = s.ask(4)
+    b = s.ask(3)            # a is still pending: b must not repeat it
+    keys = [tuple(sorted(p.items())) for p in a + b]
+    assert len(a) == 4 and len(b) == 3 and len(set(keys)) == 7
+    assert all(legal(p) for p in a + b)
+
+
+def test_exhausts_small_space_without_repeats():
+    dims = [Dim("a", (1, 2, 3)), Dim("b", (0, 1))]
+    s = LearningSearch(dims, None, seed=0)
+    hist = run(s, 100, batch=4, f=lambda p: 1.0 + p["a"] + p["b"])
+    assert len(hist) == 6
+    assert s.ask(1) == [] and "exhausted" in s.stop()
+
+
+def test_failures_steer_away():
+    fails = lambda p: p["flag"] == 1    # half of the space fails
+    s = LearningSearch(DIMS, legal, seed=3)
+    hist = run(s, 40, fails=fails)
+    late = hist[20:]
+    assert sum(fails(p) for p in late) <= 4     # random would fail 10 of 20
+
+
+def test_resume_replays_to_identical_asks():
+    a = LearningSearch(DIMS, legal, seed=7)
+    hist = run(a, 30, batch=3)
+    b = LearningSearch(DIMS, legal, seed=7)
+    for p in hist:
+        b.tell(p, cost(p))
+    assert a.ask(3) == b.ask(3)
+    # and a different seed gives a different start
+    c, d = LearningSearch(DIMS, legal, seed=7), LearningSearch(DIMS, legal, seed=8)
+    assert c.ask(5) != d.ask(5)
+
+
+def test_stop_on_flat_function_and_budget():
+    s = LearningSearch(DIMS, legal, seed=4)
+    run(s, 60, f=lambda p: 2.0)
+    assert s.stop() is not None and "expected improvement" in s.stop()
+    t = LearningSearch(DIMS, legal, seed=4, budget=12)
+    run(t, 12)
+    assert "budget" in t.stop()
+
+
+def test_sampled_candidates_for_large_space():
+    dims = [Dim(f"p{i}", tuple(range(10))) for i in range(7)]     # 10^7 points: not enumerated
+    f = lambda p: 1.0 + sum((p[f"p{i}"] - 3) ** 2 for i in range(7))
+    s = LearningSearch(dims, lambda p: p["p0"] + p["p1"] < 15, seed=0, n_candidates=300)
+    hist = run(s, 20, batch=2, f=f)
+    assert len({tuple(sorted(p.items())) for p in hist}) == 20
+    assert s.best()[1] < min(f(p) for p in hist[:10])
+
+
+def test_replay_committed_extract():
+    data = json.load(gzip.open(DATA / "convolution_A4000.json.gz", "rt"))
+    keys = data["tune_params_keys"]
+    dims = [Dim(k, tuple(data["tune_params"][k])) for k in keys]
+    table = {tuple(e[k] for k in keys): e["time"] for e in data["cache"].values()}
+    optimum = min(t for t in table.values() if isinstance(t, float))
+    s = LearningSearch(dims, None, legal_points=[dict(zip(keys, c)) for c in table], seed=0)
+    for _ in range(25):
+        (p,) = s.ask(1)
+        t = table[tuple(p[k] for k in keys)]
+        assert t is not None    # every proposal is in the legal (brute-forced) set
+        s.tell(p, t) if isinstance(t, float) else s.tell(p, None, failure="runtime_failed")
+    assert s.best()[1] / optimum < 2.0
