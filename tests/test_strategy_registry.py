@@ -42,7 +42,7 @@ def refusal(tmp_path: Path, text: str) -> str:
 
 
 def test_strategy_names_are_listed_once_by_the_registry_in_module_order():
-    assert STRATEGIES == tuple(REGISTRY) == ("tuples", "grid", "factorized", "random", "optuna")
+    assert STRATEGIES == tuple(REGISTRY) == ("tuples", "grid", "factorized", "random", "optuna", "learning", "auto")
     assert sweep.space.STRATEGIES is STRATEGIES                # what the CLI's --strategy choices import
     for name, spec in REGISTRY.items():
         assert spec.name == name
@@ -101,7 +101,7 @@ def test_factorized_given_samples_lists_the_seed_it_takes(tmp_path):
 
 def test_grid_given_a_seed_is_refused(tmp_path):
     msg = refusal(tmp_path, ONE + "seed: 3\n")                     # strategy: grid is the default
-    assert "grid does not take 'seed'" in msg and "factorized, random and optuna strategies read 'seed'" in msg
+    assert "grid does not take 'seed'" in msg and "factorized, random, optuna, learning and auto strategies read 'seed'" in msg
 
 
 def test_an_option_in_the_strategy_mapping_is_refused_when_undeclared(tmp_path):
@@ -110,9 +110,9 @@ def test_an_option_in_the_strategy_mapping_is_refused_when_undeclared(tmp_path):
 
 
 def test_an_option_no_strategy_reads_says_to_remove_it(tmp_path):
-    msg = refusal(tmp_path, ONE + "strategy: {name: random, budget: 3}\n")
-    assert "strategy.budget: random does not take 'budget' (random takes samples (default 20), seed (default 0))" in msg
-    assert "no strategy reads 'budget': remove it" in msg
+    msg = refusal(tmp_path, ONE + "strategy: {name: random, patience: 3}\n")
+    assert "strategy.patience: random does not take 'patience' (random takes samples (default 20), seed (default 0))" in msg
+    assert "no strategy reads 'patience': remove it" in msg
 
 
 @pytest.mark.parametrize("text,fragment", [
