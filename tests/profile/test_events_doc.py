@@ -1,4 +1,4 @@
-"""docs/events-json.md stays true to the parser: its JSON example is read by the events
+"""docs/guide/events-json.md stays true to the parser: its JSON example is read by the events
 backend as documented, and its example program compiles (slow: real nvcc)."""
 
 from __future__ import annotations
