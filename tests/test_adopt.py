@@ -147,7 +147,7 @@ def test_init_lists_the_kernels_of_a_build_as_the_globs(tmp_path):
 def toy(tmp_path: Path, params: dict | None = None, **changes) -> Path:
     """The toy space (tests/data/toy_space.yaml), its parameters replaced by `params` when given."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from conftest import toy_space_dict
+    from tests.conftest import toy_space_dict
 
     data = toy_space_dict(**changes)
     if params is not None:

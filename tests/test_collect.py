@@ -55,7 +55,7 @@ def test_loading_tables_that_were_never_collected_says_so(tmp_path):
 
 
 def test_picks_read_only_the_configurations_of_the_space_as_it_is_now(tmp_path, capsys):
-    from conftest import py_space_dict, run_py_sweep
+    from tests.conftest import py_space_dict, run_py_sweep
 
     run_py_sweep(tmp_path, py_space_dict("stale"))
     narrowed = py_space_dict("stale", ALPHA_BLOCK={"tag": "A", "values": [64, 256], "default": 256,

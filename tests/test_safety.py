@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import toy_space_dict
+from tests.conftest import toy_space_dict
 from sweep import cli
 from sweep.core import atomic, safe
 from sweep.core.errors import SweepError
@@ -85,7 +85,7 @@ def test_a_jobs_dir_make_or_the_shell_would_misread_is_refused_before_anything_i
 def test_a_target_dir_make_or_the_shell_would_misread_is_refused_at_load(tmp_path, name):
     import shutil
 
-    from conftest import TOY_TARGET
+    from tests.conftest import TOY_TARGET
 
     src = tmp_path / name
     shutil.copytree(TOY_TARGET, src)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TOY_TARGET, toy_space_dict
+from tests.conftest import TOY_TARGET, toy_space_dict
 from sweep import cli
 
 hypothesis = pytest.importorskip("hypothesis")

@@ -12,7 +12,7 @@ import pytest
 
 from sweep.profile import events
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "events-json.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "guide" / "events-json.md"
 
 
 def block(lang: str) -> str:
