@@ -48,7 +48,7 @@ def test_status_lists_the_built_configurations_with_their_resources(job_for, tmp
 
     assert cli.main(["status", sweep_dir.name, "--jobs-dir", str(sweep_dir.parent)]) == 0
     out = capsys.readouterr().out
-    assert "A64_B64x4: built (dry run), residual_sum_kernel<256>: 30 registers" in out
+    assert "A64_B64x4: built, not measured (a dry run, or an interrupted one), residual_sum_kernel<256>: 30 registers" in out
 
 
 def test_built_is_neither_final_nor_a_failure():

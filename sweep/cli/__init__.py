@@ -106,7 +106,7 @@ def status(args: argparse.Namespace) -> int:
         for f in s["failures"]:   # a failure's reason is a program's last words: escapes spelled out
             print(terminal_safe(f"  {f['tag']}: {f['status']} ({f['stage']}: {f['reason']}) {f['log']}"))
         for b in s.get("built", []):
-            print(terminal_safe(f"  {b['tag']}: built (dry run), " + (b["resources"] or "no ptxas lines in its build.log")))
+            print(terminal_safe(f"  {b['tag']}: built, not measured (a dry run, or an interrupted one), " + (b["resources"] or "no ptxas lines in its build.log")))
         for line in array_lines(s["arrays"]):
             print("  " + line)
     return 0
@@ -194,7 +194,7 @@ def report(args: argparse.Namespace) -> int:
             for entry in per_model.values():
                 report_mod.write_report(args.results_dir / entry["results"])
                 out = args.results_dir / entry["results"]
-                print((out / "report.md").read_text() if args.format == "markdown" else out / "report.html")
+                print(terminal_safe((out / "report.md").read_text()) if args.format == "markdown" else out / "report.html")
             return 0
         report_mod.write_report(results_dir, jobs_dir=jobs_dir)
     elif (results_dir / "configs.parquet").is_file():
@@ -203,8 +203,8 @@ def report(args: argparse.Namespace) -> int:
         raise SweepError(f"no sweep {args.sweep!r}: neither {jobs_dir} nor collected results in {results_dir}; run "
                          f"`{COMMAND} run SPACE.yaml --name {args.sweep}` first (or pass --jobs-dir / "
                          "--results-dir where it ran)")
-    if args.format == "markdown":
-        print((results_dir / "report.md").read_text(), end="")
+    if args.format == "markdown":    # programs' messages in it: escapes spelled out on a terminal
+        print(terminal_safe((results_dir / "report.md").read_text()), end="")
     elif args.format == "json":
         print(json.dumps(report_mod.summary_json(results_dir), indent=2, default=str))
     elif args.format == "csv":
@@ -224,7 +224,7 @@ def compare(args: argparse.Namespace) -> int:
 
     html = report_mod.write_compare(args.results_dir, args.a, args.b)
     if args.format == "markdown":
-        print(html.with_suffix(".md").read_text(), end="")
+        print(terminal_safe(html.with_suffix(".md").read_text()), end="")
     elif args.format == "json":
         print(json.dumps(report_mod.compare_summary(args.results_dir, args.a, args.b), indent=2, default=str))
     else:

@@ -39,6 +39,9 @@ def no_gpu_message() -> str:
             "--executor slurm from a login node, or --dry-run to only render and compile")
 
 
+ASK_PER_GPU = 4     # jobs a learning strategy is asked for at once, a GPU (parallelism)
+
+
 class LocalExecutor(Executor):
     name = "local"
     doc = "this machine: builds on the CPUs, measurements one job per visible GPU"
@@ -66,7 +69,10 @@ class LocalExecutor(Executor):
         return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
     def parallelism(self) -> int:
-        return max(1, len(self.gpus))
+        """Jobs a learning strategy is asked for at once: ASK_PER_GPU a GPU, so their builds run
+        in parallel on the CPUs while the GPU measures one after another (each waits at its GPU's
+        lock); asked one a GPU, a learning sweep built and measured one configuration at a time."""
+        return max(1, len(self.gpus)) * ASK_PER_GPU
 
     def submit(self, jobs: list[PendingJob], stages: str) -> None:
         if stages != "build" and not self.gpus:
