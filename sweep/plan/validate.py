@@ -13,9 +13,13 @@ import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from sweep import plan as strategies
-from sweep.plan.base import GRID_LIMIT, grid_points
-from sweep.space import Space, check, tags_for
+from sweep.plan.base import GRID_LIMIT
+from sweep.space import Space, make_config, tags_for
+from sweep.space.configs import reason
+from sweep.space.legality import first_broken_index
 
 SHOWN = 12          # configurations listed by name; the rest are counted
 
@@ -42,14 +46,19 @@ class Validation:
 def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: str = "") -> Validation:
     n, product = space.size()
     legal, broken = None, Counter()
-    if n <= GRID_LIMIT:
-        legal = 0
-        for c in grid_points(space):
-            reason = check(space, c)
-            if reason is None:
-                legal += 1
-            else:
-                broken[reason] += 1
+    if n <= GRID_LIMIT:     # each rule tested once per combination of what it reads (sweep.space.legality)
+        derived = {p.macro: p.equals for p in space.parameters if p.derived}
+        first = first_broken_index(space.swept, derived, space.constraints)
+        legal = int((first < 0).sum())
+        counts = np.bincount(first[first >= 0], minlength=len(space.constraints))
+        firsts = np.full(len(space.constraints), -1)
+        rejected = np.flatnonzero(first >= 0)
+        firsts[first[rejected[::-1]]] = rejected[::-1]      # each rule's first rejected point (last write wins)
+        sizes = [len(p.values) for p in space.swept]
+        for i in np.flatnonzero(counts):       # the rule's words at the first point it rejects
+            at = np.unravel_index(int(firsts[i]), sizes)
+            values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
+            broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
     spec = strategies.spec(space)
     planned = None
     if spec.plan is not None:
