@@ -137,7 +137,7 @@ def add_adopt_commands(sub: argparse._SubParsersAction) -> None:
     i.add_argument("-o", "--output", type=Path, help="write it here (never overwrites); default: stdout")
     i.add_argument("--build", type=Path, help="a folder of built programs (or a dry run's job folder) to read "
                                               "kernel names from (default: PROGRAM_DIR/build)")
-    v = sub.add_parser("validate", help="check a space file: grid, legal points, the plan, the kernel globs",
+    v = sub.add_parser("validate", help="check a space file: grid, legal points, plan, kernel globs",
                        description="Load a space file and print its grid, how many points are legal (and the first "
                                    "rule each illegal one breaks), what the strategy would build, and its kernel "
                                    "globs against a build's kernel names. Writes nothing; exit 1 on a bad file or a "
