@@ -1,5 +1,6 @@
 """Replay brute-forced tuning spaces (Kernel Tuner cache files) and compare search strategies.
 
+    pip install '.[bench]'                                      # Kernel Tuner 1.5.0, for its strategies
     python bench/strategies.py                                  # 20 seeds, every strategy, 3 spaces
     python bench/strategies.py --seeds 3 --strategies ours,random
     python bench/strategies.py --spaces DIR_OR_FILES --jobs 2 --out results.json
