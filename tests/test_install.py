@@ -142,7 +142,7 @@ def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty
     st = cli_run("status")
     assert st.returncode == 0 and st.stdout.startswith("toy: ok 2"), st.stdout + st.stderr
     best = cli_run("best", "toy")
-    assert best.returncode == 0 and "ALPHA_BLOCK=" in best.stdout, best.stdout + best.stderr
+    assert best.returncode == 0 and "#define ALPHA_BLOCK " in best.stdout, best.stdout + best.stderr
     rep = cli_run("report", "toy")
     assert rep.returncode == 0 and (tmp_path / "results" / "toy" / "report.html").is_file(), rep.stdout + rep.stderr
     cl = cli_run("clean", "toy")

@@ -140,8 +140,8 @@ def run_program(cmd: list[str], log: Path, stage: str, timeout_s: float, env: di
     name = Path(cmd[0]).name
     if p.why == "deadline":
         raise JobFailed(Status.TIMEOUT, stage, f"{name} ran past its {limit:.0f} s limit during {stage} (the job's "
-                                               "time left); its process group was killed; raise it (--time, or "
-                                               "slurm.time_min)", log)
+                                               "time limit left); its process group was killed; raise it (--time, "
+                                               "or slurm.time_min)", log)
     ran = Ran(list(cmd), p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
     if p.returncode < 0:
         sig = signal.Signals(-p.returncode).name if -p.returncode in signal.Signals._value2member_map_ else str(-p.returncode)
