@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,8 @@ KERNELS = ROOT / "kernels"
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
-OBJCACHE = ROOT / "sweep" / "node" / "objcache.py"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def shared_object_cache(tmp_path_factory):
-    """Every build of this module compiles through one object cache (as a sweep's builds do), so a
-    conf.cuh that changes some families recompiles only theirs: the same builds, checked the same
-    way, in a fraction of the compiler time."""
-    global NVCC
-    NVCC = f"{sys.executable} {OBJCACHE} --dir {tmp_path_factory.mktemp('objcache')} -- nvcc"
-    yield
-    NVCC = "nvcc"
-
-
-NVCC = "nvcc"
-
-
 def make(tmp: Path, conf: str | None, arch: str, targets=("all",), jobs: int = 2) -> subprocess.CompletedProcess:
-    args = ["make", "-C", str(KERNELS), f"-j{jobs}", f"BUILD_DIR={tmp / 'build'}", f"ARCH={arch}", f"NVCC={NVCC}",
-            *targets]
+    args = ["make", "-C", str(KERNELS), f"-j{jobs}", f"BUILD_DIR={tmp / 'build'}", f"ARCH={arch}", *targets]
     if conf is not None:
         (tmp / "conf.cuh").write_text(conf)
         args.append(f"CONF_DIR={tmp}")
