@@ -63,18 +63,25 @@ def test_installed_package_builds_the_cupti_library_from_its_own_source(venv, tm
     assert source.startswith(str(venv)) and Path(source).is_file() and Path(lib).is_file()
 
 
-def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory(venv, tmp_path):
-    cli = venv / "bin" / "config-sweep"
-    h = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
-    assert h.returncode == 0 and "exit codes" in h.stdout
-    target = tmp_path / "mytarget"
+def toy_in(folder: Path) -> Path:
+    """A copy of the CPU toy target in folder/mytarget and a two-configuration space over it in
+    folder/toy.yaml, as a user's own program and space file; returns the target's folder."""
+    target = folder / "mytarget"
     shutil.copytree(DATA / "toy_target", target)
     space = yaml.safe_load((DATA / "toy_space.yaml").read_text())
     space["target"]["dir"] = "mytarget"
     space["parameters"]["ALPHA_BLOCK"]["values"] = [64, 128]
     space["parameters"]["BETA_X"]["values"] = [32]
     space["parameters"]["BETA_Y"]["values"] = [4]
-    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    (folder / "toy.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    return target
+
+
+def test_installed_cli_helps_and_dry_runs_a_custom_target_from_another_directory(venv, tmp_path):
+    cli = venv / "bin" / "config-sweep"
+    h = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
+    assert h.returncode == 0 and "exit codes" in h.stdout
+    toy_in(tmp_path)
     r = subprocess.run([str(cli), "run", "toy.yaml", "--dry-run", "--arch", "sm_90"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=600, env=CLEAN_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -123,14 +130,7 @@ def test_installed_tool_loads_every_shipped_space_by_its_checkout_path(venv, tmp
 
 def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty_folder(venv, tmp_path):
     cli = str(venv / "bin" / "config-sweep")
-    target = tmp_path / "mytarget"
-    shutil.copytree(DATA / "toy_target", target)
-    space = yaml.safe_load((DATA / "toy_space.yaml").read_text())
-    space["target"]["dir"] = "mytarget"
-    space["parameters"]["ALPHA_BLOCK"]["values"] = [64, 128]
-    space["parameters"]["BETA_X"]["values"] = [32]
-    space["parameters"]["BETA_Y"]["values"] = [4]
-    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    target = toy_in(tmp_path)
     env = {**CLEAN_ENV, "CUDA_VISIBLE_DEVICES": "0"}      # the toy target runs on the CPU, as if on GPU 0
 
     def cli_run(*args: str) -> subprocess.CompletedProcess:

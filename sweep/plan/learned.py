@@ -51,7 +51,10 @@ def legal_points(space: Space) -> list[dict[str, int]] | None:
 class LearnedSearch(Search):
     """The driver's Search over sweep.plan.learning's model."""
 
-    def __init__(self, space: Space, options: dict | None = None):
+    def __init__(self, space: Space, options: dict | None = None,
+                 points: list[dict[str, int]] | None | tuple[()] = ()):
+        """points: the legal set when the caller has enumerated it already (auto), None when it is
+        too large to; () (the default) enumerates it here."""
         o = options if options is not None else SPEC.values(space.strategy)
         self.space = space
         self.skipped = []                  # only legal points are proposed
@@ -60,7 +63,8 @@ class LearnedSearch(Search):
         self.told = 0
         self.asked = 0
         self.stopped = ""                  # why it stopped, once it has
-        points = legal_points(space)
+        if points == ():
+            points = legal_points(space)
         dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
         self.legal = len(points) if points is not None else None
 
@@ -109,7 +113,7 @@ def auto_search(space: Space) -> Search:
         note = (f"auto: {len(points):,} legal points, at most {o['whole']}: the whole grid "
                 f"(the learning strategy pays on larger spaces)")
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
-    search = LearnedSearch(space, {"budget": o["budget"], "budget_s": o["budget_s"], "seed": o["seed"]})
+    search = LearnedSearch(space, {"budget": o["budget"], "budget_s": o["budget_s"], "seed": o["seed"]}, points)
     size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
