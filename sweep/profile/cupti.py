@@ -52,6 +52,8 @@ from sweep.profile.cupti_parse import KernelResources, ParsedCapture, parse  # n
 from sweep.profile.overlap import note
 
 SOURCE = Path(__file__).with_name("cupti_inject.cpp")
+HEADERS = (Path(__file__).with_name("cupti_token.h"),)   # included by SOURCE: part of the cache key
+ENV_TOKEN = "SWEEP_GPU_TOKEN"  # overlap mode: the GPU's node-wide lock file, taken around the program's GPU work
 ENV_OUT = "SWEEP_CUPTI_OUT"    # where the library writes; "%p" in it becomes the process id
 BUILD_FLAGS = ("-shared", "-std=c++17", "-O2", "-Xcompiler", "-fPIC,-fvisibility=hidden")
 
@@ -119,7 +121,7 @@ def library(cache_dir: Path, nvcc: str = "nvcc", *, cupti_home: Path | None = No
     """
     cache_dir = Path(cache_dir)
     tk = find_toolkit(nvcc, cupti_home)
-    source = SOURCE.read_bytes()
+    source = SOURCE.read_bytes() + b"".join(h.read_bytes() for h in HEADERS)
     key = hashlib.sha256("\0".join([
         tk.version_text, platform.machine(), str(tk.include_dir), str(tk.libcupti), " ".join(BUILD_FLAGS),
         hashlib.sha256(source).hexdigest()]).encode()).hexdigest()
@@ -152,13 +154,16 @@ def library(cache_dir: Path, nvcc: str = "nvcc", *, cupti_home: Path | None = No
     return lib
 
 
-def environment(lib: Path, out: Path, *, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def environment(lib: Path, out: Path | None, *, base: Mapping[str, str] | None = None,
+                token: Path | str | None = None) -> dict[str, str]:
     """The variables to run a program under the library, writing its capture to `out`.
 
     CUDA_INJECTION64_PATH loads the library; NVTX_INJECTION64_PATH routes NVTX
     ranges to CUPTI; SWEEP_CUPTI_OUT names the capture file; LD_LIBRARY_PATH gets
     the CUPTI folder in front of `base`'s (default: this process's environment).
     Merge the result over the environment the program would otherwise get.
+    `token`: overlap mode, SWEEP_GPU_TOKEN names the GPU's lock file (the library takes it
+    around the program's GPU work); `out` None with a token: token-only mode, nothing recorded.
     """
     lib = Path(lib).resolve()
     facts_path = _facts_path(lib)
@@ -170,8 +175,12 @@ def environment(lib: Path, out: Path, *, base: Mapping[str, str] | None = None) 
                          f"get the library from sweep.profile.cupti.library(), which writes it") from None
     base = os.environ if base is None else base
     path = [lib_dir, *[p for p in base.get("LD_LIBRARY_PATH", "").split(":") if p and p != lib_dir]]
-    return {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": libcupti, ENV_OUT: str(Path(out).absolute()),
-            "LD_LIBRARY_PATH": ":".join(path)}
+    env = {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": libcupti, "LD_LIBRARY_PATH": ":".join(path)}
+    if out is not None:
+        env[ENV_OUT] = str(Path(out).absolute())
+    if token is not None:
+        env[ENV_TOKEN] = str(token)
+    return env
 
 
 def _facts_path(lib: Path) -> Path:

@@ -15,6 +15,24 @@
 //   SWEEP_CUPTI_TURN  "<read fd>,<write fd>": turn mode (below), for the sweep's
 //                     certification race (sweep/lockstep.py). Unset: no turns.
 //   SWEEP_CUPTI_RANGE the NVTX range that is one timed iteration ("iteration").
+//   SWEEP_GPU_TOKEN   the node-wide lock file of the process's GPU: overlap mode (below).
+//                     With it and without SWEEP_CUPTI_OUT, the library only keeps the
+//                     token (token-only mode: nothing recorded). A file that cannot be
+//                     opened ends the program (exit 70): untokened GPU work would spoil
+//                     every measurement that trusts the lock.
+//
+// Overlap mode (cupti_token.h holds the policy). Several configurations' programs run on
+// one GPU at once, each holding the GPU's lock (the token) only around its GPU work: at
+// the entry of a driver call that queues work (cuLaunch*, cuGraphLaunch*, cuMemcpy*,
+// cuMemset*, cuMemPrefetch*, cuStreamWriteValue*, cuStreamBatchMemOp*: every runtime
+// call and every library (cuBLAS) reaches the GPU through these) or touches its memory or
+// contexts (cuMemAlloc*, cuMemFree*, cuCtxCreate*, cuDevicePrimaryCtxRetain) it takes
+// the token, waiting as long as it takes; at the exit of a synchronising call
+// (cu*Synchronize, a synchronous copy or memset, cuMemFree*) it gives it back once no
+// such call is in progress on another thread and cuCtxSynchronize confirms the queue
+// drained (alloc and context calls give it back only when nothing was queued). At exit,
+// after the drain, it gives it back whatever is pending. Each window it held the token
+// becomes a `tok` record.
 //
 // Turn mode. Several programs run on one GPU and take turns, one timed
 // iteration each, so each iteration has the GPU to itself and they pay their
@@ -68,6 +86,9 @@
 //                                                    once, before the first fail line: the device's per-block limits
 //   fail   R <cbid> <corr> <cudaError_t> <gx> <gy> <gz> <bx> <by> <bz> <dynamic_smem_B> <mangled> <demangled>
 //                                                    a launch the runtime refused, with the error it returned
+//   copy   <M|S> <corr> <start_ns> <end_ns> <device> <context> <stream> <bytes>
+//                                                    a memcpy (M) or memset (S) on the GPU timeline
+//   tok    <acquired_ns> <released_ns>               overlap mode: a window the process held the GPU's token
 //   turn   <n> <go_ns> <done_ns>                    turn mode: iteration n ran from go (the turn given) to done
 //                                                    (its work finished)
 //   signal <number>                                  a fatal signal arrived; what was buffered was flushed
@@ -90,6 +111,7 @@
 // quick_exit() leave only the buffers CUPTI had already handed back.
 
 #include <cupti.h>
+#include "cupti_token.h"
 #include <generated_nvtx_meta.h>
 
 #include <cxxabi.h>
@@ -97,6 +119,7 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -126,6 +149,7 @@ uint64_t g_kernels = 0, g_calls = 0, g_marks = 0, g_dropped = 0, g_fails = 0;
 bool g_limits_written = false;
 std::atomic<bool> g_done{false};              // the final flush ran (atexit or a signal)
 std::vector<bool> g_launch_runtime, g_launch_driver;  // by callback id: a launch function?
+sweep_token::Token* g_token = nullptr;        // overlap mode's GPU token (SWEEP_GPU_TOKEN); null: none
 
 const int kSignals[] = {SIGTERM, SIGINT, SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
 struct sigaction g_previous[sizeof(kSignals) / sizeof(kSignals[0])];
@@ -225,6 +249,16 @@ void kernel_line(std::string& out, const CUpti_ActivityKernel10* k) {
     ++g_kernels;
 }
 
+// A memcpy (M) or memset (S): GPU time that is not a kernel's, for the token check and GPU-busy time.
+void copy_line(std::string& out, char kind, uint32_t corr, uint64_t start, uint64_t end, uint32_t device,
+               uint32_t context, uint32_t stream, uint64_t bytes) {
+    out += "copy\t";
+    out += kind;
+    for (uint64_t v : {uint64_t(corr), start, end, uint64_t(device), uint64_t(context), uint64_t(stream), bytes})
+        field(out, v);
+    out += '\n';
+}
+
 void call_line(std::string& out, const CUpti_ActivityAPI* a) {
     const std::vector<bool>& launch = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g_launch_runtime : g_launch_driver;
     if (a->cbid >= launch.size() || !launch[a->cbid]) return;
@@ -299,6 +333,18 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
                 case CUPTI_ACTIVITY_KIND_MARKER:
                     mark_line(out, reinterpret_cast<CUpti_ActivityMarker2*>(record));
                     break;
+                case CUPTI_ACTIVITY_KIND_MEMCPY: {
+                    auto m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
+                    copy_line(out, 'M', m->correlationId, m->start, m->end, m->deviceId, m->contextId, m->streamId,
+                              m->bytes);
+                    break;
+                }
+                case CUPTI_ACTIVITY_KIND_MEMSET: {
+                    auto m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
+                    copy_line(out, 'S', m->correlationId, m->start, m->end, m->deviceId, m->contextId, m->streamId,
+                              m->bytes);
+                    break;
+                }
                 default:
                     break;
             }
@@ -347,10 +393,30 @@ void enable_launch_calls(std::string& out, CUpti_CallbackDomain domain, uint32_t
     }
 }
 
+// The token windows closed so far, as `tok` lines.
+void write_windows() {
+    if (!g_token) return;
+    std::string out;
+    for (const sweep_token::Window& w : g_token->take_windows()) {
+        out += "tok";
+        field(out, w.acquired);
+        field(out, w.released);
+        out += '\n';
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    write_all(out);
+}
+
 void flush_and_finish(int signal_number) {
     bool expected = false;
     if (!g_done.compare_exchange_strong(expected, true)) return;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (g_token && !signal_number) {
+        // Clean exits only: a signal may have interrupted a thread holding the token's mutex
+        // (the process's death lets the lock go, and a crashed run is not a measurement).
+        g_token->release();
+        write_windows();
+    }
     std::string out;
     clock_line(out);  // a second pair, a run after the first: the parser follows drift between the clocks
     if (signal_number) {
@@ -517,6 +583,103 @@ bool sync_context() {
     return get && sync && get(&ctx) == CUDA_SUCCESS && ctx && sync() == CUDA_SUCCESS;
 }
 
+// ---------------------------------------------------------------------------
+// Overlap mode (see the header): the GPU token around the process's GPU work
+// ---------------------------------------------------------------------------
+
+enum TokenUse : uint8_t {
+    kQueues = 1,        // at entry: take the token; the call leaves work queued
+    kTouches = 2,       // at entry: take the token; nothing queued (allocation, free, context creation)
+    kSettle = 4,        // at exit: give it back once cuCtxSynchronize confirms the queue drained
+    kSettleIfEmpty = 8, // at exit: give it back if nothing was queued since it was taken
+};
+std::vector<uint8_t> g_token_use;             // by driver callback id
+thread_local bool t_token_busy = false;       // inside our own callback: the driver calls we make are ours
+
+bool starts(const char* name, const char* prefix) {
+    return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+// What a driver function means for the token, by its name (as the launch calls are found:
+// new variants are not missed).
+uint8_t token_use(const char* name) {
+    bool async = strstr(name, "Async") != nullptr;
+    bool host = strstr(name, "Host") != nullptr;   // cuMemAllocHost, cuMemFreeHost, cuMemHostAlloc: host memory
+    uint8_t use = 0;
+    if (starts(name, "cuLaunch") || starts(name, "cuGraphLaunch") || starts(name, "cuMemPrefetch") ||
+        starts(name, "cuStreamWriteValue") || starts(name, "cuStreamBatchMemOp"))
+        use |= kQueues;
+    if (starts(name, "cuMemcpy") || starts(name, "cuMemset")) use |= kQueues | (async ? 0 : kSettle);
+    if (strstr(name, "Synchronize")) use |= kSettle;
+    if (starts(name, "cuMemFree") && !host) use |= kTouches | (async ? kQueues : kSettle);
+    if (starts(name, "cuMemAlloc") && !host) use |= kTouches | (async ? kQueues : kSettleIfEmpty);
+    if (starts(name, "cuCtxCreate") || starts(name, "cuDevicePrimaryCtxRetain")) use |= kTouches | kSettleIfEmpty;
+    return use;
+}
+
+bool never_idle() {
+    return false;
+}
+
+void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
+    if (!g_token || cbid >= g_token_use.size() || t_token_busy) return;
+    uint8_t use = g_token_use[cbid];
+    if (!use) return;
+    t_token_busy = true;     // cuCtxSynchronize below comes back here: ignored
+    if (info->callbackSite == CUPTI_API_ENTER) {
+        if (use & (kQueues | kTouches)) g_token->enter(use & kQueues);
+    } else {
+        if (use & (kQueues | kTouches)) g_token->exit();
+        bool released = (use & kSettle)          ? g_token->settle(sync_context)
+                        : (use & kSettleIfEmpty) ? g_token->settle(never_idle)
+                                                 : false;
+        if (released && g_fd >= 0) write_windows();
+    }
+    t_token_busy = false;
+}
+
+// Enables the driver callbacks the token needs; false if CUPTI refused one (the token
+// would miss GPU work, so the caller ends the program).
+bool enable_token_callbacks(CUpti_SubscriberHandle subscriber) {
+    g_token_use.assign(CUPTI_DRIVER_TRACE_CBID_SIZE, 0);
+    bool ok = true;
+    for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+        uint8_t use = token_use(name);
+        if (!use) continue;
+        g_token_use[cbid] = use;
+        ok = cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid),
+                      "enabling a driver callback for the GPU token") && ok;
+    }
+    return ok;
+}
+
+// SWEEP_GPU_TOKEN: the lock file, opened as sweep/node/gpus.py opens it (read-only is enough
+// for flock; made 0666 when missing). Null when unset; a file that cannot be opened ends the
+// program, since its GPU work would then overlap others' measurements.
+sweep_token::Token* open_token() {
+    const char* path = getenv("SWEEP_GPU_TOKEN");
+    if (!path || !*path) return nullptr;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0666);
+        if (fd >= 0) fchmod(fd, 0666);
+        else if (errno == EEXIST) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "sweep-cupti: cannot open the GPU token SWEEP_GPU_TOKEN=%s: %s; set SWEEP_LOCK_DIR to a "
+                        "folder every user can write, or turn overlap off (profile: {overlap: false})\n",
+                path, strerror(errno));
+        _exit(70);
+    }
+    return new sweep_token::Token(fd, [] {
+        uint64_t t = 0;
+        cuptiGetTimestamp(&t);
+        return t;
+    });
+}
+
 [[noreturn]] void turn_exit() {
     drain(kSignalDrainMs);
     flush_and_finish(0);
@@ -633,14 +796,22 @@ void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* d) {
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) on_launch(cbid, data);
+    else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) on_driver(cbid, static_cast<const CUpti_CallbackData*>(data));
     else if (domain == CUPTI_CB_DOMAIN_NVTX) on_nvtx(cbid, static_cast<const CUpti_NvtxData*>(data));
 }
 
 // One subscriber (CUPTI takes one a process): the runtime launch functions with a launch
-// configuration, for refused launches; in turn mode, the NVTX range calls too.
+// configuration, for refused launches; in turn mode, the NVTX range calls too; in overlap
+// mode, the driver calls the token follows. A token that cannot be kept ends the program.
 void subscribe(bool turns) {
     CUpti_SubscriberHandle subscriber;
-    if (!cupti_ok(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribing to callbacks")) return;
+    bool subscribed = cupti_ok(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribing to callbacks");
+    if (g_token && !(subscribed && enable_token_callbacks(subscriber))) {
+        fprintf(stderr, "sweep-cupti: the GPU token needs CUPTI's driver callbacks (another profiler or tool holds "
+                        "CUPTI's one subscriber?); turn overlap off (profile: {overlap: false})\n");
+        _exit(70);
+    }
+    if (!subscribed) return;
     for (CUpti_CallbackId cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
                                   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
                                   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
@@ -737,7 +908,13 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     bool expected = false;
     if (!initialised.compare_exchange_strong(expected, true)) return 1;
 
+    g_token = open_token();
     const char* pattern = getenv("SWEEP_CUPTI_OUT");
+    if ((!pattern || !*pattern) && g_token) {    // token-only mode: a check run that records nothing
+        subscribe(false);
+        atexit(at_exit);
+        return 1;
+    }
     if (!pattern || !*pattern) {
         fprintf(stderr, "sweep-cupti: SWEEP_CUPTI_OUT is not set, so nothing is recorded; "
                         "set it to the capture file to write\n");
@@ -771,6 +948,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         return 1;
     cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
     cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER), "enabling NVTX marker records");
+    cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling memcpy records");
+    cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records");
     out.clear();
     enable_launch_calls(out, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, "R", g_launch_runtime);
     enable_launch_calls(out, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, "D", g_launch_driver);
