@@ -1,0 +1,47 @@
+"""The GPU token's policy (sweep/profile/cupti_token.h), compiled with g++ into a small
+program (tests/profile/token/harness.cpp) and run without a GPU: when it is taken and
+given back, and that processes holding it never hold it at once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweep.profile.cupti import HEADERS
+
+HARNESS = Path(__file__).with_name("token") / "harness.cpp"
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("token") / "harness"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-pthread", f"-I{HEADERS[0].parent}", str(HARNESS),
+                    "-o", str(out)], check=True)
+    return out
+
+
+def test_the_token_is_released_only_when_nothing_is_in_progress_and_the_queue_drained(harness, tmp_path):
+    r = subprocess.run([str(harness), "policy", str(tmp_path / "gpu.lock")], capture_output=True, text=True)
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_path):
+    lock = tmp_path / "gpu.lock"
+    procs = [subprocess.Popen([str(harness), "hold", str(lock), "20", "1000"], stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    windows = []
+    for n, p in enumerate(procs):
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        windows += [(int(a), int(b), n) for a, b in (line.split() for line in out.splitlines())]
+    assert len(windows) == 60
+    windows.sort()
+    for (a0, b0, p0), (a1, b1, p1) in zip(windows, windows[1:]):
+        assert a0 < b0 <= a1, f"process {p0}'s window {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
+    switches = sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1)
+    assert switches >= 3, "the processes never took turns: nothing was tested"

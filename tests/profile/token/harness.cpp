@@ -1,0 +1,88 @@
+// The GPU token's policy (sweep/profile/cupti_token.h) without a GPU, for
+// tests/profile/test_cupti_token.py:
+//   harness policy                       checks the release rules; prints "ok" or what broke
+//   harness hold <lock> <rounds> <us>    takes the token <rounds> times around a fake <us> of
+//                                        "GPU work" and prints each window, CLOCK_MONOTONIC ns
+#include "cupti_token.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace {
+
+uint64_t now_ns() {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+int fail(const char* what) {
+    printf("FAIL %s\n", what);
+    return 1;
+}
+
+// Another open file description of the same file: can it take the lock right now?
+bool free_for_others(const char* path) {
+    int fd = open(path, O_RDONLY);
+    bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (free) flock(fd, LOCK_UN);
+    close(fd);
+    return free;
+}
+
+int policy(const char* path) {
+    int fd = open(path, O_RDONLY | O_CREAT, 0666);
+    sweep_token::Token token(fd, now_ns);
+    int idle_calls = 0;
+    auto idle = [&] { ++idle_calls; return true; };
+    auto busy = [&] { ++idle_calls; return false; };
+    if (token.settle(idle) || idle_calls) return fail("settle without the token released or asked the GPU");
+    token.enter(false);                                   // an allocation: nothing queued
+    if (!token.held() || free_for_others(path)) return fail("enter did not take the lock");
+    token.exit();
+    if (!token.settle(busy) || idle_calls) return fail("nothing queued: settle must release without asking");
+    if (!free_for_others(path)) return fail("a released token still holds the lock");
+    token.enter(true);                                    // a launch
+    token.exit();
+    if (token.settle(busy)) return fail("released while the GPU was busy");
+    if (token.settle([] { return true; }) != true) return fail("did not release once the GPU was idle");
+    token.enter(true);                                    // a launch in progress on another thread
+    if (token.settle(idle)) return fail("released while a launch was in progress");
+    token.exit();
+    token.release();                                      // the exit path, whatever is pending
+    if (token.held() || !free_for_others(path)) return fail("release at exit kept the lock");
+    if (token.take_windows().size() != 3) return fail("expected three windows");
+    if (!token.take_windows().empty()) return fail("windows handed out twice");
+    printf("ok\n");
+    return 0;
+}
+
+int hold(const char* path, int rounds, int us) {
+    int fd = open(path, O_RDONLY | O_CREAT, 0666);
+    sweep_token::Token token(fd, now_ns);
+    for (int i = 0; i < rounds; ++i) {
+        token.enter(true);
+        std::this_thread::sleep_for(std::chrono::microseconds(us));   // the "GPU work"
+        token.exit();
+        token.settle([] { return true; });
+        std::this_thread::sleep_for(std::chrono::microseconds(us));   // host work: no token
+    }
+    for (const sweep_token::Window& w : token.take_windows())
+        printf("%llu %llu\n", (unsigned long long)w.acquired, (unsigned long long)w.released);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "policy") return policy(argv[2]);
+    if (argc == 5 && std::string(argv[1]) == "hold") return hold(argv[2], atoi(argv[3]), atoi(argv[4]));
+    fprintf(stderr, "usage: harness policy <lock> | harness hold <lock> <rounds> <us>\n");
+    return 2;
+}
