@@ -2,7 +2,7 @@
 
 The format is documented in cupti_inject.cpp's header comment: a header line,
 then one tab-separated record per line (`clock`, `name`, `kern`, `call`, `mark`, `api`,
-`limits`, `fail`, `drop`, `turn`, `signal`, `end`). This module turns a file into a `Capture`
+`limits`, `fail`, `drop`, `turn`, `copy`, `tok`, `ctx`, `signal`, `end`). This module turns a file into a `Capture`
 (`read_capture`), or follows one as the library writes it (`Follower`, for the race's turns),
 and knows nothing of Measurements; sweep/profile/cupti.py does that. Files of the library's
 first format, "sweep-cupti/1", read the same: they have no `clock` records, so
@@ -98,6 +98,36 @@ class TurnRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CopyRecord:
+    """A memcpy (kind "M") or memset ("S") on the GPU timeline, CUPTI ns."""
+
+    kind: str
+    correlation: int
+    start: int
+    end: int
+    device: int
+    context: int
+    stream: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenWindow:
+    """Overlap mode: a window the process held its GPU's token (sweep/profile/cupti_token.h), CUPTI ns."""
+
+    acquired: int
+    released: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRecord:
+    """A context created (cuCtxCreate*, cuDevicePrimaryCtxRetain): its call's entry and exit, CUPTI ns."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
 class Capture:
     path: Path
     header: Mapping[str, str]
@@ -113,6 +143,9 @@ class Capture:
     torn: bool = False          # the last line was cut short and ignored
     clock_pairs: tuple[ClockPair, ...] = ()    # at the start, and at the final flush when it ran
     turns: tuple[TurnRecord, ...] = ()         # turn mode only
+    copies: tuple[CopyRecord, ...] = ()        # memcpy and memset records (libraries from overlap mode on)
+    tokens: tuple[TokenWindow, ...] = ()       # overlap mode only
+    contexts: tuple[ContextRecord, ...] = ()   # context creations (libraries from overlap mode on)
 
     def realtime(self) -> Callable[[int], int] | None:
         """CUPTI ns -> wall-clock ns (CLOCK_REALTIME): the first pair's offset, and with a second
@@ -197,7 +230,8 @@ def read_capture(path: Path) -> Capture:
                    marks=tuple(reader.marks), apis=reader.apis, failures=tuple(reader.failures), limits=reader.limits,
                    complete=reader.complete, signal=reader.signal,
                    dropped=reader.dropped, torn=torn, clock_pairs=tuple(reader.clock_pairs),
-                   turns=tuple(reader.turns))
+                   turns=tuple(reader.turns), copies=tuple(reader.copies), tokens=tuple(reader.tokens),
+                   contexts=tuple(reader.contexts))
 
 
 class Follower:
@@ -254,6 +288,9 @@ class _Reader:
         self.dropped = 0
         self.clock_pairs: list[ClockPair] = []
         self.turns: list[TurnRecord] = []
+        self.copies: list[CopyRecord] = []
+        self.tokens: list[TokenWindow] = []
+        self.contexts: list[ContextRecord] = []
 
     def record(self, f: list[str]) -> None:
         tag = f[0]
@@ -300,6 +337,14 @@ class _Reader:
             self.clock_pairs.append(ClockPair(int(f[1]), int(f[2])))
         elif tag == "turn":
             self.turns.append(TurnRecord(int(f[1]), int(f[2]), int(f[3])))
+        elif tag == "copy":
+            if f[1] not in ("M", "S"):
+                raise ValueError(f[1])
+            self.copies.append(CopyRecord(f[1], *(int(x) for x in f[2:9])))
+        elif tag == "tok":
+            self.tokens.append(TokenWindow(int(f[1]), int(f[2])))
+        elif tag == "ctx":
+            self.contexts.append(ContextRecord(int(f[1]), int(f[2])))
         elif tag == "end":
             self.complete = True
         # other tags: records a later library of this format may add; skipped

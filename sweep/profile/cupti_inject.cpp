@@ -89,6 +89,8 @@
 //   copy   <M|S> <corr> <start_ns> <end_ns> <device> <context> <stream> <bytes>
 //                                                    a memcpy (M) or memset (S) on the GPU timeline
 //   tok    <acquired_ns> <released_ns>               overlap mode: a window the process held the GPU's token
+//   ctx    <start_ns> <end_ns>                       a context created (cuCtxCreate*, cuDevicePrimaryCtxRetain):
+//                                                    the call's entry and exit, less any wait for the token
 //   turn   <n> <go_ns> <done_ns>                    turn mode: iteration n ran from go (the turn given) to done
 //                                                    (its work finished)
 //   signal <number>                                  a fatal signal arrived; what was buffered was flushed
@@ -592,6 +594,7 @@ enum TokenUse : uint8_t {
     kTouches = 2,       // at entry: take the token; nothing queued (allocation, free, context creation)
     kSettle = 4,        // at exit: give it back once cuCtxSynchronize confirms the queue drained
     kSettleIfEmpty = 8, // at exit: give it back if nothing was queued since it was taken
+    kContext = 16,      // creates a context: a `ctx` record (every mode: GPU-busy time counts it)
 };
 std::vector<uint8_t> g_token_use;             // by driver callback id
 thread_local bool t_token_busy = false;       // inside our own callback: the driver calls we make are ours
@@ -613,7 +616,8 @@ uint8_t token_use(const char* name) {
     if (strstr(name, "Synchronize")) use |= kSettle;
     if (starts(name, "cuMemFree") && !host) use |= kTouches | (async ? kQueues : kSettle);
     if (starts(name, "cuMemAlloc") && !host) use |= kTouches | (async ? kQueues : kSettleIfEmpty);
-    if (starts(name, "cuCtxCreate") || starts(name, "cuDevicePrimaryCtxRetain")) use |= kTouches | kSettleIfEmpty;
+    if (starts(name, "cuCtxCreate") || starts(name, "cuDevicePrimaryCtxRetain"))
+        use |= kTouches | kSettleIfEmpty | kContext;
     return use;
 }
 
@@ -621,14 +625,32 @@ bool never_idle() {
     return false;
 }
 
+thread_local uint64_t t_context_ns = 0;       // when this thread's context call began (after any token wait)
+
 void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
-    if (!g_token || cbid >= g_token_use.size() || t_token_busy) return;
+    if (cbid >= g_token_use.size() || t_token_busy) return;
     uint8_t use = g_token_use[cbid];
-    if (!use) return;
+    bool token = g_token && (use & ~kContext);
+    if (!token && !(use & kContext)) return;
     t_token_busy = true;     // cuCtxSynchronize below comes back here: ignored
     if (info->callbackSite == CUPTI_API_ENTER) {
-        if (use & (kQueues | kTouches)) g_token->enter(use & kQueues);
+        if (token && (use & (kQueues | kTouches))) g_token->enter(use & kQueues);
+        if (use & kContext) cuptiGetTimestamp(&t_context_ns);
     } else {
+        if (use & kContext && g_fd >= 0) {
+            std::string out = "ctx";
+            uint64_t now = 0;
+            cuptiGetTimestamp(&now);
+            field(out, t_context_ns);
+            field(out, now);
+            out += '\n';
+            std::lock_guard<std::mutex> lock(g_mutex);
+            write_all(out);
+        }
+        if (!token) {
+            t_token_busy = false;
+            return;
+        }
         if (use & (kQueues | kTouches)) g_token->exit();
         bool released = (use & kSettle)          ? g_token->settle(sync_context)
                         : (use & kSettleIfEmpty) ? g_token->settle(never_idle)
@@ -638,15 +660,17 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     t_token_busy = false;
 }
 
-// Enables the driver callbacks the token needs; false if CUPTI refused one (the token
-// would miss GPU work, so the caller ends the program).
-bool enable_token_callbacks(CUpti_SubscriberHandle subscriber) {
+// Enables the driver callbacks: the token's (overlap mode) and the context creations'
+// (always); false if CUPTI refused one the token needs (it would miss GPU work, so the
+// caller ends the program).
+bool enable_driver_callbacks(CUpti_SubscriberHandle subscriber) {
     g_token_use.assign(CUPTI_DRIVER_TRACE_CBID_SIZE, 0);
     bool ok = true;
     for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
         const char* name = nullptr;
         if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
         uint8_t use = token_use(name);
+        if (!g_token) use &= kContext;
         if (!use) continue;
         g_token_use[cbid] = use;
         ok = cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid),
@@ -806,7 +830,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 void subscribe(bool turns) {
     CUpti_SubscriberHandle subscriber;
     bool subscribed = cupti_ok(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribing to callbacks");
-    if (g_token && !(subscribed && enable_token_callbacks(subscriber))) {
+    if (!(subscribed && enable_driver_callbacks(subscriber)) && g_token) {
         fprintf(stderr, "sweep-cupti: the GPU token needs CUPTI's driver callbacks (another profiler or tool holds "
                         "CUPTI's one subscriber?); turn overlap off (profile: {overlap: false})\n");
         _exit(70);

@@ -24,11 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sweep.core.errors import SweepError
 from sweep.profile.base import Launch, Measurement, Window, aggregate, iteration_windows
 from sweep.profile.cupti_file import Failure, KernelRecord, read_capture
 from sweep.profile.overlap import Clipped, Span, clip
+from sweep.profile.cupti_tokens import summary as gpu_summary
 from sweep.profile.ranges import attribute
 
 RERUN = "re-run the program and check its log"
@@ -75,6 +77,7 @@ class ParsedCapture:
     failures: tuple[Failure, ...] = ()     # launches the runtime refused (their size and error)
     timed_launches: tuple[Launch, ...] = ()   # the launches the Measurements aggregate
     windows: tuple[Window, ...] | None = None  # per timed iteration, on the wall clock; None: no clock pairs
+    gpu: dict[str, Any] | None = None          # GPU-busy time and the token's windows (cupti_tokens.summary)
 
     @property
     def truncated(self) -> bool:
@@ -144,7 +147,7 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         complete=cap.complete, signal=cap.signal, iterations=iterations, launches=len(kernels),
         counted=len(launches), unfinished=finished.count(False), partial_iterations=partial,
         unclosed_ranges=unclosed, dropped=cap.dropped, pid=cap.pid, failures=cap.failures,
-        timed_launches=tuple(launches), windows=windows)
+        timed_launches=tuple(launches), windows=windows, gpu=gpu_summary(cap))
 
 
 def turn_launches(kernels: Sequence[KernelRecord]) -> list[Launch]:

@@ -1,0 +1,72 @@
+"""Overlap mode's evidence from captures (sweep/profile/cupti_tokens.py), on synthetic
+sweep-cupti/2 files: every kernel, copy and memset inside a token window, GPU-busy time,
+and GPU work of two processes that overlapped on the wall clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep.profile.cupti_file import read_capture
+from sweep.profile.cupti_parse import parse
+from sweep.profile.cupti_tokens import cross_overlaps, merged_ns, outside, summary
+
+
+def capture(path: Path, *, kernels=(), copies=(), tokens=(), contexts=(), wall_offset: int = 0) -> Path:
+    """A capture with kernels (start, end), copies (kind, start, end), token windows and context
+    creations (start, end); its CUPTI clock reads the wall clock minus `wall_offset`."""
+    lines = ["sweep-cupti/2\tpid=7\tcupti_api=1\tstart_ns=0\texe=/x",
+             f"clock\t1000\t{1000 + wall_offset}", "name\t0\t_Z1kv\tk()"]
+    lines += [f"ctx\t{a}\t{b}" for a, b in contexts]
+    lines += [f"kern\t{n}\t{a}\t{b}\t0\t1\t7\t1\t1\t1\t32\t1\t1\t16\t0\t0\t0\t0" for n, (a, b) in enumerate(kernels, 1)]
+    lines += [f"copy\t{kind}\t{n}\t{a}\t{b}\t0\t1\t7\t4096" for n, (kind, a, b) in enumerate(copies, 100)]
+    lines += [f"tok\t{a}\t{b}" for a, b in tokens]
+    lines += [f"clock\t2000000000\t{2000000000 + wall_offset}", "end\tkernels=1\tcalls=0\tmarks=0\tdropped=0\tfails=0"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_work_inside_the_token_windows_is_not_outside(tmp_path):
+    cap = read_capture(capture(tmp_path / "c.txt", kernels=[(100, 200), (300, 400)], copies=[("M", 310, 320)],
+                               tokens=[(90, 250), (290, 450)]))
+    assert outside(cap) == []
+    assert summary(cap)["outside"] == 0 and summary(cap)["windows"] == 2
+
+
+def test_a_kernel_or_copy_past_its_window_is_outside_and_named(tmp_path):
+    cap = read_capture(capture(tmp_path / "c.txt", kernels=[(100, 260)], copies=[("S", 500, 510)],
+                               tokens=[(90, 250)]))
+    assert [what for *_, what in outside(cap)] == ["kernel k", "memset"]
+    assert summary(cap)["outside"] == 2 and summary(cap)["outside_first"] == "kernel k"
+
+
+def test_gpu_busy_time_merges_overlapping_work_and_adds_context_creation(tmp_path):
+    us = 1000
+    cap = read_capture(capture(tmp_path / "c.txt", kernels=[(100 * us, 200 * us), (150 * us, 300 * us)],
+                               copies=[("M", 400 * us, 450 * us)], contexts=[(0, 1000 * us)]))
+    assert merged_ns([(100, 200), (150, 300), (400, 450)]) == 250
+    assert summary(cap) == {"busy_s": 0.00125, "context_s": 0.001}
+
+
+def test_an_exclusive_capture_says_nothing_of_windows(tmp_path):
+    cap = read_capture(capture(tmp_path / "c.txt", kernels=[(100, 200)]))
+    assert "windows" not in summary(cap) and "outside" not in summary(cap)
+
+
+def test_the_parse_carries_the_gpu_summary_for_result_json(tmp_path):
+    parsed = parse(capture(tmp_path / "c.txt", kernels=[(100, 200)], tokens=[(50, 250)]))
+    assert parsed.gpu["windows"] == 1 and parsed.gpu["outside"] == 0
+
+
+def test_two_processes_whose_gpu_work_interleaves_do_not_overlap(tmp_path):
+    a = read_capture(capture(tmp_path / "a.txt", kernels=[(100, 200), (500, 600)]))
+    b = read_capture(capture(tmp_path / "b.txt", kernels=[(250, 450), (700, 800)]))
+    assert cross_overlaps(a, b) == [] and cross_overlaps(b, a) == []
+
+
+def test_overlapping_work_is_found_on_the_wall_clock_not_on_each_cupti_clock(tmp_path):
+    # b's CUPTI clock runs 1000 ns behind the wall clock: its kernel at CUPTI 1100-1200 ran at wall 100-200
+    a = read_capture(capture(tmp_path / "a.txt", kernels=[(150, 160)]))
+    b = read_capture(capture(tmp_path / "b.txt", kernels=[(1100, 1200)], wall_offset=-1000))
+    assert [(x[2], y[2]) for x, y in cross_overlaps(a, b)] == [("kernel k", "kernel k")]
+    apart = read_capture(capture(tmp_path / "c.txt", kernels=[(150, 160)], wall_offset=-1000))
+    assert cross_overlaps(a, apart) == []
