@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None:
         options["budget"] = str(args.budget)
     s = pipeline.run(paths.shipped_file(args.space), opts, strategy_options=options or None, name=args.name, strategy=args.strategy, backend=args.backend,
-                     samples=args.samples, slurm=slurm or None)
+                     samples=args.samples, slurm=slurm or None, overlap=args.overlap)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
     if s.best:

@@ -8,6 +8,7 @@
     gpu_lock      holds a GPU's lock while a job measures
     others_on     the pids of other processes on this job's GPU (NVML), None where unknown
     exclusive     runs a measuring window, checks the GPU was not shared, repeats it once if it was
+    measuring_slots  how many jobs may measure on one GPU at once (overlap mode: several)
 
 The lock lived in jobs/<sweep>/_dispatch/, one per sweep: two sweeps started together on one
 GPU measured at the same time, silently. Now every sweep of every user (each with its own
@@ -198,3 +199,26 @@ def lock_error(e: OSError, path: Path) -> SweepError:
     why = "permission denied" if e.errno in (errno.EACCES, errno.EPERM) else e.strerror
     return SweepError(f"cannot open the GPU lock {path} ({why}): set {LOCK_DIR_ENV} to a folder every user of "
                       "this node can write (mode 1777)")
+
+
+MAX_OVERLAP_SLOTS = 4   # programs measuring on one GPU at once in overlap mode, at most
+
+
+def measuring_slots(space: Any, cpus: int, gpus: int) -> int:
+    """How many jobs may be in their measuring phase on one GPU at once: 1, or in overlap mode
+    (sweep.node.overlap: the cupti backend, profile.overlap on, one GPU per job) the CPUs per
+    GPU, at most MAX_OVERLAP_SLOTS. Why these bounds: the slots exist so that one program's host
+    work (set-up, fills, CPU checks) runs while another's GPU work runs; a slot without a core
+    of its own only slows the others' host work down. The cap is the memory guard: every
+    program waiting for the token keeps its CUDA context and its allocations on the GPU, and
+    what a program allocates is unknown before it runs, so the number of them at once is kept
+    small (a program that runs out of GPU memory under overlap is measured again alone,
+    sweep.node.overlap). With a host share h of a run, about 1 / (1 - h) slots keep the GPU busy:
+    4 covers programs whose run is up to three quarters host work."""
+    profile = getattr(space, "profile", None)
+    slurm = getattr(space, "slurm", None)
+    overlap = (getattr(profile, "backend", "") == "cupti" and bool(getattr(profile, "overlap", False))
+               and getattr(slurm, "gpus_per_job", 1) == 1)
+    if not overlap:
+        return 1
+    return max(1, min(cpus // max(gpus, 1), MAX_OVERLAP_SLOTS))

@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from sweep import profile
 from sweep.core import atomic, limits, safe
-from sweep.node import build as build_mod, clocks, gpus, group, measure, sampling
+from sweep.node import build as build_mod, clocks, group, measure, overlap, sampling
 from sweep.core.errors import DiskFull, SweepError
 from sweep.node.measure import CUDA_FAILURE, Measuring  # noqa: F401  (CUDA_FAILURE: importable from here, as before)
 from sweep.node.process import (JobFailed, Ran, Termination, Tools, check_exit, current_stage, device_facts,  # noqa: F401
@@ -84,6 +84,7 @@ class Job:
         self.timeout_s = timeout_s if timeout_s is not None else settings.timeout_s
         self.build_jobs = build_jobs if build_jobs is not None else (self.cfg.build.get("jobs", 0) or settings.build_jobs)
         self.gpu_lock_path = gpu_lock_path
+        self.gpu_token: Path | None = None      # overlap mode: the lock file the program takes (sweep.node.overlap)
         self.backend = profile.backend(self.cfg.profile["backend"])
         self.timings: dict[str, float] = {}
         self.intervals: dict[str, list[float]] = {}
@@ -118,7 +119,8 @@ class Job:
         tool = self.tools.path(self.backend.tool) or "" if self.backend.tool else ""
         cache = self.cfg.settings.cache_dir
         return profile.Request(self.dir, self.program, tool, self.cfg.profile, self.specs[0].events,
-                               Path(cache) if cache else self.dir.parent.parent / "_cache" / self.backend.name)
+                               Path(cache) if cache else self.dir.parent.parent / "_cache" / self.backend.name,
+                               gpu_token=self.gpu_token)
 
     def mark(self, stage: str, start: float) -> None:
         """Record a stage's wall-clock interval (epoch seconds), for overhead accounting."""
@@ -264,7 +266,7 @@ class Job:
             lib = cupti.library(cupti.cache_dir(self.request()))
             with safe.open_nofollow(log, "a") as f:
                 f.write("\n# the runtime refused a launch: running it again under the CUPTI library to see its size\n")
-            run_program(list(cmd), log, "diagnose", self.timeout_s, env=cupti.environment(lib, out))
+            run_program(list(cmd), log, "diagnose", self.timeout_s, env=cupti.environment(lib, out, token=self.gpu_token))
         except (SweepError, JobFailed, OSError):
             return None
         return self._capture_of(profile.Invocation([], out))
@@ -331,13 +333,7 @@ class Job:
                 self._load_built()
             if stages in ("all", "measure"):
                 self.setup_backend()
-                with gpu_lock(self.gpu_lock_path):
-                    held = time.time()
-                    try:
-                        self.verify()
-                        taken = gpus.exclusive(self.capture, self.env)   # repeated once if shared
-                    finally:
-                        self.mark("gpu", held)      # the GPU held: verify and profile, what the lock serialises
+                taken = overlap.measure(self)   # the GPU held for the whole run, or only for its GPU work
                 ms, forward = self.parse(taken)
             status, stage, reason, log = Status.OK, "", "", ""
             if stages == "build":

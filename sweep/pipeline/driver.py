@@ -101,7 +101,7 @@ def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
 
 def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
                     samples: int | None = None, slurm: dict[str, Any] | None = None,
-                    strategy_options: dict[str, str] | None = None) -> Space:
+                    strategy_options: dict[str, str] | None = None, overlap: bool | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
         problem = sweep_name_problem(name)
@@ -126,6 +126,8 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
     if backend:
         profile.backend(backend)
         space = dataclasses.replace(space, profile=dataclasses.replace(space.profile, backend=backend))
+    if overlap is not None:      # --no-overlap: every measurement holds the GPU for its whole run
+        space = dataclasses.replace(space, profile=dataclasses.replace(space.profile, overlap=overlap))
     if slurm:
         valid = set(space.slurm.__slots__)
         bad = [k for k in slurm if k not in valid]

@@ -201,6 +201,7 @@ class Request:
     options: Mapping[str, Any] = field(default_factory=dict)   # the space's profile: section
     events_args: tuple[str, ...] = ()          # the target's arguments for its own event timing
     cache_dir: Path | None = None              # where a backend keeps what it builds once (cupti: its library)
+    gpu_token: Path | None = None              # overlap mode: the GPU's lock file the program takes (cupti only)
 
 
 WHOLE_RUN = "whole run"                        # Invocation.capture of a run captured from start to exit

@@ -257,7 +257,8 @@ def _setup(req: Request) -> None:
 
 def _invocation(req: Request) -> Invocation:
     out = req.job_dir / CAPTURE_FILE
-    return Invocation(req.program(), out, env=environment(_library_for(req), out), capture=WHOLE_RUN)
+    return Invocation(req.program(), out, env=environment(_library_for(req), out, token=req.gpu_token),
+                      capture=WHOLE_RUN)
 
 
 def _timed(inv: Invocation) -> bool:

@@ -162,6 +162,7 @@ class Certify:
 class Profile:
     backend: str = "nsys"
     ncu_iterations: int = 3                # ncu replays every launch: fewer iterations keep it quick
+    overlap: bool = True                   # cupti: programs share the GPU, each holding it only for its GPU work
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,11 +262,11 @@ def custom_target(top: Section) -> bool:
 
 def profile(top: Section, path: Path) -> Profile:
     """The profile section; without a backend, cupti for a custom target and nsys for the engine."""
-    s = Section(top.data.get("profile"), f"{path}: profile", ("backend", "ncu_iterations"))
+    s = Section(top.data.get("profile"), f"{path}: profile", ("backend", "ncu_iterations", "overlap"))
     backend = s.str("backend", CUSTOM_TARGET_BACKEND if custom_target(top) else DEFAULT_BACKEND)
     if backend not in BACKENDS:
         raise SweepError(f"{s.at('backend')}: {show(backend)} is not a profile backend; choose one of {', '.join(BACKENDS)}")
-    return Profile(backend, s.int("ncu_iterations", 3, 1, 1000))
+    return Profile(backend, s.int("ncu_iterations", 3, 1, 1000), s.bool("overlap", True))
 
 
 def slurm(top: Section, path: Path) -> Slurm:
