@@ -90,10 +90,13 @@ RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per r
 
 
 def sweep_gpu_s(configs: pd.DataFrame) -> float:
-    """Seconds the sweep's ok jobs held the GPU (verify + profile)."""
+    """The GPU-seconds the sweep's ok jobs cost: their shares of the measuring phase's wall time
+    (collect's gpu_s; in overlap mode the jobs shared the GPU), else verify + profile."""
     if configs.empty:
         return 0.0
     ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")]
+    if "gpu_s" in ok:
+        return float(ok["gpu_s"].fillna(0).sum())
     return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
 
 

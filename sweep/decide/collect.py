@@ -39,6 +39,7 @@ from sweep.core import atomic
 from sweep.node import resources
 from sweep.node.lock import pid_alive
 from sweep.core.errors import SweepError
+from sweep.records import gpu_time
 from sweep.records.evidence import Sampled
 from sweep.records import JobConfig, Manifest, Status, read_json, read_result
 from sweep.stats import summarize
@@ -156,6 +157,7 @@ def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) ->
             "backend": env.get("backend", ""), "capture": env.get("capture", ""), "forward_ms": r.forward_ms.get("median_ms"),
             "build_s": r.timings.get("build"), "verify_s": r.timings.get("verify"), "profile_s": r.timings.get("profile"),
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
+            "gpu_mode": env.get("gpu_mode", "exclusive"), "gpu_interval": r.intervals.get("gpu"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
             "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
             "resources": resources_text(r.build),
@@ -183,9 +185,24 @@ def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) ->
     for s in manifest.skipped:  # constraint-skipped points were never rendered
         config_rows.append({"tag": s.tag, "role": "sweep", "status": "skipped", "stage": "plan",
                             "reason": s.reason, "log": "", **s.macros})
+    _gpu_seconds(config_rows)
     configs = pd.DataFrame(config_rows)
     measurements = pd.DataFrame(meas_rows)
     return Collected(configs, measurements, manifest)
+
+
+def _gpu_seconds(rows: list[dict]) -> None:
+    """Each measured job's GPU-seconds (`gpu_s`): its share of its GPU's measuring-phase wall time
+    (sweep.records.gpu_time; in overlap mode several jobs share the GPU at once). A result without
+    its interval counts its verify and profile seconds, as before."""
+    timed = [r for r in rows if isinstance(r.get("gpu_interval"), (list, tuple)) and len(r["gpu_interval"]) == 2]
+    got = gpu_time.shares([((r.get("host"), r.get("gpu_uuid") or r.get("gpu")), *r["gpu_interval"]) for r in timed])
+    for r, share in zip(timed, got):
+        r["gpu_s"] = share
+    for r in rows:
+        r.pop("gpu_interval", None)
+        if "gpu_s" not in r and r.get("status") == "ok":
+            r["gpu_s"] = sum(r.get(k) or 0.0 for k in ("verify_s", "profile_s"))
 
 
 FINGERPRINT = ("gpu_uuid", "default_sm_mhz", "start_sm_mhz", "start_mem_mhz", "start_temperature_c", "start_power_w")

@@ -1,0 +1,34 @@
+"""GPU-seconds under overlap mode (sweep/records/gpu_time.py): each job's share of its GPU's
+measuring-phase wall time, and collect's gpu_s column built from result.json's intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweep.decide.collect import _gpu_seconds
+from sweep.records.gpu_time import shares
+
+
+def test_jobs_that_never_overlap_each_cost_their_whole_interval():
+    assert shares([("g", 0.0, 2.0), ("g", 2.0, 5.0)]) == [2.0, 3.0]
+
+
+def test_overlapping_jobs_split_the_wall_time_and_their_shares_add_up_to_it():
+    got = shares([("g", 0.0, 4.0), ("g", 2.0, 6.0), ("g", 3.0, 4.0)])
+    # 0-2 alone: 2; 2-3 two: 0.5 each; 3-4 three: 1/3 each; 4-6 alone: 2
+    assert got == pytest.approx([2 + 0.5 + 1 / 3, 0.5 + 1 / 3 + 2, 1 / 3])
+    assert sum(got) == pytest.approx(6.0)
+
+
+def test_jobs_on_different_gpus_never_share():
+    assert shares([("a", 0.0, 4.0), ("b", 0.0, 4.0)]) == [4.0, 4.0]
+
+
+def test_collect_gives_each_result_its_share_and_an_old_result_its_verify_and_profile_seconds():
+    rows = [{"status": "ok", "host": "h", "gpu_uuid": "G", "gpu_interval": [0.0, 4.0], "profile_s": 3.9},
+            {"status": "ok", "host": "h", "gpu_uuid": "G", "gpu_interval": [0.0, 4.0], "profile_s": 3.9},
+            {"status": "ok", "host": "h", "gpu_uuid": "G", "gpu_interval": None, "verify_s": 1.0, "profile_s": 2.0},
+            {"status": "pending"}]
+    _gpu_seconds(rows)
+    assert [r.get("gpu_s") for r in rows] == [2.0, 2.0, 3.0, None]
+    assert all("gpu_interval" not in r for r in rows)
