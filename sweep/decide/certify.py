@@ -53,7 +53,7 @@ import pandas as pd
 from sweep import dispatch as executors
 from sweep.core import atomic
 from sweep.decide import by_gpu, collect as collect_mod
-from sweep.node import render
+from sweep.node import gpus, render
 from sweep.decide.collect import Collected
 from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
@@ -194,7 +194,7 @@ def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | 
     return RacePlan(lanes, {t: str(Path(sweep_dir) / t) for t in tags}, hashes, budget(space, c.configs),
                     space.certify.max_rounds, weights=weights(space) if space.workloads else {},
                     lockstep=in_lockstep(space, c, tags), turns=space.certify.turns,
-                    processes=space.certify.processes)
+                    processes=space.certify.processes, overlap=gpus.overlap_wanted(space))
 
 
 def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str, int]]] | None:

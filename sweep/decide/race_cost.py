@@ -19,6 +19,12 @@ group. No pick can be certified before the first look at which a leader that
 won every round would be (9 rounds with two to four entrants, at the default 30
 rounds and alpha 0.05).
 
+In overlap mode (RacePlan.overlap: the cupti backend on one GPU; sweep.node.race_runs) a
+round's runs start together, at most MAX_OVERLAP_SLOTS at once, each program holding the
+GPU only for its GPU work: a round then takes the longer of its runs' waves (a run's wall
+time each) and its runs' GPU work one after another (each job's GPU-busy seconds per run,
+result.json's env["gpu"]["busy_s"]: kernels, copies, memsets and context creation).
+
 Every constant below is measured, and says where: they set the estimate only,
 never what a race measures or decides.
 """
@@ -30,6 +36,7 @@ import math
 import pandas as pd
 
 from sweep.decide.collect import Collected
+from sweep.node.gpus import MAX_OVERLAP_SLOTS
 from sweep.node.race import RacePlan
 from sweep.stats import Entrant, Race
 
@@ -106,28 +113,39 @@ def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     if p.lockstep:
         return next((n - 1 for n in range(1, p.max_rounds + 1) if lockstep_seconds(p, c, n) > p.budget_s),
                     p.max_rounds)
+    per_round = runs_round_s(p, c, jobs_per_round)
+    if per_round is None:
+        return math.inf
+    return p.budget_s / per_round if per_round > 0 else math.inf
+
+
+def runs_round_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float | None:
+    """A round of whole runs, `jobs_per_round` jobs each running every workload once, at the sweep's
+    median seconds per profiled run: one after another, or in overlap mode the longer of their
+    waves (MAX_OVERLAP_SLOTS at once) and their GPU-busy seconds in a row. None: the tables cannot say."""
     configs = c.configs
     ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
     if ok.empty or "profile_s" not in ok:
-        return math.inf
+        return None
     per_run = float(seconds_per_run(ok).median())
-    runs_per_round = jobs_per_round * max(1, len(p.weights))
-    return p.budget_s / (per_run * runs_per_round) if per_run > 0 else math.inf
+    runs = jobs_per_round * max(1, len(p.weights))
+    busy = ok["gpu_busy_s"].dropna() if "gpu_busy_s" in ok else ok.iloc[0:0]
+    if not p.overlap or busy.empty:
+        return per_run * runs
+    waves = math.ceil(runs / min(p.processes, MAX_OVERLAP_SLOTS))
+    return max(waves * per_run, runs * float(busy.median()))
 
 
 def cost_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     """What certifying costs, the estimate the race is planned by (at most the cap: it runs): the
     rounds up to the first look that could certify every group, at lockstep_seconds (lockstep) or
-    at the sweep's median seconds per profiled run, `jobs_per_round` jobs a round running each
-    workload once (else). 0 when the sweep's tables cannot say."""
+    at runs_round_s (else: `jobs_per_round` jobs a round running each workload once, concurrently
+    in overlap mode). 0 when the sweep's tables cannot say."""
     first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
     if p.lockstep:
         return lockstep_seconds(p, c, first)
-    configs = c.configs
-    ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
-    if ok.empty or "profile_s" not in ok:
-        return 0.0
-    return first * float(seconds_per_run(ok).median()) * jobs_per_round * max(1, len(p.weights))
+    per_round = runs_round_s(p, c, jobs_per_round)
+    return 0.0 if per_round is None else first * per_round
 
 
 def needed_s(p: RacePlan, c: Collected) -> float:

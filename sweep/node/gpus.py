@@ -215,10 +215,14 @@ def measuring_slots(space: Any, cpus: int, gpus: int) -> int:
     small (a program that runs out of GPU memory under overlap is measured again alone,
     sweep.node.overlap). With a host share h of a run, about 1 / (1 - h) slots keep the GPU busy:
     4 covers programs whose run is up to three quarters host work."""
-    profile = getattr(space, "profile", None)
-    slurm = getattr(space, "slurm", None)
-    overlap = (getattr(profile, "backend", "") == "cupti" and bool(getattr(profile, "overlap", False))
-               and getattr(slurm, "gpus_per_job", 1) == 1)
-    if not overlap:
+    if not overlap_wanted(space):
         return 1
     return max(1, min(cpus // max(gpus, 1), MAX_OVERLAP_SLOTS))
+
+
+def overlap_wanted(space: Any) -> bool:
+    """The space measures in overlap mode where a job's GPU allows it: the cupti backend, profile.overlap
+    on, one GPU per job (each job still checks its lock and GPU: sweep.node.overlap.mode)."""
+    profile, slurm = getattr(space, "profile", None), getattr(space, "slurm", None)
+    return (getattr(profile, "backend", "") == "cupti" and bool(getattr(profile, "overlap", False))
+            and getattr(slurm, "gpus_per_job", 1) == 1)

@@ -48,14 +48,17 @@ from pathlib import Path
 from typing import Any
 
 from sweep.core import atomic
-from sweep.node import clocks, job as job_mod, measure
+from sweep.node import clocks, job as job_mod
 from sweep.core.errors import SweepError
 from sweep.node.job import Job
-from sweep.node.process import JobFailed, Tools, gpu_lock
+from sweep.node.process import JobFailed, gpu_lock
 from sweep.node.lockstep import Lockstep, LockstepUnavailable, Program
+from sweep.node import gpus, overlap
+from sweep.node.race_runs import (GpuRace, Ran, Rounds, concurrent_runs, each_run, entrants, overlapping,  # noqa: F401
+                                  rerun, rotated)
 from sweep.profile import Measurement, cupti
 from sweep.space.workloads import DEFAULT
-from sweep.records import JobConfig, JobResult, Status, now, read_json, read_result, write_result
+from sweep.records import JobConfig, JobResult, Status, now, read_json, write_result
 from sweep.stats import Entrant, Race, RaceResult
 
 PLAN = "race_plan.json"
@@ -91,7 +94,9 @@ class RacePlan:
     entrant was measured with; budget_s: seconds for all groups together; max_rounds.
     weights: workload name -> weight in a sample ({}: a space without workloads, weight 1).
     lockstep: take the rounds in lockstep (sweep.node.lockstep), falling back to whole runs; turns:
-    a lockstep process's turns (its sample their median); processes: most started at once."""
+    a lockstep process's turns (its sample their median); processes: most started at once.
+    overlap: whole runs may share the GPU, each program holding it only for its GPU work
+    (sweep.node.race_runs.concurrent_runs, at most `processes` at once; where the job's GPU allows it)."""
 
     lanes: tuple[Lane, ...]
     jobs: dict[str, str]
@@ -103,13 +108,15 @@ class RacePlan:
     lockstep: bool = False
     turns: int = 3
     processes: int = 16
+    overlap: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        # weights only with workloads, lockstep only when on: a plan without them keeps its digest
+        # weights only with workloads, lockstep and overlap only when on: a plan without them keeps its digest
         lockstep = {"lockstep": True, "turns": self.turns, "processes": self.processes} if self.lockstep else {}
         return {"schema": PLAN_SCHEMA, "lanes": [lane.to_dict() for lane in self.lanes], "jobs": self.jobs,
                 "hashes": self.hashes, "budget_s": self.budget_s, "max_rounds": self.max_rounds, "alpha": self.alpha,
-                **({"weights": self.weights} if self.weights else {}), **lockstep}
+                **({"weights": self.weights} if self.weights else {}), **lockstep,
+                **({"overlap": True} if self.overlap else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | str = PLAN) -> "RacePlan":
@@ -119,7 +126,7 @@ class RacePlan:
             return cls(tuple(Lane.from_dict(x) for x in d["lanes"]), dict(d["jobs"]), dict(d["hashes"]),
                        float(d["budget_s"]), int(d["max_rounds"]), float(d.get("alpha", 0.05)),
                        {str(k): float(v) for k, v in (d.get("weights") or {}).items()}, bool(d.get("lockstep", False)),
-                       int(d.get("turns", 3)), int(d.get("processes", 16)))
+                       int(d.get("turns", 3)), int(d.get("processes", 16)), bool(d.get("overlap", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise SweepError(f"{path}: not a valid race plan ({type(e).__name__}: {e}); run the sweep again") from None
 
@@ -130,12 +137,6 @@ class RacePlan:
     def tags(self) -> list[str]:
         """Every job the race runs, in the order the lanes name them."""
         return list(dict.fromkeys(e.id for lane in self.lanes for e in lane.entrants))
-
-
-def rotated(ids: Sequence[str], round_index: int) -> list[str]:
-    """ids in the order to run them in round `round_index` (0-based): rotated by one each round, as Race.order."""
-    k = len(ids)
-    return [ids[(round_index + i) % k] for i in range(k)] if k else []
 
 
 def group_ns(ms: Sequence[Measurement], patterns: Sequence[str], weights: Mapping[str, float] | None = None) -> float:
@@ -155,17 +156,6 @@ class Raced:
     elapsed_s: float
 
 
-Ran = Mapping[str, Sequence[Measurement]]
-Rounds = Callable[[Sequence[str], int, int], Callable[[], Ran]]
-
-
-def each_run(run: Callable[[str], Sequence[Measurement]]) -> Rounds:
-    """Rounds of whole runs: round r runs each job's profiled program once (`run(tag)`), in the
-    order rotated by r; a job's sample is its run."""
-    def rounds(tags: Sequence[str], r: int, left: int) -> Callable[[], Ran]:
-        ran = {tag: run(tag) for tag in rotated(tags, r)}
-        return lambda: ran
-    return rounds
 
 
 def race(plan: RacePlan, rounds: Rounds, clock: Callable[[], float] = time.monotonic) -> Raced:
@@ -210,58 +200,6 @@ def race(plan: RacePlan, rounds: Rounds, clock: Callable[[], float] = time.monot
 # ---------------------------------------------------------------------------
 # On the GPU: the race job
 # ---------------------------------------------------------------------------
-
-
-def rerun(job_dir: Path, out: Path, tools: Tools, timeout_s: float) -> list[measure.Measuring]:
-    """A candidate's job whose profiled program(s) run again, one Measuring per workload, the outputs
-    under `out` (the race's folder). None re-checks (check=False): every entrant passed its own job's
-    check, and a race round re-checking it (the engine's every path against transformers) would spend
-    the GPU on what is not raced."""
-    entrant = Job(job_dir, tools=tools, timeout_s=timeout_s)
-    return [measure.Measuring(entrant, m.spec, measure.folder(out, m.spec), check=False) for m in entrant.measuring]
-
-
-def entrants(job: Job, plan: RacePlan) -> dict[str, list[measure.Measuring]]:
-    """Each job the plan races (tag -> its Measurings, one per workload), each checked to hold an
-    ok result of the very configuration the race was planned on."""
-    out = {}
-    for tag in plan.tags():
-        d = Path(plan.jobs[tag])
-        done = read_result(d)
-        if done is None or done.status != Status.OK or done.config_hash != plan.hashes.get(tag):
-            raise JobFailed(Status.RUNTIME_FAILED, "race", f"entrant {tag} ({d}) has no ok result of the "
-                            "configuration planned: run the sweep again to plan the race anew")
-        out[tag] = rerun(d, job.dir / tag, job.tools, job.timeout_s)
-    return out
-
-
-class GpuRace:
-    """The plan's jobs, each run once per call of `run(tag)` (every workload once; throttled runs
-    repeated), on this GPU: each through its own job's capture and parse (sweep.node.measure), its
-    outputs under the race's folder (<race>/<tag>/, a workload's in workloads/<name>/ there)."""
-
-    def __init__(self, job: Job, plan: RacePlan, reader: clocks.Reader | None, facts: Mapping[str, Any]):
-        self.reader, self.facts = reader, facts
-        self.throttled_runs, self.runs = 0, 0
-        self.entrants = entrants(job, plan)
-        for tag, ms in self.entrants.items():
-            be = ms[0].job.backend
-            if be.tool and not job.tools.path(be.tool):
-                raise JobFailed(Status.RUNTIME_FAILED, "race", f"{be.tool} not found for the race")
-            for m in ms:
-                m.invocation()
-
-    def run(self, tag: str) -> list[Measurement]:
-        ms: list[Measurement] = []
-        for m in self.entrants[tag]:
-            got, sampled = m.once(self.reader, self.facts)
-            ms.extend(got)
-            self.throttled_runs += sampled.throttled_runs
-            self.runs += 1 + sampled.throttled_runs
-        return ms
-
-    def summary(self) -> dict[str, Any]:
-        return {"mode": "runs", "runs": self.runs, "throttled_runs": self.throttled_runs}
 
 
 class LockstepRace:
@@ -329,6 +267,20 @@ def in_lockstep(job: Job, plan: RacePlan, library: Path, reader: clocks.Reader |
         return None, {}, str(e)
 
 
+def in_runs(job: Job, plan: RacePlan, reader: clocks.Reader | None, facts: Mapping[str, Any], held: float,
+            fallback: str, token: Path | None = None) -> tuple[Raced, dict[str, Any]]:
+    """The race a run a sample, on what is left of the budget since `held`: one run after another
+    holding the GPU, or with `token` (overlap mode) a round's runs at once, each program holding
+    the GPU's lock only for its GPU work (sweep.node.race_runs.concurrent_runs)."""
+    g = GpuRace(job, plan, reader, facts, token)
+    left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)
+    rounds = concurrent_runs(g.run, min(plan.processes, gpus.MAX_OVERLAP_SLOTS)) if token else each_run(g.run)
+    with overlap.holding(token):        # other jobs' NVML checks see these programs as cooperating
+        raced = race(dataclasses.replace(plan, budget_s=left), rounds)
+    return raced, {**g.summary(), **({"gpu_mode": "overlap"} if token else {}),
+                   **({"fallback": fallback} if fallback else {})}
+
+
 def cupti_cache(job: Job) -> Path:
     """Where the race finds (or builds) the CUPTI library: the jobs' cache folder for the cupti backend."""
     cache = job.cfg.settings.cache_dir
@@ -377,12 +329,12 @@ def run_job(job: Job, stages: str, previous: JobResult | None) -> JobResult:
             raced, summary = None, {}
             if library is not None:
                 raced, summary, fallback = in_lockstep(job, plan, library, reader, facts)
-            if raced is None:   # a run a sample, on what is left of the budget
-                g = GpuRace(job, plan, reader, facts)
-                left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)
-                raced = race(dataclasses.replace(plan, budget_s=left), each_run(g.run))
-                summary = {**g.summary(), **({"fallback": fallback} if fallback else {})}
-            gpu_s = time.monotonic() - held
+            shared = plan.overlap and overlapping(job)
+            if raced is None and not shared:   # a run a sample, on what is left of the budget
+                raced, summary = in_runs(job, plan, reader, facts, held, fallback)
+        if raced is None:   # overlap mode: the lock let go; each program takes it around its GPU work
+            raced, summary = in_runs(job, plan, reader, facts, held, fallback, Path(job.gpu_lock_path))
+        gpu_s = time.monotonic() - held
         atomic.write_json(job.dir / OUTCOME, outcome(plan, raced, facts, gpu_s, summary))
     except JobFailed as f:
         status, stage, reason, log = f.status, f.stage, f.reason, str(f.log or "")
