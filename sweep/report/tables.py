@@ -28,6 +28,7 @@ from markupsafe import Markup
 from sweep.records.evidence import VERDICTS, verdict_words
 from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
                               listed, main_status, value_list)
+from sweep.report import gpu_held
 from sweep.report.loading import SweepData
 from sweep.report.per_workload import declared, describe, workload_rows, worst_workload
 from sweep.report.plots import plot_1d, plot_2d, plot_style, svg_of
@@ -84,6 +85,9 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
     if workloads:
         rows.insert(rows.index(("Executor", m.get("executor") or "unknown")),
                     ("Workloads", "; ".join(describe(w) for w in workloads)))
+    held = gpu_held.row(done)
+    if held:
+        rows.insert(rows.index(("Executor", m.get("executor") or "unknown")), held)
     uuids = _uniq(_col(done, "gpu_uuid"))
     if uuids:
         rows.insert(2, ("GPU UUID(s)", ", ".join(uuids)))
