@@ -31,7 +31,14 @@ verify and profile runs, what the GPU lock serialises) against the program's own
 run time, measured in the same bench run right after each sweep by running the
 job's timing command with no profiler; then how far the backends' per-launch
 medians lie apart for each kernel and launch shape. Target (issue 13): cupti
-holds the GPU at most 1.3x the program's own time + 0.3 s.
+holds the GPU at most 1.3x the program's own time + 0.3 s. "cupti:overlap" and
+"cupti:exclusive" sweep with profile.overlap on and off (issue 34): each also gets the
+measuring phase's wall time per configuration (the union of the jobs' "gpu" intervals
+over the number of configurations) against its GPU-busy time (kernels, copies, memsets and
+context creation from the captures, x the job's runs); target for examples/host_heavy in
+overlap mode: at most 1.5x. Overlap only shows where the executor gives a GPU several
+measuring slots (sweep.node.gpus.measuring_slots); bench/overlap_check.py runs the
+measuring phases itself, whatever the executor does.
 
 --cold-warm: the whole sweep twice with one backend (default cupti), end to end
 (confirmation included): first with no object cache and no cupti library (the
