@@ -4,8 +4,10 @@ and GPU work of two processes that overlapped on the wall clock."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from sweep.profile import cupti
 from sweep.profile.cupti_file import read_capture
 from sweep.profile.cupti_parse import parse
 from sweep.profile.cupti_tokens import cross_overlaps, merged_ns, outside, summary
@@ -70,3 +72,32 @@ def test_overlapping_work_is_found_on_the_wall_clock_not_on_each_cupti_clock(tmp
     assert [(x[2], y[2]) for x, y in cross_overlaps(a, b)] == [("kernel k", "kernel k")]
     apart = read_capture(capture(tmp_path / "c.txt", kernels=[(150, 160)], wall_offset=-1000))
     assert cross_overlaps(a, apart) == []
+
+
+def fake_library(tmp_path: Path) -> Path:
+    lib = tmp_path / "libsweep_cupti-x.so"
+    lib.write_bytes(b"")
+    lib.with_suffix(".json").write_text(json.dumps({"cupti_lib_dir": "/cuda/lib", "libcupti": "/cuda/lib/libcupti.so"}))
+    return lib
+
+
+def test_overlap_mode_gives_the_program_its_gpus_lock_file_as_the_token(tmp_path):
+    lib = fake_library(tmp_path)
+    env = cupti.environment(lib, tmp_path / "out.txt", base={}, token=tmp_path / "GPU-1.lock")
+    assert env["SWEEP_GPU_TOKEN"] == str(tmp_path / "GPU-1.lock") and env["SWEEP_CUPTI_OUT"] == str(tmp_path / "out.txt")
+    assert "SWEEP_GPU_TOKEN" not in cupti.environment(lib, tmp_path / "out.txt", base={})
+
+
+def test_token_only_mode_records_nothing(tmp_path):
+    env = cupti.environment(fake_library(tmp_path), None, base={}, token="/locks/gpu0.lock")
+    assert "SWEEP_CUPTI_OUT" not in env and env["SWEEP_GPU_TOKEN"] == "/locks/gpu0.lock"
+
+
+def test_the_backends_invocation_carries_the_requests_token(tmp_path, monkeypatch):
+    from sweep.profile.base import Request
+
+    monkeypatch.setattr(cupti, "_library_for", lambda req: fake_library(tmp_path))
+    req = Request(tmp_path, lambda extra=(), iterations=None: ["prog"], gpu_token=tmp_path / "g.lock")
+    assert cupti.BACKEND.invocation(req).env["SWEEP_GPU_TOKEN"] == str(tmp_path / "g.lock")
+    req = Request(tmp_path, lambda extra=(), iterations=None: ["prog"])
+    assert "SWEEP_GPU_TOKEN" not in cupti.BACKEND.invocation(req).env
