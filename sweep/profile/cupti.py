@@ -136,7 +136,7 @@ def library(cache_dir: Path, nvcc: str = "nvcc", *, cupti_home: Path | None = No
         os.close(fd)
         try:
             link = (["-lcupti"] if tk.libcupti.name == "libcupti.so" else [f"-l:{tk.libcupti.name}"])
-            cmd = [*tk.nvcc, *BUILD_FLAGS, f"-I{tk.include_dir}", f"-L{tk.lib_dir}", "-Xlinker",
+            cmd = [*tk.nvcc, *BUILD_FLAGS, f"-I{tk.include_dir}", f"-I{HEADERS[0].parent}", f"-L{tk.lib_dir}", "-Xlinker",
                    f"-rpath={tk.lib_dir}", str(SOURCE), *link, "-o", tmp]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
