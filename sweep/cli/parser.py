@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(an injection library, no profiler; a custom target's default) or events (the program's own timing)")
     r.add_argument("--no-overlap", dest="overlap", action="store_false", default=None,
                    help="cupti: hold the GPU for each program's whole run, not only around its GPU work "
-                        "(the space's profile.overlap: false; docs/overlap.md)")
+                        "(the space's profile.overlap: false; docs/guide/overlap.md)")
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
     r.add_argument("--samples", type=int, help="points for random / trials for optuna")
     r.add_argument("--budget", type=int, help="evaluations at most, for learning and auto")
