@@ -30,9 +30,10 @@
 // the token, waiting as long as it takes; at the exit of a synchronising call
 // (cu*Synchronize, a synchronous copy or memset, cuMemFree*) it gives it back once no
 // such call is in progress on another thread and cuCtxSynchronize confirms the queue
-// drained (alloc and context calls give it back only when nothing was queued). At exit,
-// after the drain, it gives it back whatever is pending. Each window it held the token
-// becomes a `tok` record.
+// drained (alloc and context calls give it back only when nothing was queued). A timed
+// NVTX iteration (SWEEP_CUPTI_RANGE) holds it from its start to its end, so no other
+// process's work comes between an iteration's kernels. At exit, after the drain, it gives
+// it back whatever is pending. Each window it held the token becomes a `tok` record.
 //
 // Turn mode. Several programs run on one GPU and take turns, one timed
 // iteration each, so each iteration has the GPU to itself and they pay their
@@ -748,6 +749,30 @@ void turn_end() {
     ++g_turn;
 }
 
+// A timed iteration begins: in turn mode, the turn; in overlap mode, the token is taken and
+// kept until the iteration ends, so no other process's work (and its use of the caches)
+// comes between the iteration's kernels, as none did when a run held the GPU whole.
+void range_begin() {
+    if (g_turn_in >= 0) turn_begin();
+    if (g_token) {
+        t_token_busy = true;
+        g_token->enter(false);
+        t_token_busy = false;
+    }
+}
+
+// A timed iteration ends: the turn's end; the token may go once the iteration's work drained.
+void range_end() {
+    if (g_turn_in >= 0) turn_end();
+    if (g_token) {
+        t_token_busy = true;
+        g_token->exit();
+        bool released = g_token->settle(sync_context);
+        t_token_busy = false;
+        if (released && g_fd >= 0) write_windows();
+    }
+}
+
 bool is_turn_range(const nvtxEventAttributes_t* a) {
     return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii && g_turn_range == a->message.ascii;
 }
@@ -766,24 +791,24 @@ void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* d) {
         case CUPTI_CBID_NVTX_nvtxRangePushA:
             turn = is_turn_range(static_cast<const nvtxRangePushA_params*>(p)->message);
             t_pushed.push_back(turn);
-            if (turn) turn_begin();
+            if (turn) range_begin();
             return;
         case CUPTI_CBID_NVTX_nvtxRangePushEx:
             turn = is_turn_range(static_cast<const nvtxRangePushEx_params*>(p)->eventAttrib);
             t_pushed.push_back(turn);
-            if (turn) turn_begin();
+            if (turn) range_begin();
             return;
         case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
             turn = is_turn_range(static_cast<const nvtxDomainRangePushEx_params*>(p)->core.eventAttrib);
             t_pushed.push_back(turn);
-            if (turn) turn_begin();
+            if (turn) range_begin();
             return;
         case CUPTI_CBID_NVTX_nvtxRangePop:
         case CUPTI_CBID_NVTX_nvtxDomainRangePop:
             if (t_pushed.empty()) return;
             turn = t_pushed.back();
             t_pushed.pop_back();
-            if (turn) turn_end();
+            if (turn) range_end();
             return;
         case CUPTI_CBID_NVTX_nvtxRangeStartA:
             turn = is_turn_range(static_cast<const nvtxRangeStartA_params*>(p)->message);
@@ -804,7 +829,7 @@ void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* d) {
                 std::lock_guard<std::mutex> lock(g_started_mutex);
                 ours = g_started.erase(id) > 0;
             }
-            if (ours) turn_end();
+            if (ours) range_end();
             return;
         }
         default:
@@ -815,7 +840,7 @@ void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* d) {
         std::lock_guard<std::mutex> lock(g_started_mutex);
         g_started.insert(*static_cast<const nvtxRangeId_t*>(d->functionReturnValue));
     }
-    turn_begin();
+    range_begin();
 }
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
@@ -825,8 +850,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 }
 
 // One subscriber (CUPTI takes one a process): the runtime launch functions with a launch
-// configuration, for refused launches; in turn mode, the NVTX range calls too; in overlap
-// mode, the driver calls the token follows. A token that cannot be kept ends the program.
+// configuration, for refused launches; in turn mode and in overlap mode, the NVTX range
+// calls too; in overlap mode, the driver calls the token follows. A token that cannot be kept ends the program.
 void subscribe(bool turns) {
     CUpti_SubscriberHandle subscriber;
     bool subscribed = cupti_ok(cuptiSubscribe(&subscriber, on_callback, nullptr), "subscribing to callbacks");
@@ -843,7 +868,7 @@ void subscribe(bool turns) {
                                   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
                                   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060})
         cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid), "enabling a launch callback");
-    if (turns)
+    if (turns || g_token)
         for (CUpti_CallbackId cbid : {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,
                                       CUPTI_CBID_NVTX_nvtxDomainRangePushEx, CUPTI_CBID_NVTX_nvtxRangePop,
                                       CUPTI_CBID_NVTX_nvtxDomainRangePop, CUPTI_CBID_NVTX_nvtxRangeStartA,
