@@ -70,7 +70,7 @@ def held_rows(sweep_dir: Path) -> list[dict[str, Any]]:
         own, rc = own_run_s(f.parent)
         held = gpu[1] - gpu[0]
         runs = (r.get("sampling") or {}).get("runs") or 1
-        busy = (r["env"].get("gpu") or {}).get("busy_s")
+        busy = (r["env"].get("gpu_use") or {}).get("busy_s")
         rows.append({"tag": r["tag"], "held_s": held, "own_s": own, "own_exit": rc, "ratio": held / own,
                      "within_target": held <= CUPTI_RATIO * own + CUPTI_EXTRA_S, "capture": r["env"].get("capture"),
                      "gpu_mode": r["env"].get("gpu_mode", "exclusive"), "interval": gpu,

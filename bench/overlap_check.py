@@ -13,7 +13,7 @@ depend on the executor's scheduling), and then lets the sweep collect and pick. 
 
   - the measuring phase's wall time per configuration against the GPU-busy time per
     configuration (kernels, copies and memsets on the GPU timeline plus context creation, from
-    each job's capture: result.json env["gpu"]["busy_s"] x its runs); target for host_heavy in
+    each job's capture: result.json env["gpu_use"]["busy_s"] x its runs); target for host_heavy in
     overlap mode: at most 1.5x
   - every configuration x kernel x launch shape's per-launch median side by side, overlap /
     exclusive - 1, against the larger of 1% and the two runs' measured noise
@@ -103,7 +103,7 @@ def sweep_mode(space: Path, mode: str, configs: int, slots: int, jobs: Path, res
     rows = []
     for d in built:
         r = json.loads((d / "result.json").read_text())
-        gpu = r.get("env", {}).get("gpu") or {}
+        gpu = r.get("env", {}).get("gpu_use") or {}
         runs = (r.get("sampling") or {}).get("runs") or 1
         rows.append({"tag": r["tag"], "status": r["status"], "mode": r.get("env", {}).get("gpu_mode"),
                      "busy_s": gpu.get("busy_s", 0.0) * runs, "runs": runs, "outside": gpu.get("outside"),

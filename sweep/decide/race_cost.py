@@ -23,7 +23,7 @@ In overlap mode (RacePlan.overlap: the cupti backend on one GPU; sweep.node.race
 round's runs start together, at most MAX_OVERLAP_SLOTS at once, each program holding the
 GPU only for its GPU work: a round then takes the longer of its runs' waves (a run's wall
 time each) and its runs' GPU work one after another (each job's GPU-busy seconds per run,
-result.json's env["gpu"]["busy_s"]: kernels, copies, memsets and context creation).
+result.json's env["gpu_use"]["busy_s"]: kernels, copies, memsets and context creation).
 
 Every constant below is measured, and says where: they set the estimate only,
 never what a race measures or decides.

@@ -272,7 +272,7 @@ def _timed(inv: Invocation) -> bool:
 def _parse(inv: Invocation, stdout: str) -> Parsed:
     cap = parse(inv.output)
     return Parsed(list(cap.measurements), forward_from_stdout(stdout), stdout,
-                  env={"cupti": cap.summary(), "iterations": cap.iterations, "gpu": cap.gpu,
+                  env={"cupti": cap.summary(), "iterations": cap.iterations, "gpu_use": cap.gpu_use,
                        **note(launch.overlap_ns for launch in cap.timed_launches)}, timed_launches=cap.timed_launches,
                   windows=cap.windows)
 

@@ -77,7 +77,7 @@ class ParsedCapture:
     failures: tuple[Failure, ...] = ()     # launches the runtime refused (their size and error)
     timed_launches: tuple[Launch, ...] = ()   # the launches the Measurements aggregate
     windows: tuple[Window, ...] | None = None  # per timed iteration, on the wall clock; None: no clock pairs
-    gpu: dict[str, Any] | None = None          # GPU-busy time and the token's windows (cupti_tokens.summary)
+    gpu_use: dict[str, Any] | None = None      # GPU-busy time and the token's windows (cupti_tokens.summary)
 
     @property
     def truncated(self) -> bool:
@@ -147,7 +147,7 @@ def parse(path: Path, iteration_range: str = "iteration") -> ParsedCapture:
         complete=cap.complete, signal=cap.signal, iterations=iterations, launches=len(kernels),
         counted=len(launches), unfinished=finished.count(False), partial_iterations=partial,
         unclosed_ranges=unclosed, dropped=cap.dropped, pid=cap.pid, failures=cap.failures,
-        timed_launches=tuple(launches), windows=windows, gpu=gpu_summary(cap))
+        timed_launches=tuple(launches), windows=windows, gpu_use=gpu_summary(cap))
 
 
 def turn_launches(kernels: Sequence[KernelRecord]) -> list[Launch]:

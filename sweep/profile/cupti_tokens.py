@@ -1,7 +1,7 @@
 """Overlap mode's evidence, from CUPTI captures (sweep-cupti/2 with `tok`, `copy` and `ctx`
 records; cupti_inject.cpp documents them):
 
-    summary(capture)         what a capture says of the GPU's use, for result.json's env["gpu"]:
+    summary(capture)         what a capture says of the GPU's use, for result.json's env["gpu_use"]:
                              GPU-busy seconds
                              (kernels, copies and memsets on the GPU timeline, merged, plus context
                              creation); in overlap mode, token windows, the seconds they held the GPU, and how

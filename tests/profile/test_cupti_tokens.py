@@ -56,7 +56,7 @@ def test_an_exclusive_capture_says_nothing_of_windows(tmp_path):
 
 def test_the_parse_carries_the_gpu_summary_for_result_json(tmp_path):
     parsed = parse(capture(tmp_path / "c.txt", kernels=[(100, 200)], tokens=[(50, 250)]))
-    assert parsed.gpu["windows"] == 1 and parsed.gpu["outside"] == 0
+    assert parsed.gpu_use["windows"] == 1 and parsed.gpu_use["outside"] == 0
 
 
 def test_two_processes_whose_gpu_work_interleaves_do_not_overlap(tmp_path):
