@@ -201,20 +201,20 @@ def lock_error(e: OSError, path: Path) -> SweepError:
                       "this node can write (mode 1777)")
 
 
-MAX_OVERLAP_SLOTS = 4   # programs measuring on one GPU at once in overlap mode, at most
+MAX_OVERLAP_SLOTS = 8   # programs measuring on one GPU at once in overlap mode, at most
 
 
 def measuring_slots(space: Any, cpus: int, gpus: int) -> int:
     """How many jobs may be in their measuring phase on one GPU at once: 1, or in overlap mode
     (sweep.node.overlap: the cupti backend, profile.overlap on, one GPU per job) the CPUs per
     GPU, at most MAX_OVERLAP_SLOTS. Why these bounds: the slots exist so that one program's host
-    work (set-up, fills, CPU checks) runs while another's GPU work runs; a slot without a core
-    of its own only slows the others' host work down. The cap is the memory guard: every
-    program waiting for the token keeps its CUDA context and its allocations on the GPU, and
-    what a program allocates is unknown before it runs, so the number of them at once is kept
-    small (a program that runs out of GPU memory under overlap is measured again alone,
-    sweep.node.overlap). With a host share h of a run, about 1 / (1 - h) slots keep the GPU busy:
-    4 covers programs whose run is up to three quarters host work."""
+    work (set-up, fills, CPU checks) runs while another's GPU work runs, so with a host share h
+    of a run about 1 / (1 - h) of them keep the GPU busy (8: programs up to 7/8 host work, as
+    examples/host_heavy is); a slot without a core of its own only slows the others' host work.
+    The cap is also the memory guard: every program waiting for the token keeps its CUDA context
+    and its allocations on the GPU, and what a program allocates is unknown before it runs, so
+    their number is bounded; a program that runs out of GPU memory beside the others is
+    measured again alone (sweep.node.overlap), so the guard costs time, never a result."""
     if not overlap_wanted(space):
         return 1
     return max(1, min(cpus // max(gpus, 1), MAX_OVERLAP_SLOTS))
