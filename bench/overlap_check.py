@@ -122,11 +122,11 @@ def medians(results: Path) -> pd.DataFrame:
 
 
 def picks(results: Path) -> dict[str, Any]:
+    """The combined pick (best.json's config: every macro), {} when the sweep picked nothing."""
     try:
-        best = json.loads((results / "best.json").read_text())
+        return json.loads((results / "best.json").read_text()).get("config", {})
     except OSError:
         return {}
-    return {"+".join(c["macros"]): c.get("values") for c in best.get("choices", [])}
 
 
 def captures(d: Path) -> list[Path]:
