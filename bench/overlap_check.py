@@ -109,7 +109,8 @@ def sweep_mode(space: Path, mode: str, configs: int, slots: int, jobs: Path, res
                      "busy_s": gpu.get("busy_s", 0.0) * runs, "runs": runs, "outside": gpu.get("outside"),
                      "interval": r.get("intervals", {}).get("gpu"), "dir": str(d)})
     busy = sum(x["busy_s"] for x in rows)
-    return {"name": name, "sweep": summary.sweep, "jobs": len(built), "measure_wall_s": wall,
+    statuses = dict(sorted(pd.Series([x["status"] for x in rows]).value_counts().items()))
+    return {"name": name, "sweep": summary.sweep, "jobs": len(built), "statuses": statuses, "measure_wall_s": wall,
             "wall_per_config_s": wall / max(1, len(built)), "busy_per_config_s": busy / max(1, len(built)),
             "ratio": wall / busy if busy else None, "rows": rows, "results": str(results / name)}
 
@@ -183,7 +184,7 @@ def show(r: dict, j: pd.DataFrame) -> None:
     print(f"\n== {r['space']}")
     for m, s in r["modes"].items():
         ratio = f"{s['ratio']:.2f}x" if s["ratio"] else "unknown"
-        print(f"  {m:<9} {s['jobs']} jobs: measuring phase {s['measure_wall_s']:.1f} s, "
+        print(f"  {m:<9} {s['jobs']} jobs {s['statuses']}: measuring phase {s['measure_wall_s']:.1f} s, "
               f"{s['wall_per_config_s']:.2f} s a configuration vs GPU-busy {s['busy_per_config_s']:.2f} s ({ratio})")
     print(f"  per-launch medians overlap/exclusive - 1 ({r['medians']['same']}/{r['medians']['pairs']} within "
           f"max(1%, noise)):")
