@@ -20,6 +20,8 @@
 //                     token (token-only mode: nothing recorded). A file that cannot be
 //                     opened ends the program (exit 70): untokened GPU work would spoil
 //                     every measurement that trusts the lock.
+//   SWEEP_GPU_TOKEN_LINGER_US  how long a drained token is kept for more work before it is
+//                     given back (default 2000; 0: at once). See cupti_token.h.
 //
 // Overlap mode (cupti_token.h holds the policy). Several configurations' programs run on
 // one GPU at once, each holding the GPU's lock (the token) only around its GPU work: at
@@ -406,6 +408,7 @@ void write_windows() {
         field(out, w.released);
         out += '\n';
     }
+    if (out.empty()) return;
     std::lock_guard<std::mutex> lock(g_mutex);
     write_all(out);
 }
@@ -653,10 +656,9 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
             return;
         }
         if (use & (kQueues | kTouches)) g_token->exit();
-        bool released = (use & kSettle)          ? g_token->settle(sync_context)
-                        : (use & kSettleIfEmpty) ? g_token->settle(never_idle)
-                                                 : false;
-        if (released && g_fd >= 0) write_windows();
+        if (use & kSettle) g_token->settle(sync_context);
+        else if (use & kSettleIfEmpty) g_token->settle(never_idle);
+        if (g_fd >= 0) write_windows();   // given back here, or by the lingering release since
     }
     t_token_busy = false;
 }
@@ -683,6 +685,10 @@ bool enable_driver_callbacks(CUpti_SubscriberHandle subscriber) {
 // SWEEP_GPU_TOKEN: the lock file, opened as sweep/node/gpus.py opens it (read-only is enough
 // for flock; made 0666 when missing). Null when unset; a file that cannot be opened ends the
 // program, since its GPU work would then overlap others' measurements.
+// A drained token's linger by default: long enough to keep a copy, its kernel and the next
+// synchronisation together (microseconds apart), short against host work worth overlapping.
+constexpr long kTokenLingerUs = 2000;
+
 sweep_token::Token* open_token() {
     const char* path = getenv("SWEEP_GPU_TOKEN");
     if (!path || !*path) return nullptr;
@@ -698,11 +704,17 @@ sweep_token::Token* open_token() {
                 path, strerror(errno));
         _exit(70);
     }
-    return new sweep_token::Token(fd, [] {
-        uint64_t t = 0;
-        cuptiGetTimestamp(&t);
-        return t;
-    });
+    // SWEEP_GPU_TOKEN_LINGER_US: how long a drained token waits for more work (cupti_token.h).
+    const char* linger = getenv("SWEEP_GPU_TOKEN_LINGER_US");
+    long linger_us = linger && *linger ? strtol(linger, nullptr, 10) : kTokenLingerUs;
+    return new sweep_token::Token(
+        fd,
+        [] {
+            uint64_t t = 0;
+            cuptiGetTimestamp(&t);
+            return t;
+        },
+        std::chrono::microseconds(linger_us > 0 ? linger_us : 0));
 }
 
 [[noreturn]] void turn_exit() {
@@ -767,9 +779,9 @@ void range_end() {
     if (g_token) {
         t_token_busy = true;
         g_token->exit();
-        bool released = g_token->settle(sync_context);
+        g_token->settle(sync_context);
         t_token_busy = false;
-        if (released && g_fd >= 0) write_windows();
+        if (g_fd >= 0) write_windows();
     }
 }
 

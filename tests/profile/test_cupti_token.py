@@ -30,6 +30,11 @@ def test_the_token_is_released_only_when_nothing_is_in_progress_and_the_queue_dr
     assert r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
+def test_a_drained_token_lingers_for_more_work_and_goes_back_after_the_linger(harness, tmp_path):
+    r = subprocess.run([str(harness), "linger", str(tmp_path / "gpu.lock")], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
 def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_path):
     lock = tmp_path / "gpu.lock"
     procs = [subprocess.Popen([str(harness), "hold", str(lock), "20", "1000"], stdout=subprocess.PIPE, text=True)

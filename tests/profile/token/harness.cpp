@@ -1,6 +1,7 @@
 // The GPU token's policy (sweep/profile/cupti_token.h) without a GPU, for
 // tests/profile/test_cupti_token.py:
 //   harness policy                       checks the release rules; prints "ok" or what broke
+//   harness linger                       the same for a lingering token (given back by its watcher)
 //   harness hold <lock> <rounds> <us>    takes the token <rounds> times around a fake <us> of
 //                                        "GPU work" and prints each window, CLOCK_MONOTONIC ns
 #include "cupti_token.h"
@@ -63,6 +64,33 @@ int policy(const char* path) {
     return 0;
 }
 
+// A drained token lingers: kept while work follows within the linger, given back after it.
+int linger(const char* path) {
+    int fd = open(path, O_RDONLY | O_CREAT, 0666);
+    sweep_token::Token token(fd, now_ns, std::chrono::microseconds(50000));
+    auto idle = [] { return true; };
+    token.enter(true);                                    // a copy, synchronised
+    token.exit();
+    if (token.settle(idle)) return fail("a lingering token was given back at once");
+    if (!token.held() || free_for_others(path)) return fail("a drained token stopped lingering at once");
+    token.enter(true);                                    // its kernel, microseconds later
+    token.exit();
+    token.settle(idle);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!token.held()) return fail("given back before the linger passed");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (token.held() || !free_for_others(path)) return fail("not given back after the linger");
+    if (token.take_windows().size() != 1) return fail("the copy and its kernel must share one window");
+    token.enter(true);                                    // work queued, not yet drained: kept past the linger
+    token.exit();
+    token.settle([] { return false; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    if (!token.held()) return fail("given back with work still queued");
+    token.release();
+    printf("ok\n");
+    return 0;
+}
+
 int hold(const char* path, int rounds, int us) {
     int fd = open(path, O_RDONLY | O_CREAT, 0666);
     sweep_token::Token token(fd, now_ns);
@@ -82,6 +110,7 @@ int hold(const char* path, int rounds, int us) {
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "policy") return policy(argv[2]);
+    if (argc == 3 && std::string(argv[1]) == "linger") return linger(argv[2]);
     if (argc == 5 && std::string(argv[1]) == "hold") return hold(argv[2], atoi(argv[3]), atoi(argv[4]));
     fprintf(stderr, "usage: harness policy <lock> | harness hold <lock> <rounds> <us>\n");
     return 2;
