@@ -100,3 +100,30 @@ def test_occupancy_is_each_gpus_held_time_over_the_measuring_phase():
     occ.ended("1", {"race": [99.0, 105.0]}, at=110.0)        # before the phase: only its part inside counts
     assert occ.shares() == pytest.approx({"0": 0.95, "1": 0.5})
     assert occ.summary()["gpus"]["0"] == {"share": 0.95, "busy_s": 9.5, "jobs": 2}
+
+
+def _gpus_named(folder: Path) -> set[str]:
+    """The GPUs the programs under `folder` were given (the py target names it as its device)."""
+    return {json.loads(f.read_text())["device"]["uuid"] for f in folder.glob("**/events.json")}
+
+
+def test_each_groups_race_runs_on_a_gpu_of_its_own_side_by_side_and_the_confirmations_on_two_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS", "30")
+    space = py_space_dict("race", ALPHA_BLOCK={"tag": "A", "values": [64, 128], "default": 64, "kernels": ["k_a"]},
+                          BETA={"tag": "B", "values": [2, 4], "default": 2, "kernels": ["k_b"]})
+    space["certify"] = {"combine": False, "lockstep": False, "top": 2, "budget_s": 30}
+    s = _run(tmp_path, space, monkeypatch, confirm=True)
+    assert s.counts == {"ok": 4}
+    sweep = tmp_path / "jobs" / "race"
+    races = sorted(f.parent for f in (sweep / "_races").glob("*/race.json"))
+    assert len(races) == 2, "one race a group"
+    on = [_gpus_named(d) for d in races]
+    assert all(len(g) == 1 for g in on) and on[0] != on[1]      # a race on one GPU; the two on two GPUs
+    spans = [json.loads((d / "result.json").read_text())["intervals"]["race"] for d in races]
+    assert _overlap(*spans)                                     # side by side
+    assert {tuple(json.loads((d / "race_plan.json").read_text())["lanes"][0]["macros"]) for d in races} == \
+        {("ALPHA_BLOCK",), ("BETA",)}
+    assert {c.macros: c.certification is not None for c in s.best.choices} == {("ALPHA_BLOCK",): True, ("BETA",): True}
+    confirm = [json.loads((sweep / t / "result.json").read_text()) for t in ("default", "best")]
+    assert confirm[0]["env"]["gpu_uuid"] != confirm[1]["env"]["gpu_uuid"]
+    assert _overlap(confirm[0]["intervals"]["gpu"], confirm[1]["intervals"]["gpu"])

@@ -225,6 +225,12 @@ class Sweep:
         self._prepared()
         self.executor().run(jobs, self.stages, on_result, progress)
 
+    def gpus_at_once(self) -> int:
+        """GPUs the finishing stage's independent jobs (each group's race) can run on side by side."""
+        if self.opts.executor == "local":
+            return len(executors.visible_gpus())
+        return self.space.slurm.array_parallelism if self.opts.executor == "slurm" else 1
+
     def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
         """Run those of `jobs` with no result of their configuration yet (after the sweep: the
         baseline, the combined best, a race's entrants), saying `say` and their tags first."""
