@@ -19,12 +19,14 @@ import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from sweep.core.errors import SweepError
 from sweep.dispatch import (Ask, Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
                              visible_gpus)
 from sweep.dispatch.occupancy import Occupancy
 from sweep.dispatch.progress import Progress
+from sweep.dispatch import workers
 from sweep.dispatch.workers import STAGED, Worker
 from sweep.node import gpus, group
 from sweep.node.job import Job
@@ -71,6 +73,7 @@ class LocalExecutor(Executor):
         self.occupancy = Occupancy(self.gpus)
         self.ran_on: dict[str, str] = {}     # job tag -> the GPU it measured on
         self._ask: Ask | None = None
+        self._started = 0           # workers started (their logs are numbered)
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -128,6 +131,10 @@ class LocalExecutor(Executor):
             locks = self.lock_paths()
             offer = {"gpus": self.gpus, "locks": [str(locks[g]) for g in self.gpus],
                      "slots": gpus.measuring_slots() + STAGED}
+            # Started now, their start-up (the framework's imports) overlaps the first builds
+            most = len(self.gpus) * workers_per_gpu()
+            for _ in range(most if self._ask else min(most, len(self.queued))):
+                self._spawn(offer, folder)
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, cpus))
@@ -165,8 +172,7 @@ class LocalExecutor(Executor):
                 while ready and ctx.ready_to_measure():
                     idle = next((w for w in self.workers if w.job is None), None)
                     if idle is None and len(self.workers) < len(self.gpus) * workers_per_gpu():
-                        idle = Worker(offer, folder / f"worker{len(self.workers)}.log", job_environment())
-                        self.workers.append(idle)
+                        idle = self._spawn(offer, folder)      # one that died was replaced
                     if idle is None:
                         break
                     self.occupancy.started()
@@ -179,11 +185,23 @@ class LocalExecutor(Executor):
                 self.in_flight = len(building) + sum(w.job is not None for w in self.workers)
                 progress.show(running=self.in_flight, busy=self.occupancy.line() if offer else None)
                 time.sleep(ctx.poll_s)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException:
             for w in self.workers:
                 w.close()
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for w in self.workers:
+            workers.keep(w)        # the next dispatch (the race, the confirmations) takes them
         progress.show(busy=self.occupancy.line() if offer else None)
+
+    def _spawn(self, offer: dict[str, Any], folder: Path) -> Worker:
+        w = workers.reuse(offer, job_environment())
+        if w is None:
+            w = Worker(offer, folder / f"worker{self._started}.log", job_environment())
+            self._started += 1
+        self.workers.append(w)
+        return w
 
     def _ended(self, w: Worker, measure_s: list[float]) -> JobResult | None:
         """The result of the worker's job once it ended (its own, or one recorded for it), else None.

@@ -19,11 +19,15 @@ parse and result writing overlap the next measurement). Slots are tried in order
 every GPU, then slot 1 of every GPU: two jobs handed over together go to two GPUs.
 
 A worker whose stdin closes (the driver ended, or was killed) finishes its job, whose
-result.json is written as always, and exits: nothing measured is lost.
+result.json is written as always, and exits: nothing measured is lost. Between a driver's
+dispatches (the sweep, the race, the confirmations) its idle workers wait in `kept`, and a
+later dispatch offering the same GPUs in the same environment takes them (`reuse`): no
+start-up between the stages either. They end with the driver.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -95,10 +99,12 @@ class Worker:
 
     def __init__(self, offer: dict[str, Any], log: Path, env: dict[str, str]):
         self.log = log
+        environment = {**os.environ, **env}
+        self.key = json.dumps([offer, sorted(environment.items())])   # what it was started with
         with open(log, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "sweep.dispatch.workers", json.dumps(offer)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         env={**os.environ, **env}, text=True, bufsize=1)
+                                         env=environment, text=True, bufsize=1)
         self.job: Any = None            # the PendingJob it runs, or None: idle
         self.sent = 0.0                 # when it was handed over (time.monotonic)
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -146,6 +152,38 @@ class Worker:
                 self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
+
+
+kept: list[Worker] = []      # this driver's idle workers between dispatches
+
+
+def reuse(offer: dict[str, Any], env: dict[str, str]) -> Worker | None:
+    """An idle worker started with this offer in this very environment, if one is kept."""
+    key = json.dumps([offer, sorted({**os.environ, **env}.items())])
+    kept[:] = [w for w in kept if w.alive]
+    found = next((w for w in kept if w.key == key), None)
+    if found is not None:
+        kept.remove(found)
+    return found
+
+
+def keep(w: Worker) -> None:
+    """An idle worker a later dispatch may take; ended with the driver (atexit) if none does. Only the
+    latest dispatch's kind are kept (another GPU set or environment: the older ones end now)."""
+    for old in [x for x in kept if x.key != w.key]:
+        kept.remove(old)
+        old.close()
+    if w.alive and w.job is None:
+        kept.append(w)
+    else:
+        w.close()
+
+
+@atexit.register
+def close_kept() -> None:
+    """Ends every kept worker (the driver is done; or a bench starts its next sweep as a new process would)."""
+    while kept:
+        kept.pop().close()
 
 
 if __name__ == "__main__":
