@@ -127,3 +127,32 @@ def test_each_groups_race_runs_on_a_gpu_of_its_own_side_by_side_and_the_confirma
     confirm = [json.loads((sweep / t / "result.json").read_text()) for t in ("default", "best")]
     assert confirm[0]["env"]["gpu_uuid"] != confirm[1]["env"]["gpu_uuid"]
     assert _overlap(confirm[0]["intervals"]["gpu"], confirm[1]["intervals"]["gpu"])
+
+
+def test_the_strategy_is_asked_again_as_each_job_ends_not_when_a_batch_has(tmp_path, monkeypatch):
+    from sweep.dispatch import local
+
+    asked: list[tuple[int, int]] = []      # (n asked for, jobs ended by then)
+    ended = []
+    real_stream = local.LocalExecutor.stream
+
+    def stream(self, ask, stages, on_result, progress):
+        def counting(n):
+            asked.append((n, len(ended)))
+            return ask(n)
+
+        def told(r):
+            ended.append(r.tag)
+            on_result(r)
+        return real_stream(self, counting, stages, told, progress)
+
+    monkeypatch.setattr(local.LocalExecutor, "stream", stream)
+    monkeypatch.setattr(local.LocalExecutor, "parallelism", lambda self: 2)
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS", "200")
+    space = py_space_dict("ask", ALPHA_BLOCK={"tag": "A", "values": [32, 48, 64, 96, 128, 256], "default": 256,
+                                              "kernels": ["k_a"]})
+    s = _run(tmp_path, space, monkeypatch)
+    assert s.counts == {"ok": 6}
+    assert asked[0] == (2, 0)
+    top_ups = [n for n, done in asked[1:] if 0 < done < 6]
+    assert top_ups and 1 in top_ups and max(top_ups) <= 2, asked   # one more as each ends, while the other runs
