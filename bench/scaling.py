@@ -83,7 +83,7 @@ def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
     busy = sum(float(g.get("busy_s", 0.0)) for g in per.values())
     return {"measuring_s": wall, "gpu_s": round(busy, 3),
             "occupancy": round(busy / (wall * n_gpus), 4) if wall > 0 else None,
-            "per_gpu": {k: v.get("share") for k, v in per.items()}}
+            "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
 
 
 def one(space: Path, jobs_root: Path, name: str, devices: list[str]) -> dict[str, object]:
@@ -169,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
     print(f"\n{base} on {gpu_name()} ({len(visible)} visible); jobs under {work}")
     print(table(runs))
+    for r in runs:
+        st = r.get("startup_s") or {}
+        first, later = st.get("first", {}), st.get("next", {})
+        print(f"{r['gpus']} GPU(s) {r['cache']}: a job handed to a worker was taken up in {later.get('median', 'unknown')} s "
+              f"(median; a fresh worker's first job: {first.get('median', 'unknown')} s, its start-up)")
     print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "
           "occupancy: the sweep jobs' GPU time / (measuring phase x GPUs)")
     if a.out:

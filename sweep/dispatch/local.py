@@ -223,7 +223,9 @@ class LocalExecutor(Executor):
             return record_lost(j, f"the job process failed: {why}", w.log)
         result = JobResult.from_dict(got["result"])
         self.ran_on[result.tag] = got["gpu"]
-        self.occupancy.ended(got["gpu"], result.intervals, got.get("ended"))
+        self.occupancy.ended(got["gpu"], result.intervals, got.get("ended"), started=got.get("received", 0) - w.sent_at,
+                             first=w.done == 0)
+        w.done += 1
         held = (result.intervals or {}).get("gpu")
         if held:
             measure_s.append(held[1] - held[0])

@@ -21,14 +21,20 @@ class Occupancy:
         self.jobs = {g: 0 for g in self.gpus}
         self.start: float | None = None       # epoch seconds: the first job handed to a GPU
         self.end: float | None = None         # the last job's end
+        # hand-over to a worker taking the job up: a fresh worker's first job (its start-up), later ones
+        self.startup_s: dict[str, list[float]] = {"first": [], "next": []}
 
     def started(self) -> None:
         if self.start is None:
             self.start = time.time()
 
-    def ended(self, gpu: str, intervals: dict[str, Any] | None, at: float | None = None) -> None:
-        """A job that ran on `gpu` ended (at `at`, epoch seconds): its held interval counts."""
+    def ended(self, gpu: str, intervals: dict[str, Any] | None, at: float | None = None,
+              started: float | None = None, first: bool = False) -> None:
+        """A job that ran on `gpu` ended (at `at`, epoch seconds): its held interval counts. `started`:
+        seconds from its hand-over until a worker took it up (`first`: the worker's first job)."""
         self.end = max(self.end or 0.0, at or time.time())
+        if started is not None:
+            self.startup_s["first" if first else "next"].append(max(0.0, started))
         if gpu not in self.busy_s:
             return
         self.jobs[gpu] += 1
@@ -57,5 +63,7 @@ class Occupancy:
     def summary(self) -> dict[str, Any]:
         """What the run's record keeps (sweep.json's runs[]): per GPU its share and busy seconds."""
         return {"measuring_s": round(self.wall_s(), 3),
+                "startup_s": {k: {"median": round(sorted(v)[len(v) // 2], 3), "max": round(max(v), 3), "jobs": len(v)}
+                              for k, v in self.startup_s.items() if v},
                 "gpus": {g: {"share": round(s, 4), "busy_s": round(self.busy_s[g], 3), "jobs": self.jobs[g]}
                          for g, s in self.shares().items()}}

@@ -107,6 +107,8 @@ class Worker:
                                          env=environment, text=True, bufsize=1)
         self.job: Any = None            # the PendingJob it runs, or None: idle
         self.sent = 0.0                 # when it was handed over (time.monotonic)
+        self.sent_at = 0.0              # the same, epoch seconds (the worker's replies are stamped so)
+        self.done = 0                   # jobs it has ended
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
 
@@ -119,7 +121,7 @@ class Worker:
         self._replies.put(None)         # it ended
 
     def send(self, job: Any, stages: str) -> None:
-        self.job, self.sent = job, time.monotonic()
+        self.job, self.sent, self.sent_at = job, time.monotonic(), time.time()
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"dir": str(job.dir), "stages": stages}) + "\n")
         self.proc.stdin.flush()
