@@ -176,7 +176,7 @@ class LocalExecutor(Executor):
                     if idle is None:
                         break
                     self.occupancy.started()
-                    idle.send(ready.pop(0), stages)
+                    idle.send(ready.pop(0), "measure")     # built here already: verify and profile
                 for w in [w for w in self.workers if w.job is not None]:
                     r = self._ended(w, measure_s)
                     if r is not None:
