@@ -22,7 +22,9 @@ Categories overlap (builds run while GPUs measure), so they can sum past the wal
 The measuring phase's GPU occupancy is the sweep jobs' GPU time (their gpu intervals) over
 the measuring phase's wall time x GPUs (the phase: first job handed to a GPU to the last
 one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside it.
-Speedup: a count's wall time against one GPU's, cold with cold and warm with warm.
+Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
+the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
+group it does not shrink, with several their races run side by side).
 Targets (issue 33, H100s): occupancy >= 90% on one GPU warm; 2 GPUs >= 1.9x, 4 GPUs >= 3.6x.
 """
 
@@ -108,16 +110,17 @@ def gpu_name() -> str:
 
 def table(runs: list[dict[str, object]]) -> str:
     head = (f"{'GPUs':>4} {'cache':>5} {'wall s':>7} {'build':>6} {'measure':>7} {'race':>6} {'confirm':>7} "
-            f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'speedup':>7}  per GPU")
+            f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'speedup':>7} {'w/o race':>8}  per GPU")
     rows = [head]
     for r in runs:
         sp, occ = r["split"], r["occupancy"]
         per = ", ".join(f"{g} {v:.0%}" for g, v in r["per_gpu"].items() if v is not None)
         occ_text = f"{occ:.0%}" if occ is not None else "unknown"
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+        bare = f"{r['speedup_without_race']:.2f}x" if r.get("speedup_without_race") else "-"
         rows.append(f"{r['gpus']:>4} {r['cache']:>5} {r['wall_s']:>7.1f} {sp['build']:>6.1f} {sp['measure']:>7.1f} "
                     f"{sp['race']:>6.1f} {sp['confirm']:>7.1f} {sp['framework']:>6.1f} {r['measuring_s']:>11.1f} "
-                    f"{occ_text:>9} {speedup:>7}  {per}")
+                    f"{occ_text:>9} {speedup:>7} {bare:>8}  {per}")
     return "\n".join(rows)
 
 
@@ -167,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         first = next((x for x in runs if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
         r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
+        # what the race (one group's on one GPU, whatever the count) leaves to scale
+        rest, rest_1 = r["wall_s"] - r["split"]["race"], (first["wall_s"] - first["split"]["race"]) if first else 0
+        r["speedup_without_race"] = round(rest_1 / rest, 3) if first and rest > 0 else None
     print(f"\n{base} on {gpu_name()} ({len(visible)} visible); jobs under {work}")
     print(table(runs))
     for r in runs:
