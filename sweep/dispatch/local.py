@@ -74,6 +74,7 @@ class LocalExecutor(Executor):
         self.ran_on: dict[str, str] = {}     # job tag -> the GPU it measured on
         self._ask: Ask | None = None
         self._started = 0           # workers started (their logs are numbered)
+        self._builds_now = 0        # builds at once, as last sized (build_parallel)
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -88,9 +89,11 @@ class LocalExecutor(Executor):
         return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
     def parallelism(self) -> int:
-        """Jobs kept in flight (a learning strategy is asked for this many, less those running):
-        a worker's each and as many again building, so builds run ahead of the GPUs."""
-        return 2 * max(1, len(self.gpus)) * workers_per_gpu()
+        """Jobs kept in flight (a learning strategy is asked for this many, less those running): one
+        a worker, and as many again or the builds running at once (build_parallel), whichever is
+        more, so builds run ahead of the GPUs."""
+        workers_now = max(1, len(self.gpus)) * workers_per_gpu()
+        return workers_now + max(workers_now, self._builds_now)
 
     def submit(self, jobs: list[PendingJob], stages: str) -> None:
         if stages != "build" and not self.gpus:
@@ -157,7 +160,8 @@ class LocalExecutor(Executor):
                     since_ask = bool(got)
                 if asked_out and not (self.queued or building or ready or busy):
                     break
-                parallel = self.build_parallel or build_parallel(cpus, len(self.gpus), build_s, measure_s)
+                parallel = self._builds_now = self.build_parallel or build_parallel(cpus, len(self.gpus), build_s,
+                                                                                    measure_s)
                 while self.queued and len(building) < parallel:
                     j = self.queued.pop(0)
                     building[pool.submit(build_one, j, max(1, cpus // parallel))] = j
