@@ -1,7 +1,7 @@
 """The same sweep on 1, 2 and 4 GPUs, cold and warm: where the wall time goes, how busy each
 GPU was while measuring, and how much faster more GPUs end it (issue 33).
 
-    python bench/scaling.py [SPACE] [--gpus 1,2,4] [--work DIR] [--out scaling.json] [--warm-only]
+    python bench/scaling.py [SPACE] [--gpus 1,2,4] [--work DIR] [--out scaling.json] [--warm-only] [--append]
 
 SPACE defaults to examples/quick_check/space.yaml. Each GPU count runs on the first N GPUs
 CUDA_VISIBLE_DEVICES (else nvidia-smi) shows; a count above what is visible is skipped, saying
@@ -25,6 +25,9 @@ one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside 
 Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
 the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
 group it does not shrink, with several their races run side by side).
+--append keeps the runs already in --out (the same space on the same GPU model) beside the new
+ones, so the counts can run as separate commands (each under a time limit) on one machine, and
+the speedups are taken over all of them.
 Targets (issue 33, H100s): occupancy >= 90% on one GPU warm; 2 GPUs >= 1.9x, 4 GPUs >= 3.6x.
 """
 
@@ -130,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to run, comma-separated (default 1,2,4)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the jobs (default: a fresh one under /tmp)")
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
+    ap.add_argument("--append", action="store_true", help="keep the runs already in --out (same space and GPU)")
     ap.add_argument("--warm-only", action="store_true", help="skip the cold runs (the cache is warmed by a first "
                     "run that is not reported)")
     a = ap.parse_args(argv)
@@ -167,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if visible:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible)
+    if a.append and a.out and a.out.is_file():
+        before = json.loads(a.out.read_text())
+        if before.get("space") == str(a.space) and before.get("gpu") == gpu_name():
+            new = {(r["gpus"], r["cache"]) for r in runs}
+            runs = [r for r in before.get("runs", []) if (r["gpus"], r["cache"]) not in new] + runs
+            runs.sort(key=lambda r: (r["gpus"], r["cache"] != "cold"))
     for r in runs:
         first = next((x for x in runs if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
         r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
