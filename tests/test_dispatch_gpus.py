@@ -156,3 +156,41 @@ def test_the_strategy_is_asked_again_as_each_job_ends_not_when_a_batch_has(tmp_p
     assert asked[0] == (2, 0)
     top_ups = [n for n, done in asked[1:] if 0 < done < 6]
     assert top_ups and 1 in top_ups and max(top_ups) <= 2, asked   # one more as each ends, while the other runs
+
+
+def test_a_debug_job_measures_under_the_node_wide_lock_of_its_gpu(tmp_path, monkeypatch):
+    from tests.conftest import run_py_sweep
+
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(gpus, "uuids_by_index", lambda *a, **k: {})
+    taken = []
+    real = gpus.gpu_lock.__enter__
+
+    def enter(self):
+        taken.append(self.path)
+        return real(self)
+    monkeypatch.setattr(gpus.gpu_lock, "__enter__", enter)
+    _, _, s = run_py_sweep(tmp_path, py_space_dict("dbg", ALPHA_BLOCK={"tag": "A", "values": [64, 128], "default": 128,
+                                                                    "kernels": ["k_a"]}))
+    assert s.counts == {"ok": 2}
+    assert [str(p) for p in taken] == [str(tmp_path / "locks" / "gpu0.lock")] * 2
+
+
+def test_a_slurm_job_measures_under_the_node_wide_lock_of_the_gpu_slurm_gave_it(tmp_path, monkeypatch, capsys):
+    from sweep.dispatch import slurm_submit
+
+    seen = []
+    monkeypatch.setattr(slurm_submit, "run_job", lambda d, stages, gpu_lock_path=None: seen.append(gpu_lock_path)
+                        or {"status": "ok"})
+    monkeypatch.setattr(slurm_submit.Termination, "watch", lambda: None)
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f3a2b1c-0000")
+    task = slurm_submit.SweepTask(time_min=10)
+    task("jobdir", "measure")
+    task("jobdir", "build")                              # a build takes no GPU lock
+    assert seen == [str(tmp_path / "locks" / "GPU-8f3a2b1c-0000.lock"), None]
+    # a node whose lock folder cannot be used: measured without it, and the job's log says so
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "file" / "locks"))
+    task("jobdir", "measure")
+    assert seen[-1] is None and "measuring without the node's GPU lock" in capsys.readouterr().err
