@@ -51,15 +51,15 @@ from typing import Any, Callable, Mapping, Protocol
 import pandas as pd
 
 from sweep import dispatch as executors
-from sweep.core import atomic
 from sweep.decide import by_gpu, collect as collect_mod
 from sweep.node import gpus, render
 from sweep.decide.collect import Collected
 from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
-from sweep.node.race import OUTCOME, PLAN, ROLE, Lane, RacePlan, read_outcome
+from sweep.node.race import OUTCOME, Lane, RacePlan, read_outcome
+from sweep.decide import race_parts
 from sweep.decide.race_cost import cost_s, first_certifiable_round
-from sweep.records import Best, Choice, JobSettings, read_result
+from sweep.records import Best, Choice, JobSettings
 from sweep.decide.select import group_rows, patterns
 from sweep.space import Config, Space, check, make_config, tag
 from sweep.space.workloads import weights
@@ -84,6 +84,8 @@ class Sweep(Protocol):
                  on_result: Callable[..., Any]) -> None: ...
 
     def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None: ...
+
+    def gpus_at_once(self) -> int: ...
 
 ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.decide.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
@@ -338,10 +340,8 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
     """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
     p = shared(space, best, c, sweep_dir, p) or p
-    out = read_outcome(race_dir(sweep_dir, p)) if p is not None else None
-    if out is None or out.get("plan_digest") != p.digest():
-        return {}
-    return certifications(p, out)
+    found = race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x)) if p is not None else []
+    return {k: v for part, out in found for k, v in certifications(part, out).items()}
 
 
 def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") \
@@ -366,31 +366,10 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
         c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
-    d = race_dir(sw.sweep_dir, p)
-    d.mkdir(parents=True, exist_ok=True)
-    digest = p.digest()
-    jc = render.job_config(space, None, f"race_{digest}", digest, sw.commit, sw.values, role=ROLE,
-                           settings=sw.settings())
-    atomic.write_json(d / PLAN, p.to_dict())
-    atomic.write_json(d / "config.json", jc.to_dict())
-    job = executors.PendingJob(jc.tag, d, digest, partition)
-    out = read_outcome(d)
-    if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
-        (d / OUTCOME).unlink(missing_ok=True)
-        n = len(p.tags())
-        how = (f"in lockstep, a process of each of {n} jobs a round, {p.turns} turns each" if p.lockstep
-               else f"{n} jobs a round")
-        print(f"certifying: racing {sum(len(x.entrants) for x in p.lanes)} entrants of {len(p.lanes)} group(s) "
-              f"({how}), about {cost:.0f} s to its first decisive round, for up to {p.budget_s:.0f} s on one GPU",
-              file=sys.stderr)
-        progress = Progress(space.name + ":certify")
-        progress.add(1)
-        sw.dispatch([job], progress, progress.finished)
-        progress.close()
-        out = read_outcome(d)
-    if out is None or out.get("plan_digest") != digest:
-        r = read_result(d)
-        why = f"{r.status}: {r.reason}" if r is not None else "it left no outcome"
-        print(f"warning: the certification race failed ({why}); the sweep's own evidence stands", file=sys.stderr)
-        return {}, f"the race failed ({why[:200]})"
-    return certifications(p, out), ""
+    ran = race_parts.run_parts(space, sw, race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks)),
+                               lambda x: race_dir(sw.sweep_dir, x), cost, partition)
+    failed = [why for _, out, why in ran if out is None]
+    if failed:
+        print(f"warning: the certification race failed ({failed[0]}); the sweep's own evidence stands", file=sys.stderr)
+        return {}, f"the race failed ({failed[0][:200]})"
+    return {k: v for part, out, _ in ran for k, v in certifications(part, out).items()}, ""

@@ -4,9 +4,9 @@
             stepping through a job with a debugger
     replay  no GPU: each configuration answered from a recording (--from FILE: a
             Kernel Tuner cache, T4 results, an earlier sweep; sweep.dispatch.replay)
-    local   this machine: builds run in parallel on the CPUs while measurements
-            run one job per visible GPU (a submitit LocalExecutor per GPU); jobs
-            outlive the driver, so a killed driver loses nothing
+    local   this machine: builds run in parallel on the CPUs while every visible
+            GPU measures, each job on the first GPU that frees (long-lived worker
+            processes, sweep.dispatch.workers); a killed driver loses nothing
     slurm   job arrays that fit the cluster's limits (MaxArraySize, the submit
             limit), at most slurm.array_parallelism tasks at once; the driver
             polls the scheduler once per interval for all of them
@@ -16,8 +16,8 @@ anything is rendered, what it needs; `submit` hands it jobs, `watch` blocks unti
 each has ended and reports each JobResult once; `cancel` stops what is still
 running. `parallelism` says how many configurations the driver asks a strategy
 for at a time; `stream` runs a strategy's configurations as it hands them over,
-asking for more as jobs end (batch by batch, or, for Slurm, one more each time
-one ends).
+asking for more as jobs end (the local and Slurm executors: more each time one
+ends; the others batch by batch).
 
 Resume (`should_run`): a job whose result.json carries its current config hash
 is done and is not run again; failed ones run again only with retry_failed, and

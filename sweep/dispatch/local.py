@@ -1,36 +1,38 @@
-"""The local executor: this machine's CPUs build, its GPUs measure, one job per GPU.
+"""The local executor: this machine's CPUs build, its GPUs measure, every GPU kept busy.
 
-Builds run in a thread pool (make -j shares the CPUs among them). Measurements
-run through one submitit LocalExecutor per visible GPU (CUDA_VISIBLE_DEVICES
-set to it), two jobs per GPU at a time: one measuring, the next already started
-and waiting on the GPU's lock (sweep.node.gpus: one per GPU for the whole node,
-every sweep's), so process start-up and the last profile's post-processing
-overlap GPU time while measurements stay exclusive. Jobs are processes of their
-own: a killed driver loses nothing.
+Builds run in a thread pool, as many at once as keep the GPUs fed (build_parallel: from the
+CPUs and the measured build and measure times; make -j shares the CPUs among them).
+Measurements run in long-lived worker processes (sweep.dispatch.workers), each taking the
+next built job and the first GPU that frees (a node-wide admission slot of any visible GPU,
+then that GPU's node-wide lock, sweep.node.gpus), so no process start-up sits between two
+measurements and no GPU waits while another has a queue. A GPU admits measuring_slots()
+jobs measuring plus one started and waiting at its lock; one spare worker a GPU holds the
+next job ready. A strategy is asked again as each job ends (stream), never batch by batch.
+Jobs write their own result.json: a killed driver loses nothing (a worker finishes its job).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-import shlex
-import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sweep.core.errors import SweepError
-from sweep.dispatch import (Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
+from sweep.dispatch import (Ask, Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
                              visible_gpus)
-from sweep.node import gpus, group
-from sweep.node.job import Job, run_job
+from sweep.dispatch.occupancy import Occupancy
 from sweep.dispatch.progress import Progress
+from sweep.dispatch import workers
+from sweep.dispatch.workers import STAGED, Worker
+from sweep.node import gpus, group
+from sweep.node.job import Job
 from sweep.records import JobResult, Status
 
-JOBS_PER_GPU = 2
-IGNORE_INT = "trap '' INT"     # a fixed string: nothing a user typed reaches this shell
+SPARE = 1               # workers a GPU beyond its admission slots: the next job, ready for whichever GPU frees
 EXCEPTION_LINE = re.compile(r"^\w+(Error|Exception|Interrupt|Exit)\b.*")
 
 
@@ -39,12 +41,25 @@ def no_gpu_message() -> str:
             "--executor slurm from a login node, or --dry-run to only render and compile")
 
 
-ASK_PER_GPU = 4     # jobs a learning strategy is asked for at once, a GPU (parallelism)
+def workers_per_gpu() -> int:
+    """Worker processes a GPU: its measuring slots, the job staged at its lock, and a spare."""
+    return gpus.measuring_slots() + STAGED + SPARE
+
+
+def build_parallel(cpus: int, n_gpus: int, build_s: list[float], measure_s: list[float]) -> int:
+    """Builds at once: enough that built jobs come at least as fast as the GPUs measure them
+    (GPUs x build time / measure time, a quarter spare), at least a quarter of the CPUs (or one
+    a GPU) before anything was timed, at most the CPUs."""
+    floor = max(1, cpus // 4, n_gpus)
+    if not build_s or not measure_s:
+        return min(cpus, floor) if cpus else 1
+    b, m = sum(build_s) / len(build_s), max(sum(measure_s) / len(measure_s), 0.05)
+    return max(1, min(cpus, max(floor, math.ceil(1.25 * n_gpus * b / m))))
 
 
 class LocalExecutor(Executor):
     name = "local"
-    doc = "this machine: builds on the CPUs, measurements one job per visible GPU"
+    doc = "this machine: builds on the CPUs, measurements on every visible GPU, each job on the first GPU free"
 
     def __init__(self, ctx: Context, gpus: list[str] | None = None, build_parallel: int = 0):
         super().__init__(ctx)
@@ -52,9 +67,14 @@ class LocalExecutor(Executor):
         self.build_parallel = build_parallel
         self.queued: list[PendingJob] = []
         self.stages = "all"
-        self._submitted: list[Any] = []
+        self.workers: list[Worker] = []
         self.in_flight = 0          # jobs building or measuring (the last look)
         self.stopped = 0
+        self.occupancy = Occupancy(self.gpus)
+        self.ran_on: dict[str, str] = {}     # job tag -> the GPU it measured on
+        self._ask: Ask | None = None
+        self._started = 0           # workers started (their logs are numbered)
+        self._builds_now = 0        # builds at once, as last sized (build_parallel)
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -69,10 +89,11 @@ class LocalExecutor(Executor):
         return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
     def parallelism(self) -> int:
-        """Jobs a learning strategy is asked for at once: ASK_PER_GPU a GPU, so their builds run
-        in parallel on the CPUs while the GPU measures one after another (each waits at its GPU's
-        lock); asked one a GPU, a learning sweep built and measured one configuration at a time."""
-        return max(1, len(self.gpus)) * ASK_PER_GPU
+        """Jobs kept in flight (a learning strategy is asked for this many, less those running): one
+        a worker, and as many again or the builds running at once (build_parallel), whichever is
+        more, so builds run ahead of the GPUs."""
+        workers_now = max(1, len(self.gpus)) * workers_per_gpu()
+        return workers_now + max(workers_now, self._builds_now)
 
     def submit(self, jobs: list[PendingJob], stages: str) -> None:
         if stages != "build" and not self.gpus:
@@ -80,57 +101,70 @@ class LocalExecutor(Executor):
         self.queued.extend(jobs)
         self.stages = stages
 
+    def stream(self, ask: Ask, stages: str, on_result: OnResult, progress: Progress) -> None:
+        """Asks for parallelism() jobs, and again for as many as ended each time some do."""
+        if stages != "build" and not self.gpus:
+            raise SweepError(no_gpu_message())
+        self._ask, self.stages = ask, stages
+        with self.interruptible():
+            self.watch(on_result, progress)
+
     def cancel(self) -> None:
-        """Ctrl-C: each running job process gets SIGINT (it leaves no result and kills its programs;
-        the next run measures it); the controllers, which ignore it, end with their jobs."""
+        """Ctrl-C: each busy worker gets SIGINT (its job leaves no result and kills its programs; the
+        next run measures it) and ends; idle ones end as their input closes."""
         self.stopped = self.in_flight
-        jobs = [pid for sjob in self._submitted if not sjob.done() for pid in job_processes(int(sjob.job_id))]
-        for pid in jobs:
-            try:
-                os.kill(pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+        for w in self.workers:
+            (w.interrupt if w.job is not None else w.close)()
         deadline = time.monotonic() + group.GRACE_S + 10
-        while any(not s.done() for s in self._submitted) and time.monotonic() < deadline:
+        while any(w.alive for w in self.workers) and time.monotonic() < deadline:
             time.sleep(0.1)
 
     def interrupted(self) -> str:
         return f"interrupted: stopped {self.stopped} running job(s); the same command resumes"
 
     def watch(self, on_result: OnResult, progress: Progress) -> None:
-        import submitit
-
         ctx, stages = self.ctx, self.stages
         folder = ctx.sweep_dir / "_dispatch"
         folder.mkdir(parents=True, exist_ok=True)
         cpus = len(os.sched_getaffinity(0))
-        build_parallel = self.build_parallel or max(1, min(len(self.queued), cpus // 4 or 1))
-        build_jobs = max(1, cpus // build_parallel)     # make -j shares the CPUs among the builds at once
-        executors, locks = {}, self.lock_paths()
-        for i, g in enumerate(self.gpus):
-            ex = submitit.LocalExecutor(folder=str(folder / f"gpu{i}"))
-            # The controller ignores Ctrl-C (it printed a KeyboardInterrupt traceback each); its job
-            # takes it (local_job) and stops, killing its programs. submitit takes GPU indices only:
-            # a UUID (GPU-..., MIG-..., checked by gpus.visible) is exported before the job starts.
-            setup = [IGNORE_INT] + ([] if g.isdigit() else [f"export CUDA_VISIBLE_DEVICES={shlex.quote(g)}"])
-            ex.update_parameters(timeout_min=ctx.space.slurm.time_min, gpus_per_node=1 if g.isdigit() else 0,
-                                 visible_gpus=(int(g),) if g.isdigit() else (), setup=setup)
-            executors[g] = ex
-
+        build_s: list[float] = []     # seconds a build took, and a measurement held its GPU: build_parallel
+        measure_s: list[float] = []
+        offer = {}
+        if stages != "build":
+            locks = self.lock_paths()
+            offer = {"gpus": self.gpus, "locks": [str(locks[g]) for g in self.gpus],
+                     "slots": gpus.measuring_slots() + STAGED}
+            # Started now, their start-up (the framework's imports) overlaps the first builds
+            most = len(self.gpus) * workers_per_gpu()
+            for _ in range(most if self._ask else min(most, len(self.queued))):
+                self._spawn(offer, folder)
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
-        measuring: dict[str, list[tuple[Any, PendingJob]]] = {g: [] for g in self.gpus}
-        pool = ThreadPoolExecutor(max_workers=build_parallel)
+        pool = ThreadPoolExecutor(max_workers=max(1, cpus))
+        asked_out, since_ask = self._ask is None, True
 
-        def build_one(j: PendingJob) -> JobResult | None:
-            result = Job(j.dir, build_jobs=build_jobs).run("build")
+        def build_one(j: PendingJob, make_jobs: int) -> JobResult | None:
+            t0 = time.monotonic()
+            result = Job(j.dir, build_jobs=make_jobs).run("build")
+            build_s.append(time.monotonic() - t0)
             return None if (result.status == Status.OK and stages != "build") else result
 
         try:
-            while self.queued or building or ready or any(measuring.values()):
-                while self.queued and len(building) < build_parallel:
+            while True:
+                busy = [w for w in self.workers if w.job is not None]
+                in_flight = len(self.queued) + len(building) + len(ready) + len(busy)
+                if not asked_out and since_ask and in_flight < self.parallelism():
+                    got = self._ask(self.parallelism() - in_flight) if self._ask else []
+                    self.queued.extend(got)
+                    asked_out = not got and not in_flight    # [] with jobs in flight: asked again as they end
+                    since_ask = bool(got)
+                if asked_out and not (self.queued or building or ready or busy):
+                    break
+                parallel = self._builds_now = self.build_parallel or build_parallel(cpus, len(self.gpus), build_s,
+                                                                                    measure_s)
+                while self.queued and len(building) < parallel:
                     j = self.queued.pop(0)
-                    building[pool.submit(build_one, j)] = j
+                    building[pool.submit(build_one, j, max(1, cpus // parallel))] = j
                 for fut in [f for f in building if f.done()]:
                     j = building.pop(fut)
                     result = fut.result()
@@ -138,76 +172,68 @@ class LocalExecutor(Executor):
                         ready.append(j)
                     else:  # a failed build, or a dry run's end
                         on_result(result)
+                        since_ask = True
                 while ready and ctx.ready_to_measure():
-                    g = min(self.gpus, key=lambda g: len(measuring[g]))   # the least busy GPU first
-                    if len(measuring[g]) >= JOBS_PER_GPU:
+                    idle = next((w for w in self.workers if w.job is None), None)
+                    if idle is None and len(self.workers) < len(self.gpus) * workers_per_gpu():
+                        idle = self._spawn(offer, folder)      # one that died was replaced
+                    if idle is None:
                         break
-                    j = ready.pop(0)
-                    with environment(job_environment()):  # submitit copies the environment at submit
-                        sjob = executors[g].submit(local_job, str(j.dir), "measure", gpu_lock_path=str(locks[g]))
-                    self._submitted.append(sjob)
-                    measuring[g].append((sjob, j))
-                for g in self.gpus:
-                    for entry in [e for e in measuring[g] if e[0].done()]:
-                        measuring[g].remove(entry)
-                        on_result(_outcome(*entry))
-                self.in_flight = len(building) + sum(len(v) for v in measuring.values())
-                progress.show(running=self.in_flight)
+                    self.occupancy.started()
+                    idle.send(ready.pop(0), "measure")     # built here already: verify and profile
+                for w in [w for w in self.workers if w.job is not None]:
+                    r = self._ended(w, measure_s)
+                    if r is not None:
+                        on_result(r)
+                        since_ask = True
+                self.in_flight = len(building) + sum(w.job is not None for w in self.workers)
+                progress.show(running=self.in_flight, busy=self.occupancy.line() if offer else None)
                 time.sleep(ctx.poll_s)
+        except BaseException:
+            for w in self.workers:
+                w.close()
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+        for w in self.workers:
+            workers.keep(w)        # the next dispatch (the race, the confirmations) takes them
+        progress.show(busy=self.occupancy.line() if offer else None)
 
+    def _spawn(self, offer: dict[str, Any], folder: Path) -> Worker:
+        w = workers.reuse(offer, job_environment())
+        if w is None:
+            w = Worker(offer, folder / f"worker{self._started}.log", job_environment())
+            self._started += 1
+        self.workers.append(w)
+        return w
 
-def local_job(job_dir: str, stages: str, gpu_lock_path: str | None = None) -> dict[str, Any]:
-    """run_job in a local job process: Ctrl-C (SIGINT, ignored by its controller and so by it at
-    start) interrupts it again."""
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    return run_job(job_dir, stages, gpu_lock_path=gpu_lock_path)
-
-
-def job_processes(root: int) -> list[int]:
-    """The submitit job processes under a controller (its descendants running submitit.core._submit), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            if b"submitit.core._submit" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                out.append(pid)
-        except OSError:
-            pass
-    return out
-
-
-@contextmanager
-def environment(extra: dict[str, str]) -> Iterator[None]:
-    """os.environ with `extra` for the duration (the driver's own environment is left as it was)."""
-    saved = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _outcome(sjob: Any, j: PendingJob) -> JobResult:
-    try:
-        return JobResult.from_dict(sjob.result())
-    except Exception as e:  # the job process died: keep a record naming why, go on
-        return record_lost(j, f"the job process failed: {process_failure(e, sjob.paths.stderr)}", sjob.paths.stderr)
+    def _ended(self, w: Worker, measure_s: list[float]) -> JobResult | None:
+        """The result of the worker's job once it ended (its own, or one recorded for it), else None.
+        A worker that died, or whose job overran its time limit, is replaced by a fresh one."""
+        got = w.reply()
+        j = w.job
+        if got is False:
+            limit = self.ctx.space.slurm.time_min * 60 + group.GRACE_S + 60
+            if time.monotonic() - w.sent < limit:
+                return None
+            w.interrupt()          # the job's own deadline should have ended it: its programs go with it
+            self.workers.remove(w)
+            return record_lost(j, f"the job did not end within its {self.ctx.space.slurm.time_min}-minute time limit "
+                                  "(slurm.time_min); its process was stopped", w.log, Status.TIMEOUT)
+        w.job = None
+        if got is None or "result" not in got:
+            self.workers.remove(w)
+            why = got.get("error") if isinstance(got, dict) else process_failure(RuntimeError("it exited"), w.log)
+            return record_lost(j, f"the job process failed: {why}", w.log)
+        result = JobResult.from_dict(got["result"])
+        self.ran_on[result.tag] = got["gpu"]
+        self.occupancy.ended(got["gpu"], result.intervals, got.get("ended"), started=got.get("received", 0) - w.sent_at,
+                             first=w.done == 0)
+        w.done += 1
+        held = (result.intervals or {}).get("gpu")
+        if held:
+            measure_s.append(held[1] - held[0])
+        return result
 
 
 def process_failure(error: BaseException, stderr: Path | str) -> str:

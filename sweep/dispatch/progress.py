@@ -27,6 +27,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.counts: dict[str, int] = {}
         self.running = 0
+        self.busy = ""          # each GPU's occupancy while measuring ("GPU 0 93%, 1 91%"; sweep.dispatch.occupancy)
         self._last_line, self._last_at = "", float("-inf")
         self._bar: Any = None
         if hasattr(self.stream, "isatty") and self.stream.isatty():
@@ -68,9 +69,11 @@ class Progress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def show(self, running: int | None = None) -> None:
+    def show(self, running: int | None = None, busy: str | None = None) -> None:
         if running is not None:
             self.running = running
+        if busy is not None:
+            self.busy = busy
         if self._bar is not None:
             self._bar.set_postfix_str(self._state(), refresh=False)
             self._bar.refresh()
@@ -102,7 +105,8 @@ class Progress:
     def _state(self) -> str:
         failed = sum(v for k, v in self.counts.items() if k in FAILED)
         return (f"ok {self.counts.get('ok', 0)}, failed {failed}, skipped {self.counts.get('skipped', 0)} | "
-                f"{self.running} running | {max(0, self.total - self.done - self.running)} queued")
+                f"{self.running} running | {max(0, self.total - self.done - self.running)} queued"
+                + (f" | {self.busy}" if self.busy else ""))
 
     def line(self) -> str:
         el = int(time.monotonic() - self.t0)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ from sweep.core.errors import SweepError
 from sweep.dispatch import PendingJob, job_environment
 from sweep.dispatch.slurm_limits import LIMIT_REFUSALS
 from sweep.dispatch.slurm_queue import STATS, Queued
+from sweep.node import gpus
 from sweep.node.job import Termination, current_stage, run_job, slurm_job_id
 from sweep.records import JobConfig, JobResult, Status, now, read_result, write_result
 from sweep.space import Slurm
@@ -47,10 +49,21 @@ class SweepTask:
     def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
         self.started = time.time()
         Termination.watch()
-        result = run_job(job_dir, stages)
+        result = run_job(job_dir, stages, gpu_lock_path=None if stages == "build" else self.own_gpu_lock())
         if stages == "build" and result["status"] != Status.OK.value:
             raise SystemExit(f"build failed: {result['status']}: {result['reason']}")
         return result
+
+    @staticmethod
+    def own_gpu_lock() -> str | None:
+        """The node-wide lock of the GPU Slurm gave this job (sweep.node.gpus), so a job measures alone on
+        it whatever else runs on the node; none (said in the job's log) where the lock folder is unusable."""
+        try:
+            path = gpus.own_lock_path()
+        except SweepError as e:
+            print(f"warning: measuring without the node's GPU lock: {e}", file=sys.stderr)
+            return None
+        return str(path) if path else None
 
     def timed_out(self) -> bool:
         # submitit's own rule (SignalHandler.has_timed_out): past the guaranteed walltime

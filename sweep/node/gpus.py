@@ -6,6 +6,9 @@
                   else /tmp/config-sweep-locks, made world-writable with the sticky bit
     lock_path     a GPU's lock file there, named by its UUID where it can be read, else its index
     gpu_lock      holds a GPU's lock while a job measures
+    measuring_slots  how many measurements one GPU runs at once (1: the lock admits one job)
+    slot_path     a GPU's admission slot files beside its lock; try_lock takes one without waiting
+    own_lock_path the lock of the GPU this process was given (a Slurm or debug job's)
     others_on     the pids of other processes on this job's GPU (NVML), None where unknown
     exclusive     runs a measuring window, checks the GPU was not shared, repeats it once if it was
     measuring_slots  how many jobs may measure on one GPU at once (overlap mode: several)
@@ -102,6 +105,42 @@ def lock_key(device: str, uuids: dict[str, str] | None = None) -> str:
 
 def lock_path(device: str, uuids: dict[str, str] | None = None, directory: Path | None = None) -> Path:
     return (directory or lock_dir()) / f"{lock_key(device, uuids)}.lock"
+
+
+def measuring_slots() -> int:
+    """Measurements one GPU runs at once. Exclusive (the default): one; a job holds the GPU's lock
+    around its verify and profile."""
+    return 1
+
+
+def slot_path(lock: Path, slot: int) -> Path:
+    """Admission slot `slot` of the GPU whose lock is `lock` (node-wide like the lock: <lock name>.slot<i>).
+    A job process holds a slot from the moment it is given the GPU until its job ends."""
+    return lock.with_name(f"{lock.name}.slot{slot}")
+
+
+def try_lock(path: Path) -> int | None:
+    """The descriptor holding `path`'s exclusive lock, or None at once when another holds it."""
+    import fcntl
+
+    try:
+        fd = _open_shared(path)
+    except OSError as e:
+        raise lock_error(e, path) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def own_lock_path() -> Path | None:
+    """The node-wide lock of the GPU this process was given (CUDA_VISIBLE_DEVICES' first device, as
+    Slurm sets it inside a job), so a Slurm or debug job measures alone on it as a local one does;
+    None where no GPU is named."""
+    devices = visible()
+    return lock_path(devices[0]) if devices else None
 
 
 def _open_shared(path: Path) -> int:

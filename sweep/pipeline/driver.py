@@ -9,7 +9,7 @@ Each stage is a module of plain functions; this one only strings them together,
 checks up front what a run needs (tools, GPUs; sweep.pipeline.preflight) and says what is
 missing. The strategy is asked through the executor's `stream`: the executor asks
 for as many configurations as it can start, and each result is told to the strategy
-as it ends (on Slurm a new trial goes out as each ends; locally batch by batch).
+as it ends (a new trial goes out as each ends, on Slurm and locally).
 The commands that read a sweep's files afterwards (status, collect, clean) are in
 sweep.pipeline.manage.
 """
@@ -187,6 +187,7 @@ class Sweep:
     values: dict[str, str]
     manifest: Manifest
     prepared: TargetPrepare | None = None
+    occupancy: dict[str, Any] = field(default_factory=dict)   # each GPU's share of the measuring phase
 
     def settings(self) -> JobSettings:
         return JobSettings(arch=self.opts.arch or "", timeout_s=self.space.slurm.time_min * 60.0, nsys=self.opts.nsys,
@@ -226,6 +227,12 @@ class Sweep:
         self._prepared()
         self.executor().run(jobs, self.stages, on_result, progress)
 
+    def gpus_at_once(self) -> int:
+        """GPUs the finishing stage's independent jobs (each group's race) can run on side by side."""
+        if self.opts.executor == "local":
+            return len(executors.visible_gpus())
+        return self.space.slurm.array_parallelism if self.opts.executor == "slurm" else 1
+
     def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
         """Run those of `jobs` with no result of their configuration yet (after the sweep: the
         baseline, the combined best, a race's entrants), saying `say` and their tags first."""
@@ -245,7 +252,10 @@ class Sweep:
                 self._prepared()
             return jobs
 
-        self.executor().stream(ready, self.stages, on_result, progress)
+        ex = self.executor()
+        ex.stream(ready, self.stages, on_result, progress)
+        if getattr(ex, "occupancy", None) is not None and ex.occupancy.start is not None:
+            self.occupancy = ex.occupancy.summary()
 
 
 def snapshot_space(space_path: Path, sweep_dir: Path) -> str:
@@ -370,7 +380,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
         "dry_run": opts.dry_run, "counts": counts, "model_export_s": prepared.seconds,
-        "model_export_interval": prepared.interval,
+        "model_export_interval": prepared.interval, "gpu_occupancy": sw.occupancy,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,

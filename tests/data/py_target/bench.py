@@ -2,8 +2,10 @@
 """Writes engine-timing/1 JSON like tests/data/toy_target's toy_bench, without a GPU or a
 compiler: k_a (ALPHA_BLOCK, fastest at 128) and k_b (BETA, fastest at 4), from conf.cuh."""
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
@@ -11,6 +13,10 @@ macros = {m: int(v) for m, v in re.findall(r"#define\s+(\w+)\s+(-?\d+)", (here /
 alpha, beta = macros.get("ALPHA_BLOCK", 256), macros.get("BETA", 1)
 n = int(sys.argv[sys.argv.index("-n") + 1]) if "-n" in sys.argv else 5
 out = sys.argv[sys.argv.index("--json") + 1]
+# Executor tests: PY_BENCH_SLEEP_MS (or PY_BENCH_SLEEP_MS_GPU<n>, for the GPU CUDA_VISIBLE_DEVICES
+# names) makes a run take that long; the "device" is the CUDA_VISIBLE_DEVICES it saw.
+gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0")
+time.sleep(int(os.environ.get(f"PY_BENCH_SLEEP_MS_GPU{gpu}", os.environ.get("PY_BENCH_SLEEP_MS", "0"))) / 1000)
 
 
 def kernel(name, block, best, ns):
@@ -23,7 +29,7 @@ def kernel(name, block, best, ns):
 
 Path(out).write_text(json.dumps({
     "schema": "engine-timing/1", "program": "bench",
-    "device": {"name": "toy", "uuid": "toy-GPU-0", "compute_capability": "0.0", "multiprocessors": 0,
+    "device": {"name": "toy", "uuid": f"toy-GPU-{gpu}", "compute_capability": "0.0", "multiprocessors": 0,
                "cuda_driver": 0, "cuda_runtime": 0},
     "forward_ms": {"median_ms": 0.01, "min_ms": 0, "max_ms": 0, "mean_ms": 0, "std_ms": 0},
     "kernels": [kernel("k_a", alpha, 128, 1000.0), kernel("k_b", beta, 4, 500.0)]}))

@@ -1,0 +1,203 @@
+"""The same sweep on 1, 2 and 4 GPUs, cold and warm: where the wall time goes, how busy each
+GPU was while measuring, and how much faster more GPUs end it (issue 33).
+
+    python bench/scaling.py [SPACE] [--gpus 1,2,4] [--work DIR] [--out scaling.json] [--warm-only] [--append]
+
+SPACE defaults to examples/quick_check/space.yaml. Each GPU count runs on the first N GPUs
+CUDA_VISIBLE_DEVICES (else nvidia-smi) shows; a count above what is visible is skipped, saying
+so. Per count, two sweeps through the local executor, end to end (race and confirmation
+included, no report): cold (a jobs folder of its own: no object cache, no cupti library) and
+then warm (the same jobs folder, a new sweep name: every object and the library cached,
+nothing measured reused). Each run's wall time is split by the jobs' own intervals
+(sweep.node.job mark(): epoch seconds):
+
+    build      union of the sweep jobs' build intervals (make through the object cache)
+    measure    union of the sweep jobs' gpu intervals (verify + profile under the GPU's lock)
+    race       union of the certification races' intervals and their entrants' jobs
+    confirm    union of the default and best jobs' intervals (every stage)
+    framework  wall time covered by none of them: planning, rendering, dispatch, parsing,
+               collect and select
+
+Categories overlap (builds run while GPUs measure), so they can sum past the wall time.
+The measuring phase's GPU occupancy is the sweep jobs' GPU time (their gpu intervals) over
+the measuring phase's wall time x GPUs (the phase: first job handed to a GPU to the last
+one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside it.
+Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
+the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
+group it does not shrink, with several their races run side by side).
+--append keeps the runs already in --out (the same space on the same GPU model) beside the new
+ones, so the counts can run as separate commands (each under a time limit) on one machine, and
+the speedups are taken over all of them.
+Targets (issue 33, H100s): occupancy >= 90% on one GPU warm; 2 GPUs >= 1.9x, 4 GPUs >= 3.6x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.sweep_overhead import union  # noqa: E402
+from sweep.core.errors import SweepError  # noqa: E402
+from sweep.dispatch import visible_gpus, workers  # noqa: E402
+from sweep.pipeline import driver as pipeline  # noqa: E402
+from sweep.space import target  # noqa: E402
+
+DEFAULT_SPACE = ROOT / "examples" / "quick_check" / "space.yaml"
+CONFIRM_TAGS = ("default", "best")
+CATEGORIES = ("build", "measure", "race", "confirm")
+
+
+def split(sweep_dir: Path, lo: float, hi: float) -> dict[str, float]:
+    """Seconds of [lo, hi] in each category (module docstring), and framework: what none covers."""
+    spans: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
+    for f in sweep_dir.glob("**/result.json"):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        iv = {k: v for k, v in (r.get("intervals") or {}).items() if isinstance(v, list) and len(v) == 2}
+        role = (r.get("role") or "")
+        if f.parent.parent.name == "_races" or role == "entrant":
+            spans["race"] += [tuple(v) for v in iv.values()]
+        elif f.parent.name in CONFIRM_TAGS:
+            spans["confirm"] += [tuple(v) for v in iv.values()]
+        else:
+            spans["build"] += [tuple(iv["build"])] if "build" in iv else []
+            spans["measure"] += [tuple(iv["gpu"])] if "gpu" in iv else []
+    out = {c: round(union(spans[c], lo, hi), 3) for c in CATEGORIES}
+    covered = union([s for c in CATEGORIES for s in spans[c]], lo, hi)
+    out["framework"] = round(max(0.0, (hi - lo) - covered), 3)
+    return out
+
+
+def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
+    """The measuring phase: its wall time, the sweep jobs' GPU time over it x GPUs, each GPU's share."""
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    occ = (manifest.get("runs") or [{}])[-1].get("gpu_occupancy") or {}
+    wall = float(occ.get("measuring_s") or 0.0)
+    per = occ.get("gpus") or {}
+    busy = sum(float(g.get("busy_s", 0.0)) for g in per.values())
+    return {"measuring_s": wall, "gpu_s": round(busy, 3),
+            "occupancy": round(busy / (wall * n_gpus), 4) if wall > 0 else None,
+            "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
+
+
+def one(space: Path, jobs_root: Path, name: str, devices: list[str]) -> dict[str, object]:
+    workers.close_kept()      # each run starts its workers afresh, as a sweep of its own command would
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    t0, lo = time.monotonic(), time.time()
+    s = pipeline.run(space, pipeline.Options(executor="local", jobs_root=jobs_root / "jobs",
+                                             results_root=jobs_root / "results", report=False), name=name)
+    wall, hi = time.monotonic() - t0, time.time()
+    return {"wall_s": round(wall, 3), "counts": s.counts, "split": split(s.sweep_dir, lo, hi),
+            **occupancy(s.sweep_dir, len(devices))}
+
+
+def gpu_name() -> str:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return "unknown"
+    r = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    names = sorted(set(r.stdout.split("\n")) - {""})
+    return ", ".join(names) or "unknown"
+
+
+def table(runs: list[dict[str, object]]) -> str:
+    head = (f"{'GPUs':>4} {'cache':>5} {'wall s':>7} {'build':>6} {'measure':>7} {'race':>6} {'confirm':>7} "
+            f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'speedup':>7} {'w/o race':>8}  per GPU")
+    rows = [head]
+    for r in runs:
+        sp, occ = r["split"], r["occupancy"]
+        per = ", ".join(f"{g} {v:.0%}" for g, v in r["per_gpu"].items() if v is not None)
+        occ_text = f"{occ:.0%}" if occ is not None else "unknown"
+        speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+        bare = f"{r['speedup_without_race']:.2f}x" if r.get("speedup_without_race") else "-"
+        rows.append(f"{r['gpus']:>4} {r['cache']:>5} {r['wall_s']:>7.1f} {sp['build']:>6.1f} {sp['measure']:>7.1f} "
+                    f"{sp['race']:>6.1f} {sp['confirm']:>7.1f} {sp['framework']:>6.1f} {r['measuring_s']:>11.1f} "
+                    f"{occ_text:>9} {speedup:>7} {bare:>8}  {per}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("space", nargs="?", type=Path, default=DEFAULT_SPACE)
+    ap.add_argument("--gpus", default="1,2,4", help="GPU counts to run, comma-separated (default 1,2,4)")
+    ap.add_argument("--work", type=Path, default=None, help="folder for the jobs (default: a fresh one under /tmp)")
+    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
+    ap.add_argument("--append", action="store_true", help="keep the runs already in --out (same space and GPU)")
+    ap.add_argument("--warm-only", action="store_true", help="skip the cold runs (the cache is warmed by a first "
+                    "run that is not reported)")
+    a = ap.parse_args(argv)
+    try:
+        counts = sorted({int(x) for x in a.gpus.split(",") if x.strip()})
+    except ValueError:
+        print(f"bench/scaling.py: --gpus {a.gpus!r}: give GPU counts such as 1,2,4", file=sys.stderr)
+        return 1
+    visible = visible_gpus()
+    if not visible:
+        print("bench/scaling.py needs a GPU: nvidia-smi finds none here (or CUDA_VISIBLE_DEVICES is empty); run it "
+              "on a GPU node", file=sys.stderr)
+        return 1
+    if shutil.which("nvcc") is None:
+        print("bench/scaling.py needs nvcc on PATH to build the sweep's program", file=sys.stderr)
+        return 1
+    work = a.work or Path(f"/tmp/scaling-{os.getpid()}")
+    work.mkdir(parents=True, exist_ok=True)
+    base = target.load(a.space).name
+    skipped = [n for n in counts if n > len(visible) or n < 1]
+    for n in skipped:
+        print(f"skipping {n} GPU(s): {len(visible)} visible ({','.join(visible)})", file=sys.stderr)
+    runs: list[dict[str, object]] = []
+    try:
+        for n in [n for n in counts if n not in skipped]:
+            devices, jobs = visible[:n], work / f"gpus{n}"
+            if a.warm_only:
+                one(a.space, jobs, f"{base}-g{n}-warmup", devices)
+            for cache in (("warm",) if a.warm_only else ("cold", "warm")):
+                print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
+                runs.append({"gpus": n, "cache": cache, **one(a.space, jobs, f"{base}-g{n}-{cache}", devices)})
+    except SweepError as e:
+        print(f"bench/scaling.py: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if visible:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible)
+    if a.append and a.out and a.out.is_file():
+        before = json.loads(a.out.read_text())
+        if before.get("space") == str(a.space) and before.get("gpu") == gpu_name():
+            new = {(r["gpus"], r["cache"]) for r in runs}
+            runs = [r for r in before.get("runs", []) if (r["gpus"], r["cache"]) not in new] + runs
+            runs.sort(key=lambda r: (r["gpus"], r["cache"] != "cold"))
+    for r in runs:
+        first = next((x for x in runs if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
+        r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
+        # what the race (one group's on one GPU, whatever the count) leaves to scale
+        rest, rest_1 = r["wall_s"] - r["split"]["race"], (first["wall_s"] - first["split"]["race"]) if first else 0
+        r["speedup_without_race"] = round(rest_1 / rest, 3) if first and rest > 0 else None
+    print(f"\n{base} on {gpu_name()} ({len(visible)} visible); jobs under {work}")
+    print(table(runs))
+    for r in runs:
+        st = r.get("startup_s") or {}
+        first, later = st.get("first", {}), st.get("next", {})
+        print(f"{r['gpus']} GPU(s) {r['cache']}: a job handed to a worker was taken up in {later.get('median', 'unknown')} s "
+              f"(median; a fresh worker's first job: {first.get('median', 'unknown')} s, its start-up)")
+    print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "
+          "occupancy: the sweep jobs' GPU time / (measuring phase x GPUs)")
+    if a.out:
+        a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu_name(), "visible": visible, "skipped": skipped,
+                                     "runs": runs}, indent=2) + "\n")
+        print(f"written: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Races side by side: each group's race on a GPU of its own when the executor has several.
+
+A plan whose groups race on jobs of their own (the sweep's jobs, not combined configurations,
+which serve every group in one run) splits into one plan a group (`parts`). The parts are
+dispatched together, so the local executor runs them on different GPUs at once and Slurm as
+tasks of one array; each part is one job, so one group's entrants always run on one GPU. A
+part has the whole budget: the parts run at once, so the race takes no longer than one did.
+Outcomes are read back in the plan's group order, whatever order the races ended in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from sweep import dispatch as executors
+from sweep.core import atomic
+from sweep.dispatch.progress import Progress
+from sweep.node import render
+from sweep.node.race import OUTCOME, PLAN, ROLE, RacePlan, read_outcome
+from sweep.records import read_result
+from sweep.space import Space
+
+
+def parts(p: RacePlan, gpus_at_once: int, combined: bool) -> list[RacePlan]:
+    """The races to run: one a group when several GPUs can take them and the groups have jobs of
+    their own; else the plan itself."""
+    if gpus_at_once < 2 or len(p.lanes) < 2 or combined:
+        return [p]
+    out = []
+    for lane in p.lanes:
+        tags = list(dict.fromkeys(e.id for e in lane.entrants))
+        out.append(dataclasses.replace(p, lanes=(lane,), jobs={t: p.jobs[t] for t in tags},
+                                       hashes={t: p.hashes[t] for t in tags}))
+    return out
+
+
+def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path]) -> list[tuple[RacePlan, dict[str, Any]]]:
+    """The races already run for this plan: the whole plan's, else each group's part's that has one."""
+    whole = read_outcome(race_dir(p))
+    if whole is not None and whole.get("plan_digest") == p.digest():
+        return [(p, whole)]
+    found = []
+    for part in parts(p, 2, combined=False) if len(p.lanes) > 1 else []:
+        out = read_outcome(race_dir(part))
+        if out is not None and out.get("plan_digest") == part.digest():
+            found.append((part, out))
+    return found
+
+
+def run_parts(space: Space, sw: Any, races: list[RacePlan], race_dir: Callable[[RacePlan], Path], cost: float,
+              partition: str) -> list[tuple[RacePlan, dict[str, Any] | None, str]]:
+    """Render each race's job, dispatch those without an outcome together, and read every outcome back
+    in order: (plan, outcome or None, why there is none)."""
+    jobs, todo = [], []
+    for p in races:
+        d = race_dir(p)
+        d.mkdir(parents=True, exist_ok=True)
+        digest = p.digest()
+        jc = render.job_config(space, None, f"race_{digest}", digest, sw.commit, sw.values, role=ROLE,
+                               settings=sw.settings())
+        atomic.write_json(d / PLAN, p.to_dict())
+        atomic.write_json(d / "config.json", jc.to_dict())
+        jobs.append(executors.PendingJob(jc.tag, d, digest, partition))
+        out = read_outcome(d)
+        if out is None or out.get("plan_digest") != digest or executors.should_run(d, digest, True)[0]:
+            (d / OUTCOME).unlink(missing_ok=True)
+            todo.append(jobs[-1])
+    if todo:
+        whole = races[0] if len(races) == 1 else None
+        entrants = sum(len(x.entrants) for p in races for x in p.lanes)
+        n = len(whole.tags()) if whole else 0
+        how = ((f"in lockstep, a process of each of {n} jobs a round, {whole.turns} turns each" if whole.lockstep
+                else f"{n} jobs a round") if whole else f"each group on a GPU of its own, {len(races)} races at once")
+        budget = max(p.budget_s for p in races)
+        print(f"certifying: racing {entrants} entrants of {sum(len(p.lanes) for p in races)} group(s) ({how}), "
+              f"about {cost:.0f} s to its first decisive round, for up to {budget:.0f} s "
+              f"{'on one GPU' if whole else 'a race'}", file=sys.stderr)
+        progress = Progress(space.name + ":certify")
+        progress.add(len(todo))
+        sw.dispatch(todo, progress, progress.finished)
+        progress.close()
+    out = []
+    for p, j in zip(races, jobs):
+        got = read_outcome(j.dir)
+        if got is None or got.get("plan_digest") != p.digest():
+            r = read_result(j.dir)
+            out.append((p, None, f"{r.status}: {r.reason}" if r is not None else "it left no outcome"))
+        else:
+            out.append((p, got, ""))
+    return out
