@@ -89,7 +89,7 @@ def test_build_parallelism_keeps_the_gpus_fed_from_measured_build_and_measure_ti
     assert build_parallel(16, 4, [6.0], [1.0]) == 16               # 4 GPUs x 6 s builds / 1 s runs: all the CPUs
     assert build_parallel(16, 2, [1.0, 1.0], [2.0]) == 4           # cached builds: the floor
     assert build_parallel(16, 4, [4.0], [2.0]) == 10               # 1.25 x 4 x 4 / 2
-    assert workers_per_gpu() == gpus.measuring_slots() + 2
+    assert workers_per_gpu(1) == 3 and workers_per_gpu(8) == 10    # the slots, one staged at the lock, a spare
 
 
 def test_occupancy_is_each_gpus_held_time_over_the_measuring_phase():

@@ -6,7 +6,7 @@ Measurements run in long-lived worker processes (sweep.dispatch.workers), each t
 next built job and the first GPU that frees (a node-wide admission slot of any visible GPU,
 then that GPU's node-wide lock, sweep.node.gpus), so no process start-up sits between two
 measurements and no GPU waits while another has a queue. A GPU admits measuring_slots()
-jobs measuring plus one started and waiting at its lock; one spare worker a GPU holds the
+jobs measuring (one; several in overlap mode) plus one started and waiting at its lock; one spare worker a GPU holds the
 next job ready. A strategy is asked again as each job ends (stream), never batch by batch.
 Jobs write their own result.json: a killed driver loses nothing (a worker finishes its job).
 """
@@ -41,9 +41,9 @@ def no_gpu_message() -> str:
             "--executor slurm from a login node, or --dry-run to only render and compile")
 
 
-def workers_per_gpu() -> int:
+def workers_per_gpu(slots: int) -> int:
     """Worker processes a GPU: its measuring slots, the job staged at its lock, and a spare."""
-    return gpus.measuring_slots() + STAGED + SPARE
+    return slots + STAGED + SPARE
 
 
 def build_parallel(cpus: int, n_gpus: int, build_s: list[float], measure_s: list[float]) -> int:
@@ -88,11 +88,15 @@ class LocalExecutor(Executor):
         directory = gpus.lock_dir()
         return {g: gpus.lock_path(g, uuids, directory) for g in self.gpus}
 
+    def slots(self) -> int:
+        """Jobs measuring on one GPU at once: one, or several in overlap mode (sweep.node.gpus.measuring_slots)."""
+        return gpus.measuring_slots(self.ctx.space, len(os.sched_getaffinity(0)), max(1, len(self.gpus)))
+
     def parallelism(self) -> int:
         """Jobs kept in flight (a learning strategy is asked for this many, less those running): one
         a worker, and as many again or the builds running at once (build_parallel), whichever is
         more, so builds run ahead of the GPUs."""
-        workers_now = max(1, len(self.gpus)) * workers_per_gpu()
+        workers_now = max(1, len(self.gpus)) * workers_per_gpu(self.slots())
         return workers_now + max(workers_now, self._builds_now)
 
     def submit(self, jobs: list[PendingJob], stages: str) -> None:
@@ -133,9 +137,9 @@ class LocalExecutor(Executor):
         if stages != "build":
             locks = self.lock_paths()
             offer = {"gpus": self.gpus, "locks": [str(locks[g]) for g in self.gpus],
-                     "slots": gpus.measuring_slots() + STAGED}
+                     "slots": self.slots() + STAGED}
             # Started now, their start-up (the framework's imports) overlaps the first builds
-            most = len(self.gpus) * workers_per_gpu()
+            most = len(self.gpus) * workers_per_gpu(self.slots())
             for _ in range(most if self._ask else min(most, len(self.queued))):
                 self._spawn(offer, folder)
         ready: list[PendingJob] = []
@@ -175,7 +179,7 @@ class LocalExecutor(Executor):
                         since_ask = True
                 while ready and ctx.ready_to_measure():
                     idle = next((w for w in self.workers if w.job is None), None)
-                    if idle is None and len(self.workers) < len(self.gpus) * workers_per_gpu():
+                    if idle is None and len(self.workers) < len(self.gpus) * workers_per_gpu(self.slots()):
                         idle = self._spawn(offer, folder)      # one that died was replaced
                     if idle is None:
                         break

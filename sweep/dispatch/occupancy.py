@@ -1,5 +1,7 @@
 """How busy each GPU was while a sweep measured: the share of the measuring phase's wall time
 a job held the GPU's lock (its verify and profile, or a race), from the jobs' own intervals.
+In overlap mode (sweep.node.overlap) several jobs measure on one GPU at once: the share is the
+time at least one of them was measuring (the union of their intervals), never their sum.
 
 The measuring phase runs from the first job handed to a GPU to the last one's end. A share
 counts the jobs that have ended (a job still measuring counts once it ends), so the live
@@ -17,7 +19,7 @@ HELD = ("gpu", "race")      # the intervals (node.job, node.race) during which a
 class Occupancy:
     def __init__(self, gpus: list[str]):
         self.gpus = list(gpus)
-        self.busy_s = {g: 0.0 for g in self.gpus}
+        self.spans: dict[str, list[tuple[float, float]]] = {g: [] for g in self.gpus}
         self.jobs = {g: 0 for g in self.gpus}
         self.start: float | None = None       # epoch seconds: the first job handed to a GPU
         self.end: float | None = None         # the last job's end
@@ -42,8 +44,14 @@ class Occupancy:
             span = (intervals or {}).get(key)
             if isinstance(span, (list, tuple)) and len(span) == 2 and self.start is not None:
                 a, b = max(float(span[0]), self.start), float(span[1])
-                self.busy_s[gpu] += max(0.0, b - a)
+                if b > a:
+                    self.spans[gpu].append((a, b))
                 break
+
+    @property
+    def busy_s(self) -> dict[str, float]:
+        """Seconds each GPU had at least one job measuring (the union of the held intervals)."""
+        return {g: _union(spans) for g, spans in self.spans.items()}
 
     def wall_s(self, now: float | None = None) -> float:
         if self.start is None:
@@ -51,8 +59,8 @@ class Occupancy:
         return max(0.0, (now if now is not None else (self.end or time.time())) - self.start)
 
     def shares(self, now: float | None = None) -> dict[str, float]:
-        wall = self.wall_s(now)
-        return {g: (min(1.0, self.busy_s[g] / wall) if wall > 0 else 0.0) for g in self.gpus}
+        wall, busy = self.wall_s(now), self.busy_s
+        return {g: (min(1.0, busy[g] / wall) if wall > 0 else 0.0) for g in self.gpus}
 
     def line(self) -> str:
         """'GPU 0 93%, 1 91%' (live: up to now), or '' before anything was handed to a GPU."""
@@ -65,5 +73,15 @@ class Occupancy:
         return {"measuring_s": round(self.wall_s(), 3),
                 "startup_s": {k: {"median": round(sorted(v)[len(v) // 2], 3), "max": round(max(v), 3), "jobs": len(v)}
                               for k, v in self.startup_s.items() if v},
-                "gpus": {g: {"share": round(s, 4), "busy_s": round(self.busy_s[g], 3), "jobs": self.jobs[g]}
-                         for g, s in self.shares().items()}}
+                "gpus": {g: {"share": round(s, 4), "busy_s": round(busy, 3), "jobs": self.jobs[g]}
+                         for (g, s), busy in zip(self.shares().items(), self.busy_s.values())}}
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the spans."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total

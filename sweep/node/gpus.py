@@ -6,7 +6,6 @@
                   else /tmp/config-sweep-locks, made world-writable with the sticky bit
     lock_path     a GPU's lock file there, named by its UUID where it can be read, else its index
     gpu_lock      holds a GPU's lock while a job measures
-    measuring_slots  how many measurements one GPU runs at once (1: the lock admits one job)
     slot_path     a GPU's admission slot files beside its lock; try_lock takes one without waiting
     own_lock_path the lock of the GPU this process was given (a Slurm or debug job's)
     others_on     the pids of other processes on this job's GPU (NVML), None where unknown
@@ -105,12 +104,6 @@ def lock_key(device: str, uuids: dict[str, str] | None = None) -> str:
 
 def lock_path(device: str, uuids: dict[str, str] | None = None, directory: Path | None = None) -> Path:
     return (directory or lock_dir()) / f"{lock_key(device, uuids)}.lock"
-
-
-def measuring_slots() -> int:
-    """Measurements one GPU runs at once. Exclusive (the default): one; a job holds the GPU's lock
-    around its verify and profile."""
-    return 1
 
 
 def slot_path(lock: Path, slot: int) -> Path:

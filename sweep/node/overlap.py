@@ -58,14 +58,20 @@ def measure(job: Any) -> list[Any]:
     how = mode(job.cfg.profile, job.gpu_lock_path, gpus.visible())
     job.env["gpu_mode"] = how
     users = foreign(job.gpu_lock_path) if job.gpu_lock_path else None
-    start = time.time()
+    start: list[float | None] = [time.time()]    # from the lock taken: a job waiting at it is not measuring yet
     try:
         with holding(job.gpu_lock_path):
             if how == EXCLUSIVE:
                 with gpu_lock(job.gpu_lock_path):
-                    job.verify()
-                    return gpus.exclusive(job.capture, job.env, users)   # repeated once if shared
+                    start[0] = time.time()
+                    try:
+                        job.verify()
+                        return gpus.exclusive(job.capture, job.env, users)   # repeated once if shared
+                    finally:     # marked before the lock goes: the next job's interval starts after it
+                        job.mark("gpu", start[0])
+                        start[0] = None
             with gpu_lock(job.gpu_lock_path):
+                start[0] = time.time()
                 job.verify()
             job.gpu_token = Path(job.gpu_lock_path)
             try:
@@ -82,7 +88,8 @@ def measure(job: Any) -> list[Any]:
             with gpu_lock(job.gpu_lock_path):
                 return gpus.exclusive(job.capture, job.env, users)
     finally:
-        job.mark("gpu", start)       # the measuring phase: verify and profile
+        if start[0] is not None:
+            job.mark("gpu", start[0])    # the measuring phase: verify and profile
 
 
 class holding:

@@ -7,9 +7,8 @@
 
 Each stage is a module of plain functions; this one only strings them together,
 checks up front what a run needs (tools, GPUs; sweep.pipeline.preflight) and says what is
-missing. The strategy is asked through the executor's `stream`: the executor asks
-for as many configurations as it can start, and each result is told to the strategy
-as it ends (a new trial goes out as each ends, on Slurm and locally).
+missing. The strategy is asked through the executor's `stream`: the executor asks for as
+many configurations as it can start, and each result is told to the strategy as it ends.
 The commands that read a sweep's files afterwards (status, collect, clean) are in
 sweep.pipeline.manage.
 """
