@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from sweep.core.errors import SweepError
 from sweep.space import MAX_VALUE, Config, Parameter, Space, Strategy, check, first_broken, group_constraints, \
     make_config
+from sweep.space import expr
 from sweep.space.configs import reason
 from sweep.space.legality import first_broken_index
 from sweep.space.sections import integer, show
@@ -193,6 +194,15 @@ def group_combinations(space: Space, group: Sequence[Parameter],
         if i % 65536 == 65535:
             tick(i + 1, n, "combinations made")
     return ok, skipped
+
+
+def constant_rules_break(space: Space) -> str | None:
+    """Why every point is illegal when a rule naming no parameter is false ("1 > 2"), else
+    None: such a rule is in no group's constraints, and has the same value at every point, so
+    it is checked once here, not once a point."""
+    macros = {p.macro for p in space.parameters}
+    rules = tuple(c for c in space.constraints if not (expr.names(c.expr) & macros))
+    return first_broken(rules, {}) if rules else None
 
 
 class Search:

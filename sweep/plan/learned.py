@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, group_combinations, \
-    group_size
+from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, constant_rules_break, \
+    group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.space import Config, Space, check, groups, make_config
@@ -40,12 +40,12 @@ def legal_points(space: Space) -> list[dict[str, int]] | None:
     combos = [group_combinations(space, g, first)[0] for g in gs]
     if math.prod(len(c) for c in combos) > ENUMERATE_LIMIT:
         return None
+    if constant_rules_break(space) is not None:
+        return []
     points: list[dict[str, int]] = [{}]
     for c in combos:
         points = [{**p, **q} for p in points for q in c]
-    swept = [p.macro for p in space.swept]
-    return [{m: point[m] for m in swept} for point in points
-            if check(space, make_config(space, point)) is None]   # rules naming no parameter
+    return points
 
 
 class LearnedSearch(Search):
