@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from sweep.space import Config, Parameter, Space, check, groups, make_config
-from sweep.plan.base import Option, Plan, Skipped, StrategySpec, group_combinations
+from sweep.plan.base import Option, Plan, Skipped, StrategySpec, constant_rules_break, group_combinations
 
 __all__ = ["SPEC", "groups", "plan"]     # groups lives in sweep.space; kept here for older imports
 
@@ -46,12 +46,17 @@ def plan(space: Space) -> Plan:
         legal_combos.append(combos)
     builds = max((len(c) for c in legal_combos), default=0)
     configs: list[Config] = []
+    fillers = [_filler(space, g, combos) for g, combos in zip(gs, legal_combos)]
+    constant = constant_rules_break(space)
     for i in range(builds):
         chosen = {}
-        for g, combos in zip(gs, legal_combos):
-            chosen.update(combos[i] if i < len(combos) else _filler(space, g, combos))
+        for combos, filler in zip(legal_combos, fillers):
+            chosen.update(combos[i] if i < len(combos) else filler)
         c = make_config(space, chosen)
-        reason = check(space, c)
+        # every group's own combination is legal (its rules were checked once, per group); only a
+        # filler, or a rule naming no parameter, can break one
+        filled = any(i >= len(combos) for combos in legal_combos)
+        reason = check(space, c) if filled else constant
         if reason is None:
             configs.append(c)
         else:  # only possible when a filler breaks a rule: say so rather than hide it
