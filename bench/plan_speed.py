@@ -51,7 +51,9 @@ def space_file(folder: Path, n_constraints: int, names: list[str] = NAMES, first
     params = {n: {"values": [1, 2, 4, 8], "kernels": ["k" if not split or i < split else "k2"]}
               for i, n in enumerate(names) if i}
     params[names[0]] = {"values": first, "kernels": ["k"]}
-    if split:
+    if split:   # a tag each (a shared tag letter would group them all)
+        for n in names:
+            params[n]["tag"] = n
         pairs = itertools.cycle(itertools.chain(itertools.combinations(names[:split], 2),
                                                 itertools.combinations(names[split:], 2)))
     else:

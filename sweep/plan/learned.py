@@ -19,6 +19,7 @@ interrupted learning sweep asks for exactly what it would have asked for.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, constant_rules_break, \
     group_combinations, group_size
@@ -48,6 +49,19 @@ def legal_points(space: Space) -> list[dict[str, int]] | None:
     return points
 
 
+def legality_test(space: Space) -> Callable[[dict[str, int]], bool]:
+    """Whether a point is legal, for a legal set too large to enumerate: a set lookup per
+    parameter group (each group's legal combinations, enumerated once) where every group is
+    small enough, else every rule checked at the point."""
+    gs = groups(space)
+    if any(group_size(g) > GRID_LIMIT for g in gs) or constant_rules_break(space) is not None:
+        return lambda point: check(space, make_config(space, point)) is None
+    first = {p.macro: p.values[0] for p in space.swept}
+    macros = [tuple(p.macro for p in g) for g in gs]
+    allowed = [{tuple(c[m] for m in ms) for c in group_combinations(space, g, first)[0]} for g, ms in zip(gs, macros)]
+    return lambda point: all(tuple(point[m] for m in ms) in ok for ms, ok in zip(macros, allowed))
+
+
 class LearnedSearch(Search):
     """The driver's Search over sweep.plan.learning's model."""
 
@@ -67,11 +81,7 @@ class LearnedSearch(Search):
             points = legal_points(space)
         dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
         self.legal = len(points) if points is not None else None
-
-        def is_legal(point: dict[str, int]) -> bool:
-            return check(space, make_config(space, point)) is None
-
-        self.model = LearningSearch(dims, None if points is not None else is_legal, legal_points=points,
+        self.model = LearningSearch(dims, None if points is not None else legality_test(space), legal_points=points,
                                     seed=o["seed"], budget=self.budget)
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
         self.note = (f"learning: {size}; at most {self.budget} evaluations"

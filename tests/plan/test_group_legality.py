@@ -57,3 +57,30 @@ def test_group_combinations_by_tables_equal_checking_every_combination(tmp_path_
         fast, slow = group_combinations(space, g, base), per_point(space, g, base)
         assert fast[0] == slow[0], rules
         assert [(s.config, s.reason) for s in fast[1]] == [(s.config, s.reason) for s in slow[1]], rules
+
+
+def pair_rule(names):
+    return st.builds(lambda a, op, b, cmp, c: f"({a} {op} {b}) {cmp} {c}", st.sampled_from(names), st.sampled_from(OPS),
+                     st.sampled_from(names), st.sampled_from(["<", "<=", "!=", ">"]), st.sampled_from(names))
+
+
+@hypothesis.settings(max_examples=25, deadline=None, database=None)
+@hypothesis.given(rules=st.lists(st.one_of(pair_rule(["A", "B", "1"]), pair_rule(["C", "2"])), max_size=5),
+                  a=values, b=values, c=values)
+def test_learning_legality_by_group_sets_equals_checking_every_rule(tmp_path_factory, rules, a, b, c):
+    from sweep.plan.learned import legality_test
+    from sweep.space import check
+
+    folder = tmp_path_factory.mktemp("space")
+    (folder / "Makefile").write_text("all:\n")
+    params = {"A": {"values": a, "min": 0, "kernels": ["k1"], "tag": "A"},
+              "B": {"values": b, "min": 0, "kernels": ["k1"], "tag": "B"},
+              "C": {"values": c, "min": 0, "kernels": ["k2"], "tag": "C"}}
+    path = Path(folder) / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "target": {"name": "t", "dir": str(folder), "profile": ["x"]},
+                                    "parameters": params, "constraints": rules}))
+    space = target.load(path)
+    is_legal = legality_test(space)
+    for combo in itertools.product(a, b, c):
+        point = dict(zip("ABC", combo))
+        assert is_legal(point) == (check(space, make_config(space, point)) is None), (rules, point)
