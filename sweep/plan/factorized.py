@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from sweep.space import Config, Parameter, Space, check, groups, make_config
+from sweep.space import Config, Parameter, Space, check, groups
 from sweep.plan.base import Option, Plan, Skipped, StrategySpec, constant_rules_break, group_combinations
 
 __all__ = ["SPEC", "groups", "plan"]     # groups lives in sweep.space; kept here for older imports
@@ -48,15 +48,19 @@ def plan(space: Space) -> Plan:
     configs: list[Config] = []
     fillers = [_filler(space, g, combos) for g, combos in zip(gs, legal_combos)]
     constant = constant_rules_break(space)
+    shortest = min((len(c) for c in legal_combos), default=0)
+    # make_config's result, built directly: every macro's value is a swept one's (a derived
+    # parameter's is its source's), in the space's order
+    order = tuple(p.macro for p in space.parameters)
+    source = tuple(p.equals or p.macro for p in space.parameters)
     for i in range(builds):
         chosen = {}
         for combos, filler in zip(legal_combos, fillers):
             chosen.update(combos[i] if i < len(combos) else filler)
-        c = make_config(space, chosen)
+        c = Config(tuple(zip(order, [int(chosen[m]) for m in source])))
         # every group's own combination is legal (its rules were checked once, per group); only a
         # filler, or a rule naming no parameter, can break one
-        filled = any(i >= len(combos) for combos in legal_combos)
-        reason = check(space, c) if filled else constant
+        reason = check(space, c) if i >= shortest else constant
         if reason is None:
             configs.append(c)
         else:  # only possible when a filler breaks a rule: say so rather than hide it

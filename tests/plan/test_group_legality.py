@@ -84,3 +84,18 @@ def test_learning_legality_by_group_sets_equals_checking_every_rule(tmp_path_fac
     for combo in itertools.product(a, b, c):
         point = dict(zip("ABC", combo))
         assert is_legal(point) == (check(space, make_config(space, point)) is None), (rules, point)
+
+
+def test_factorized_builds_are_the_configs_make_config_gives_derived_values_included(tmp_path):
+    from sweep.plan import factorized
+
+    (tmp_path / "Makefile").write_text("all:\n")
+    params = {"A": {"values": [1, 2, 4], "kernels": ["k1"], "tag": "A"}, "B": {"values": [8, 16], "kernels": ["k2"], "tag": "B"},
+              "D": {"equals": "A"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                    "strategy": "factorized", "parameters": params, "constraints": ["A != 2"]}))
+    space = target.load(path)
+    plan = factorized.plan(space)
+    assert plan.configs and all(c == make_config(space, {m: c[m] for m in "AB"}) for c in plan.configs)
+    assert {c["A"] for c in plan.configs} == {1, 4} and all(c["D"] == c["A"] for c in plan.configs)
