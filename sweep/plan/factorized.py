@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from sweep.space import Config, Parameter, Space, check, groups
-from sweep.plan.base import Option, Plan, Skipped, StrategySpec, constant_rules_break, group_combinations
+from sweep.plan.base import Option, Plan, Skipped, StrategySpec, Ticker, constant_rules_break, group_combinations
 
 __all__ = ["SPEC", "groups", "plan"]     # groups lives in sweep.space; kept here for older imports
 
@@ -53,7 +53,10 @@ def plan(space: Space) -> Plan:
     # parameter's is its source's), in the space's order
     order = tuple(p.macro for p in space.parameters)
     source = tuple(p.equals or p.macro for p in space.parameters)
+    tick = Ticker(f"{space.name}: making {builds:,} builds")
     for i in range(builds):
+        if i % 65536 == 65535:
+            tick(i + 1, builds, "builds made")
         chosen = {}
         for combos, filler in zip(legal_combos, fillers):
             chosen.update(combos[i] if i < len(combos) else filler)
