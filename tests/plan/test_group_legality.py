@@ -99,3 +99,19 @@ def test_factorized_builds_are_the_configs_make_config_gives_derived_values_incl
     plan = factorized.plan(space)
     assert plan.configs and all(c == make_config(space, {m: c[m] for m in "AB"}) for c in plan.configs)
     assert {c["A"] for c in plan.configs} == {1, 4} and all(c["D"] == c["A"] for c in plan.configs)
+
+
+@pytest.mark.parametrize("strategy", ["grid", "random", "factorized", "learning", "auto"])
+def test_every_enumerating_strategy_prints_progress_while_it_plans(tmp_path, capsys, monkeypatch, strategy):
+    from sweep import plan as strategies
+    from sweep.plan.base import Ticker
+
+    monkeypatch.setattr(Ticker.__init__, "__defaults__", (-1.0,))   # every tick prints: this plan takes milliseconds
+    (tmp_path / "Makefile").write_text("all:\n")
+    params = {"A": {"values": [1, 2, 4]}, "B": {"values": [8, 16]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "target": {"name": "t", "dir": str(tmp_path), "profile": ["x"]},
+                                    "strategy": {"name": strategy, **({"whole": 1} if strategy == "auto" else {})},
+                                    "parameters": params, "constraints": ["A * B != 16"]}))
+    strategies.start(target.load(path)).ask(2)
+    assert "s: planning" in capsys.readouterr().err
