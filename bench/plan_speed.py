@@ -12,6 +12,10 @@ parameters, so they form one group and no factoring helps), then times
   plan     the grid strategy's whole plan of the 196,608 points: points/s
   million  which rule each point of a 1,048,576-point grid (4^10, the same kind of
            rules) breaks first (sweep.space.legality, the grid plan's check): points/s
+  each strategy  grid, random, factorized, learning and auto, started on the 196,608-point
+           space (one group) and on a 1,048,576-point space of two 1,024-point groups (grid
+           refuses that one: over its limit), each next to the grid's seconds of the same run;
+           a Search (learning, auto) is timed to its first ask of 4 points
   machine  a loop of 10 million integer additions, to compare machines (an idle
            2020s x86 core takes about 0.5 s; a loaded one shows here)
 
@@ -39,20 +43,51 @@ from sweep.space import first_broken, legality, target  # noqa: E402
 NAMES = [f"P{i}" for i in range(9)]
 
 
-def space_file(folder: Path, n_constraints: int, names: list[str] = NAMES, first: list[int] = [32, 64, 128]) -> Path:
+def space_file(folder: Path, n_constraints: int, names: list[str] = NAMES, first: list[int] = [32, 64, 128],
+               strategy: dict | str = "grid", split: int = 0, file: str = "bench.yaml") -> Path:
+    """split: with split > 0, the first `split` names and the rest are two groups (separate
+    kernels, each rule within one), so the legal set is the product of two groups' legal sets."""
     (folder / "Makefile").write_text("all:\n")
-    params = {n: {"values": [1, 2, 4, 8], "kernels": ["k"]} for n in names[1:]}
+    params = {n: {"values": [1, 2, 4, 8], "kernels": ["k" if not split or i < split else "k2"]}
+              for i, n in enumerate(names) if i}
     params[names[0]] = {"values": first, "kernels": ["k"]}
-    pairs = itertools.cycle(itertools.combinations(names, 2))
+    if split:   # a tag each (a shared tag letter would group them all)
+        for n in names:
+            params[n]["tag"] = n
+        pairs = itertools.cycle(itertools.chain(itertools.combinations(names[:split], 2),
+                                                itertools.combinations(names[split:], 2)))
+    else:
+        pairs = itertools.cycle(itertools.combinations(names, 2))
     rules = []
     for i in range(n_constraints):   # loose rules (most points pass all), varied in shape
         a, b = next(pairs)
         rules.append([f"{a} * {b} <= {1 << 20}", f"{a} + {b} != {i + 100000}", f"max({a}, {b}) // 1 >= 1",
                       f"({a} << 1) % 2 == 0 or {b} > 0"][i % 4])
-    path = folder / "bench.yaml"
+    path = folder / file
     path.write_text(yaml.safe_dump({"name": "bench", "target": {"name": "t", "dir": str(folder), "profile": ["x"]},
-                                    "strategy": "grid", "parameters": params, "constraints": rules}))
+                                    "strategy": strategy, "parameters": params, "constraints": rules}))
     return path
+
+
+STRATEGIES = {"random": {"name": "random", "samples": 1000}, "factorized": "factorized",
+              "learning": {"name": "learning", "budget": 100}, "auto": {"name": "auto", "budget": 100}}
+
+
+def time_strategy(folder: Path, n_constraints: int, strategy: dict | str, **kw) -> tuple[float, str]:
+    """Seconds from the loaded space to the strategy's plan (a Search: to its first ask of 4)."""
+    space = target.load(space_file(folder, n_constraints, strategy=strategy, file="strategy.yaml", **kw))
+    t0 = time.perf_counter()
+    search = strategies.start(space)
+    got = search.ask(4)
+    dt = time.perf_counter() - t0
+    return dt, f"{len(got):,} configurations{' in its plan' if isinstance(search, strategies.StaticSearch) else ' asked'}"
+
+
+def each_strategy(folder: Path, n_constraints: int, grid_s: float | None, what: str, **kw) -> None:
+    against = f"grid {grid_s:.2f} s" if grid_s is not None else "grid refuses it"
+    for name, strategy in STRATEGIES.items():
+        dt, got = time_strategy(folder, n_constraints, strategy, **kw)
+        print(f"{name + ':':11} {what} in {dt:.2f} s ({against}; {got})")
 
 
 def main() -> int:
@@ -76,6 +111,7 @@ def main() -> int:
         dt = time.perf_counter() - t0
         print(f"plan:  the grid's {n:,} points in {dt:.2f} s: {n / dt:,.0f} points/s "
               f"({len(p.configs):,} legal, {len(p.skipped):,} skipped)")
+        each_strategy(Path(tmp), a.constraints, dt, f"the {n:,}-point space")
         names = [f"Q{i}" for i in range(10)]
         big = target.load(space_file(Path(tmp), a.constraints, names, [1, 2, 4, 8]))
         n = big.size()[0]
@@ -84,6 +120,9 @@ def main() -> int:
         dt = time.perf_counter() - t0
         print(f"million: {n:,} points' first broken rule in {dt:.2f} s: {n / dt:,.0f} points/s "
               f"({int((first < 0).sum()):,} legal)")
+        two = target.load(space_file(Path(tmp), a.constraints, names, [1, 2, 4, 8], split=5, file="two.yaml"))
+        each_strategy(Path(tmp), a.constraints, None, f"the {two.size()[0]:,}-point space of two groups",
+                      names=names, first=[1, 2, 4, 8], split=5)
     t0 = time.perf_counter()
     x = 0
     for i in range(10_000_000):

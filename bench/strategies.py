@@ -24,6 +24,7 @@ Tuner: its whole process time per evaluation, simulation overhead included).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import warnings
 import gzip
 import json
@@ -300,7 +301,8 @@ def fmt_table(rows, budgets):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] + " Kernel Tuner's strategies need "
+                                 "`pip install '.[bench]'` (Kernel Tuner 1.5.0), tpe needs optuna.")
     ap.add_argument("--spaces", nargs="*", default=[str(DEFAULT_SPACES)])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--strategies", default=",".join(DEFAULT),
@@ -316,6 +318,12 @@ def main(argv=None):
     strategies = []
     for s in a.strategies.split(","):
         strategies += ["kt_" + k for k in KT_STRATEGIES] if s == "kt" else [s]
+    for prefix, module, what in (("kt_", "kernel_tuner", "pip install '.[bench]' (Kernel Tuner 1.5.0)"),
+                                 ("tpe", "optuna", "pip install optuna")):
+        wanted = [s for s in strategies if s.startswith(prefix)]
+        if wanted and not a.summarize_only and importlib.util.find_spec(module) is None:
+            sys.exit(f"error: {', '.join(wanted)} need the {module} package, not installed here: {what}, "
+                     f"or leave them out (--strategies ours,random)")
     files = space_files(a.spaces)
     tasks = [(str(f), s, seed, max(budgets)) for s in strategies for seed in range(a.seeds) for f in files]
     runs = []

@@ -69,3 +69,13 @@ def test_picks_read_only_the_configurations_of_the_space_as_it_is_now(tmp_path, 
     assert "[stale] 1/0" not in err and "[stale] 2/2 done" in err
     _, _, s = run_py_sweep(tmp_path, py_space_dict("stale"))    # the space grows back: reused, not rerun
     assert s.counts == {} and s.best.config["ALPHA_BLOCK"] == 128
+
+
+def test_nothing_measured_points_at_failures_only_when_a_job_failed():
+    from sweep.decide.collect import nothing_measured
+    skipped = pd.DataFrame({"tag": ["a", "b"], "status": ["skipped", "skipped"]})
+    assert "failures above" not in nothing_measured(skipped)
+    assert "2 skipped" in nothing_measured(skipped)
+    failed = pd.DataFrame({"tag": ["a", "b"], "status": ["skipped", "compile_failed"]})
+    assert "see the failures above" in nothing_measured(failed)
+    assert "no job was planned" in nothing_measured(pd.DataFrame())

@@ -177,6 +177,19 @@ def test_a_run_through_a_linked_sweep_folder_is_refused_before_touching_what_it_
     assert _tree(elsewhere) == before
 
 
+@pytest.mark.parametrize("linked", ["jobs", "results"])
+def test_a_run_refused_for_a_linked_sweep_folder_creates_no_folder(tmp_path, capsys, linked):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / linked).mkdir()
+    (tmp_path / linked / "toy").symlink_to(elsewhere)
+    space = _space(tmp_path)
+    before = _tree(tmp_path)
+    rc, err = _run(tmp_path, capsys, space)
+    assert rc == 1 and "is a link" in _one_line_error(err)
+    assert _tree(tmp_path) == before      # neither results/ nor jobs/ (nor anything in them) was made
+
+
 def test_a_linked_driver_lock_is_refused_and_its_target_keeps_its_content(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")

@@ -86,10 +86,9 @@ def has_marker(folder: Path) -> bool:
     return m.is_file() and not m.is_symlink()
 
 
-def claim(folder: Path, what: str, legacy: Callable[[Path], bool] = lambda d: False) -> Path:
-    """Make `folder` the tool's before anything is written in it: created with its marker
-    first, or already marked, or empty, or (legacy) a sweep from before the marker.
-    Anything else holds files the tool did not write, and is refused."""
+def check_claim(folder: Path, what: str, legacy: Callable[[Path], bool] = lambda d: False) -> bool:
+    """Whether `folder` is the tool's already (True) or may be made so (False); refuses in one
+    line otherwise. Writes nothing, so every folder of a run is checked before any is made."""
     folder = Path(folder)
     if folder.is_symlink():
         raise SweepError(f"{what} {folder} is a link; the tool never writes through links: give the real folder, "
@@ -99,10 +98,20 @@ def claim(folder: Path, what: str, legacy: Callable[[Path], bool] = lambda d: Fa
     if (folder / MARKER).is_symlink():
         raise SweepError(f"{what} {folder / MARKER} is a link; the tool never writes through links: remove it")
     if has_marker(folder):
-        return folder
+        return True
     if folder.is_dir() and any(folder.iterdir()) and not legacy(folder):
         raise SweepError(f"{what} {folder} already holds files this tool did not write (no {MARKER} there); "
                          "choose another sweep name (--name) or folder, or empty it first")
+    return False
+
+
+def claim(folder: Path, what: str, legacy: Callable[[Path], bool] = lambda d: False) -> Path:
+    """Make `folder` the tool's before anything is written in it: created with its marker
+    first, or already marked, or empty, or (legacy) a sweep from before the marker.
+    Anything else holds files the tool did not write, and is refused."""
+    folder = Path(folder)
+    if check_claim(folder, what, legacy):
+        return folder
     folder.mkdir(parents=True, exist_ok=True)
     write_new(folder / MARKER, MARKER_HEADER.encode())
     forget(folder)

@@ -275,3 +275,21 @@ def load_tables(results_dir: Path) -> Collected:
     if (results_dir / "manifest.json").is_file():
         manifest = Manifest.from_dict(read_json(results_dir / "manifest.json"), results_dir / "manifest.json")
     return Collected(configs, measurements, manifest)
+
+
+FAILED = {Status.COMPILE_FAILED, Status.VERIFY_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT, Status.PREEMPTED,
+          Status.CANCELLED}
+
+
+def nothing_measured(configs: pd.DataFrame) -> str:
+    """The line for a sweep with no measurement: points at the failures only when some job
+    failed, else says what became of the jobs (all skipped, pending, ...)."""
+    counts = configs["status"].value_counts() if len(configs) and "status" in configs else pd.Series(dtype=int)
+    if any(str(s) in FAILED for s in counts.index):
+        why = "see the failures above"
+    elif len(counts):
+        why = "no job failed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+    else:
+        why = "no job was planned"
+    return f"no configuration was measured: nothing to select ({why})"
+

@@ -84,7 +84,7 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
                          partition=partition)
 
     if c.measurements.empty:
-        print("no configuration was measured: nothing to select (see the failures above)", file=sys.stderr)
+        print(collect_mod.nothing_measured(c.configs), file=sys.stderr)
     else:
         best = select_mod.select(space, c.measurements)
         baseline = job(None, render.BASELINE_TAG, "baseline") if confirm or certify_picks else None

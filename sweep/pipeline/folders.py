@@ -49,6 +49,9 @@ def legacy_results(d: Path) -> bool:
 def claim(name: str, jobs_root: Path, results_root: Path) -> tuple[Path, Path]:
     """jobs_root/<name> and results_root/<name>, each the tool's (marked) from here on."""
     check_roots(jobs_root, results_root)
+    # both sweep folders are checked before either root is made: a refused run creates nothing
+    safe.check_claim(jobs_root / name, "jobs folder", legacy_jobs)
+    safe.check_claim(results_root / name, "results folder", legacy_results)
     safe.usable_dir(jobs_root, "--jobs-dir")
     safe.usable_dir(results_root, "--results-dir")
     sweep_dir = safe.claim(jobs_root / name, "jobs folder", legacy_jobs)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from sweep.core.errors import SweepError
 from sweep.space import MAX_VALUE, Config, Parameter, Space, Strategy, check, first_broken, group_constraints, \
     make_config
+from sweep.space import expr
 from sweep.space.configs import reason
 from sweep.space.legality import first_broken_index
 from sweep.space.sections import integer, show
@@ -172,20 +173,36 @@ def group_combinations(space: Space, group: Sequence[Parameter],
     """Every combination of `group`'s values, split into those the group's constraints
     allow and the rest, each Skipped for the first rule it breaks (recorded with the
     other parameters at `base`). A group's constraints name only its parameters
-    (see sweep.space.groups), so no other value changes the split."""
+    (see sweep.space.groups), so no other value changes the split. The rules are tested
+    per combination of the parameters each reads (sweep.space.legality), as the grid's are,
+    with a progress line every few seconds for a large group."""
     rules = group_constraints(space, group)
     derived = [(p.macro, p.equals) for p in space.parameters if p.derived]
+    n = group_size(group)
+    tick = Ticker(f"{space.name}: planning {n:,} combinations of {', '.join(p.macro for p in group)}")
+    first = first_broken_index(group, dict(derived), rules, tick).tolist() if rules else [-1] * n
+    macros = tuple(p.macro for p in group)
     ok, skipped = [], []
-    for values in itertools.product(*(p.values for p in group)):
-        chosen = dict(zip((p.macro for p in group), values))
-        full = {**base, **chosen}
-        full.update((m, full[src]) for m, src in derived)
-        reason = first_broken(rules, full)
-        if reason is None:
+    for i, values in enumerate(itertools.product(*(p.values for p in group))):
+        chosen = dict(zip(macros, values))
+        if first[i] < 0:
             ok.append(chosen)
         else:
-            skipped.append(Skipped(make_config(space, full), reason))
+            full = {**base, **chosen}
+            full.update((m, full[src]) for m, src in derived)
+            skipped.append(Skipped(make_config(space, full), reason(rules[first[i]], full)))
+        if i % 65536 == 65535:
+            tick(i + 1, n, "combinations made")
     return ok, skipped
+
+
+def constant_rules_break(space: Space) -> str | None:
+    """Why every point is illegal when a rule naming no parameter is false ("1 > 2"), else
+    None: such a rule is in no group's constraints, and has the same value at every point, so
+    it is checked once here, not once a point."""
+    macros = {p.macro for p in space.parameters}
+    rules = tuple(c for c in space.constraints if not (expr.names(c.expr) & macros))
+    return first_broken(rules, {}) if rules else None
 
 
 class Search:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import random
 
-from sweep.space import Config, Parameter, Space, check, groups, make_config
-from sweep.plan.base import Option, Plan, Skipped, StrategySpec, group_combinations
+from sweep.space import Config, Parameter, Space, check, groups
+from sweep.plan.base import Option, Plan, Skipped, StrategySpec, Ticker, constant_rules_break, group_combinations
 
 __all__ = ["SPEC", "groups", "plan"]     # groups lives in sweep.space; kept here for older imports
 
@@ -46,12 +46,24 @@ def plan(space: Space) -> Plan:
         legal_combos.append(combos)
     builds = max((len(c) for c in legal_combos), default=0)
     configs: list[Config] = []
+    fillers = [_filler(space, g, combos) for g, combos in zip(gs, legal_combos)]
+    constant = constant_rules_break(space)
+    shortest = min((len(c) for c in legal_combos), default=0)
+    # make_config's result, built directly: every macro's value is a swept one's (a derived
+    # parameter's is its source's), in the space's order
+    order = tuple(p.macro for p in space.parameters)
+    source = tuple(p.equals or p.macro for p in space.parameters)
+    tick = Ticker(f"{space.name}: making {builds:,} builds")
     for i in range(builds):
+        if i % 65536 == 65535:
+            tick(i + 1, builds, "builds made")
         chosen = {}
-        for g, combos in zip(gs, legal_combos):
-            chosen.update(combos[i] if i < len(combos) else _filler(space, g, combos))
-        c = make_config(space, chosen)
-        reason = check(space, c)
+        for combos, filler in zip(legal_combos, fillers):
+            chosen.update(combos[i] if i < len(combos) else filler)
+        c = Config(tuple(zip(order, [int(chosen[m]) for m in source])))
+        # every group's own combination is legal (its rules were checked once, per group); only a
+        # filler, or a rule naming no parameter, can break one
+        reason = check(space, c) if i >= shortest else constant
         if reason is None:
             configs.append(c)
         else:  # only possible when a filler breaks a rule: say so rather than hide it

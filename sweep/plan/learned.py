@@ -19,9 +19,10 @@ interrupted learning sweep asks for exactly what it would have asked for.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
-from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, group_combinations, \
-    group_size
+from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, constant_rules_break, \
+    group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.space import Config, Space, check, groups, make_config
@@ -29,23 +30,43 @@ from sweep.space import Config, Space, check, groups, make_config
 ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
 
 
-def legal_points(space: Space) -> list[dict[str, int]] | None:
-    """Every legal point (swept parameters only) when the legal set is small enough to
-    enumerate, built as the product of each parameter group's legal combinations (a
-    constraint speaks about one group); None when it is too large."""
+def group_legal_sets(space: Space) -> list[list[dict[str, int]]] | None:
+    """Each parameter group's legal combinations (a constraint speaks about one group), or
+    None when a group is too large to enumerate."""
     gs = groups(space)
     if any(group_size(g) > GRID_LIMIT for g in gs):
         return None
     first = {p.macro: p.values[0] for p in space.swept}
-    combos = [group_combinations(space, g, first)[0] for g in gs]
-    if math.prod(len(c) for c in combos) > ENUMERATE_LIMIT:
+    return [group_combinations(space, g, first)[0] for g in gs]
+
+
+def legal_points(space: Space, combos: list[list[dict[str, int]]] | None | tuple[()] = ()) \
+        -> list[dict[str, int]] | None:
+    """Every legal point (swept parameters only) when the legal set is small enough to
+    enumerate, built as the product of the groups' legal combinations (`combos`, from
+    group_legal_sets when not given); None when it is too large."""
+    combos = group_legal_sets(space) if combos == () else combos
+    if combos is None or math.prod(len(c) for c in combos) > ENUMERATE_LIMIT:
         return None
+    if constant_rules_break(space) is not None:
+        return []
     points: list[dict[str, int]] = [{}]
     for c in combos:
         points = [{**p, **q} for p in points for q in c]
-    swept = [p.macro for p in space.swept]
-    return [{m: point[m] for m in swept} for point in points
-            if check(space, make_config(space, point)) is None]   # rules naming no parameter
+    return points
+
+
+def legality_test(space: Space, combos: list[list[dict[str, int]]] | None | tuple[()] = ()) \
+        -> Callable[[dict[str, int]], bool]:
+    """Whether a point is legal, for a legal set too large to enumerate: a set lookup per
+    parameter group (its legal combinations, `combos` or enumerated here) where every group
+    is small enough, else every rule checked at the point."""
+    combos = group_legal_sets(space) if combos == () else combos
+    if combos is None or constant_rules_break(space) is not None:
+        return lambda point: check(space, make_config(space, point)) is None
+    macros = [tuple(p.macro for p in g) for g in groups(space)]
+    allowed = [{tuple(c[m] for m in ms) for c in cs} for ms, cs in zip(macros, combos)]
+    return lambda point: all(tuple(point[m] for m in ms) in ok for ms, ok in zip(macros, allowed))
 
 
 class LearnedSearch(Search):
@@ -63,15 +84,13 @@ class LearnedSearch(Search):
         self.told = 0
         self.asked = 0
         self.stopped = ""                  # why it stopped, once it has
+        combos = group_legal_sets(space) if points == () or points is None else None
         if points == ():
-            points = legal_points(space)
+            points = legal_points(space, combos)
         dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
         self.legal = len(points) if points is not None else None
-
-        def is_legal(point: dict[str, int]) -> bool:
-            return check(space, make_config(space, point)) is None
-
-        self.model = LearningSearch(dims, None if points is not None else is_legal, legal_points=points,
+        is_legal = None if points is not None else legality_test(space, combos)
+        self.model = LearningSearch(dims, is_legal, legal_points=points,
                                     seed=o["seed"], budget=self.budget)
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
         self.note = (f"learning: {size}; at most {self.budget} evaluations"

@@ -119,3 +119,31 @@ def test_replay_committed_extract():
         assert t is not None    # every proposal is in the legal (brute-forced) set
         s.tell(p, t) if isinstance(t, float) else s.tell(p, None, failure="runtime_failed")
     assert s.best()[1] / optimum < 2.0
+
+
+def _two_basins(stall: int) -> tuple[dict, LearningSearch]:
+    """Best point (0, 0) in one corner, a second basin's best (9, 9) in the other, then
+    twelve worse points near the first: the best has not improved for twelve evaluations."""
+    dims = [Dim("a", tuple(range(10))), Dim("b", tuple(range(10)))]
+    s = LearningSearch(dims, seed=3, n_init=2, stall=stall, alignment=False)
+    s.tell({"a": 0, "b": 0}, 1.0)
+    s.tell({"a": 9, "b": 9}, 2.0)
+    for i in range(1, 13):
+        s.tell({"a": i % 4, "b": i // 4 + 1}, 5.0 + i)
+    return {"a": 9, "b": 9}, s
+
+
+def _near(p: dict, q: dict) -> bool:
+    diff = [abs(p[k] - q[k]) for k in p]
+    return sum(d > 0 for d in diff) <= 1 or max(diff) <= 1
+
+
+def test_a_stalled_search_takes_its_local_steps_near_another_basins_best():
+    other, s = _two_basins(stall=10)
+    assert len(s.told) % s.local_every == 0          # the next proposal is a local step
+    assert _near(s.ask(1)[0], other)
+
+
+def test_a_search_that_still_improves_takes_its_local_steps_near_its_best():
+    _, s = _two_basins(stall=100)
+    assert _near(s.ask(1)[0], {"a": 0, "b": 0})
