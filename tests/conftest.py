@@ -14,11 +14,49 @@ TOY_TARGET = DATA / "toy_target"
 H100 = DATA / "h100"
 
 # The node-wide GPU locks (sweep.node.gpus) of this test run's own: the toy's "GPU 0" of
-# concurrent test runs on one machine is no shared device
-if "SWEEP_LOCK_DIR" not in os.environ:
+# concurrent test runs on one machine is no shared device, nor is it between the run's xdist
+# workers (pytest -n), which inherit the folder made here in the controlling process: each
+# worker makes its own. A folder set before the run (to share real GPUs' locks) stays as set.
+_MADE_LOCK_DIR = "SWEEP_TESTS_MADE_LOCK_DIR"
+if "SWEEP_LOCK_DIR" not in os.environ or (os.environ.get(_MADE_LOCK_DIR) == os.environ["SWEEP_LOCK_DIR"]
+                                          and "PYTEST_XDIST_WORKER" in os.environ):
     import tempfile
 
-    os.environ["SWEEP_LOCK_DIR"] = tempfile.mkdtemp(prefix="sweep-locks-")
+    _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    os.environ["SWEEP_LOCK_DIR"] = os.environ[_MADE_LOCK_DIR] = tempfile.mkdtemp(prefix=f"sweep-locks-{_worker}")
+
+# Fixtures set up once per session or module and costly to set up (an nvcc-built sweep): the
+# tests sharing one are kept on one xdist worker, so it is set up once, not once per worker.
+# Module-scoped fixtures count always (one instance per module); session-scoped ones by name.
+COSTLY_SESSION_FIXTURES = {"toy_sweep"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parent: dict[object, object] = {}
+
+    def root(key: object) -> object:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    shared: dict[pytest.Item, list[object]] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") or not hasattr(item, "_fixtureinfo"):
+            continue    # grouped already (the Slurm and GPU tests), or no fixtures
+        keys = []
+        for name, defs in item._fixtureinfo.name2fixturedefs.items():
+            scope = defs[-1].scope if defs else "function"
+            if scope == "module":
+                keys.append((name, item.path.name))
+            elif scope == "session" and name in COSTLY_SESSION_FIXTURES:
+                keys.append((name,))
+        if keys:
+            shared[item] = keys
+            for key in keys[1:]:
+                parent[root(key)] = root(keys[0])
+    for item, keys in shared.items():
+        item.add_marker(pytest.mark.xdist_group("fixture:" + "/".join(map(str, root(keys[0])))))
 
 
 def toy_space_dict(**overrides) -> dict:

@@ -18,11 +18,15 @@ def gpu_available() -> bool:
     return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(getattr(item, "path", item.fspath))).resolve()
         if HERE in path.parents:
             item.add_marker(pytest.mark.gpu)
+            # One xdist worker runs them all, one at a time: the GPU and its timings are not
+            # shared between two tests, and the session's engine build is made once.
+            item.add_marker(pytest.mark.xdist_group("gpu"))
             if not gpu_available():
                 item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (nvidia-smi -L fails)"))
 

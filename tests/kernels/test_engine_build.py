@@ -16,14 +16,20 @@ KERNELS = ROOT / "kernels"
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
+# A whole engine build for two architectures takes about ten minutes of 2 cores; beside another
+# xdist worker, or on a loaded machine, longer than pytest's 900 s: it has make's own limit.
+WHOLE_BUILD_S = 3000
+
+
 def make(tmp: Path, conf: str | None, arch: str, targets=("all",), jobs: int = 2) -> subprocess.CompletedProcess:
     args = ["make", "-C", str(KERNELS), f"-j{jobs}", f"BUILD_DIR={tmp / 'build'}", f"ARCH={arch}", *targets]
     if conf is not None:
         (tmp / "conf.cuh").write_text(conf)
         args.append(f"CONF_DIR={tmp}")
-    return subprocess.run(args, capture_output=True, text=True, timeout=3000)
+    return subprocess.run(args, capture_output=True, text=True, timeout=WHOLE_BUILD_S)
 
 
+@pytest.mark.timeout(WHOLE_BUILD_S + 60)
 def test_every_program_builds_for_sm80_and_sm90_with_the_default_launch_sizes(tmp_path):
     p = make(tmp_path, None, "sm_80 sm_90", ("all", "check", "bench", "tiles"))
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
@@ -52,10 +58,28 @@ NON_DEFAULT = {
 }
 
 
-@pytest.mark.parametrize("name", list(NON_DEFAULT))
-def test_engine_builds_for_sm80_and_sm90_with_a_non_default_conf_cuh(tmp_path, name):
-    p = make(tmp_path, NON_DEFAULT[name], "sm_80 sm_90", ("all", "check"))
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+def defined_macros(conf: str) -> list[str]:
+    return re.findall(r"^#define (\w+)", conf, re.M)
+
+
+def test_the_non_default_sets_set_disjoint_macros_so_one_conf_cuh_holds_them_all():
+    macros = [m for conf in NON_DEFAULT.values() for m in defined_macros(conf)]
+    assert sorted(m for m in set(macros) if macros.count(m) > 1) == []
+
+
+@pytest.mark.timeout(4 * WHOLE_BUILD_S)    # on failure, a build for each set to name the broken one
+def test_engine_builds_for_sm80_and_sm90_with_every_non_default_conf_cuh_set_in_one_conf_cuh(tmp_path):
+    # The sets touch disjoint families (test above; no static_assert couples two of them), so one
+    # build of them all together compiles every non-default value, instead of one build per set.
+    # Only on failure is each set built alone, to name the one that breaks.
+    p = make(tmp_path, "".join(NON_DEFAULT.values()), "sm_80 sm_90", ("all", "check"))
+    if p.returncode != 0:
+        def fails_alone(name: str) -> bool:
+            (tmp_path / name).mkdir()
+            return make(tmp_path / name, NON_DEFAULT[name], "sm_80 sm_90", ("all", "check")).returncode != 0
+        failing = [name for name in NON_DEFAULT if fails_alone(name)]
+        pytest.fail(f"non-default sets {failing or 'none alone, only all together'} fail to build:\n"
+                    + p.stdout[-4000:] + p.stderr[-4000:])
 
 
 ILLEGAL = [

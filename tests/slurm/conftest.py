@@ -132,9 +132,12 @@ def slurm_partition(slurm_cluster: SlurmCluster) -> str:
     return slurm_cluster.default_partition
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Called with every collected item of the session: mark only ours.
+    # Called with every collected item of the session: mark only ours. They all run on one
+    # xdist worker, one at a time: each assumes a queue that is otherwise idle.
     for item in items:
         path = Path(str(getattr(item, "path", item.fspath))).resolve()
         if HERE == path or HERE in path.parents:
             item.add_marker(pytest.mark.slurm)
+            item.add_marker(pytest.mark.xdist_group("slurm"))

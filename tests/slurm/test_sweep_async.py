@@ -8,13 +8,21 @@ from pathlib import Path
 
 from test_sweep_slurm import cli, toy_space
 
-SLOW_S = 40
+# The slow trial waits, rather than sleeping a fixed time, until three trials finished after it
+# began (with at most two in flight, two of them started after it did), at most WAIT_S: on a
+# loaded machine (CI's second xdist worker compiling beside the cluster) a fixed sleep can end
+# before two trials get through their builds, and on an idle one it waits longer than needed.
+WAIT_S = 300
 
 
 def test_trials_keep_flowing_while_one_trial_runs_long(tmp_path):
     jobs = tmp_path / "jobs"
-    # The first trial to reach its measurement claims the marker folder (mkdir is atomic) and sleeps.
-    slow_bench = f'mkdir {{job}}/../_slow 2>/dev/null && sleep {SLOW_S}; exec {{build}}/toy_bench -n {{iterations}} "$@"'
+    # The first trial to reach its measurement claims the marker folder (mkdir is atomic), names
+    # itself in it and waits; if trials were held up behind it, the wait runs out with none done.
+    finished_since = "find {job}/.. -mindepth 2 -maxdepth 2 -name result.json -newer {job}/../_slow/who | wc -l"
+    slow_bench = (f'if mkdir {{job}}/../_slow 2>/dev/null; then basename {{job}} > {{job}}/../_slow/who; i=0; '
+                  f'while [ $i -lt {WAIT_S} ] && [ $({finished_since}) -lt 3 ]; do sleep 1; i=$((i+1)); done; fi; '
+                  f'exec {{build}}/toy_bench -n {{iterations}} "$@"')
     space = toy_space(tmp_path, "async", alphas=(32, 64, 128, 256), beta_x=(16, 32, 64),
                       strategy={"name": "optuna", "samples": 6, "seed": 1},
                       target={"name": "toy", "dir": str(Path(__file__).parents[1] / "data" / "toy_target"),
@@ -25,7 +33,7 @@ def test_trials_keep_flowing_while_one_trial_runs_long(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     results = [json.loads(f.read_text()) for f in (jobs / "async").glob("*/result.json")]
     assert len(results) == 6 and all(r["status"] == "ok" for r in results), [(r["tag"], r["reason"]) for r in results]
-    slow = [r for r in results if r["intervals"]["profile"][1] - r["intervals"]["profile"][0] >= SLOW_S]
+    slow = [r for r in results if r["tag"] == (jobs / "async" / "_slow" / "who").read_text().strip()]
     assert len(slow) == 1
     start, end = slow[0]["intervals"]["profile"]
     during = [r["tag"] for r in results if r is not slow[0]
