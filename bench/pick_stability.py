@@ -81,9 +81,14 @@ def run_sweep(space: Path, name: str, args: argparse.Namespace, extra: list[str]
 
 
 def gpu_seconds(configs: pd.DataFrame, race: bool = False) -> float:
-    """The ok jobs' verify + profile seconds: the sweep's own (race=False: its configurations, baseline
-    and confirmation), or those run only for the race (race=True: combined entrant configurations)."""
+    """The ok jobs' GPU-seconds: the sweep's own (race=False: its configurations, baseline and
+    confirmation), or those run only for the race (race=True: combined entrant configurations).
+    collect's `gpu_s` (each job's share of its GPU's measuring phase: in overlap mode several jobs
+    measure at once, and adding up their verify + profile seconds would count the GPU several
+    times over); verify + profile seconds for tables collected before it existed."""
     ok = configs[(configs["status"] == "ok") & ((configs["role"] == ENTRANT_ROLE) == race)]
+    if "gpu_s" in ok:
+        return float(ok["gpu_s"].fillna(0).sum())
     return float(sum(ok[c].fillna(0).sum() for c in ("verify_s", "profile_s") if c in ok))
 
 
