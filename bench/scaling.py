@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.sweep_overhead import union  # noqa: E402
+from sweep.core.spans import covered  # noqa: E402
 from sweep.core.errors import SweepError  # noqa: E402
 from sweep.dispatch import visible_gpus, workers  # noqa: E402
 from sweep.pipeline import driver as pipeline  # noqa: E402
@@ -73,9 +73,9 @@ def split(sweep_dir: Path, lo: float, hi: float) -> dict[str, float]:
         else:
             spans["build"] += [tuple(iv["build"])] if "build" in iv else []
             spans["measure"] += [tuple(iv["gpu"])] if "gpu" in iv else []
-    out = {c: round(union(spans[c], lo, hi), 3) for c in CATEGORIES}
-    covered = union([s for c in CATEGORIES for s in spans[c]], lo, hi)
-    out["framework"] = round(max(0.0, (hi - lo) - covered), 3)
+    out = {c: round(covered(spans[c], lo, hi), 3) for c in CATEGORIES}
+    in_any = covered([s for c in CATEGORIES for s in spans[c]], lo, hi)
+    out["framework"] = round(max(0.0, (hi - lo) - in_any), 3)
     return out
 
 

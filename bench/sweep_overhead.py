@@ -60,24 +60,9 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
+from sweep.core.spans import covered  # noqa: E402
 from sweep.pipeline import driver as pipeline
 from sweep.space import target  # noqa: E402
-
-
-def union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
-    """Length of the union of intervals, clipped to [lo, hi]."""
-    spans = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
-    total, cur_a, cur_b = 0.0, None, None
-    for a, b in spans:
-        if cur_b is None or a > cur_b:
-            if cur_b is not None:
-                total += cur_b - cur_a
-            cur_a, cur_b = a, b
-        else:
-            cur_b = max(cur_b, b)
-    if cur_b is not None:
-        total += cur_b - cur_a
-    return total
 
 
 def stage_intervals(sweep_dir: Path) -> dict[str, list[tuple[float, float]]]:
@@ -142,10 +127,10 @@ def main() -> int:
     wall = end - start
     iv = stage_intervals(sweep_dir)
     export_iv = [tuple(last["model_export_interval"])] if last.get("model_export_interval") else []
-    nvcc, gpu, post = (union(iv[k], start, end) for k in ("build", "gpu", "parse"))
+    nvcc, gpu, post = (covered(iv[k], start, end) for k in ("build", "gpu", "parse"))
     stages = iv["build"] + iv["gpu"] + iv["parse"]
-    busy = union(stages + export_iv, start, end)
-    export_exposed = busy - union(stages, start, end)  # the export's time not hidden behind the stages
+    busy = covered(stages + export_iv, start, end)
+    export_exposed = busy - covered(stages, start, end)  # the export's time not hidden behind the stages
     framework = wall - busy
 
     # One value changed in one configuration: only it runs, and only its changed objects compile.

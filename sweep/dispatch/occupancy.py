@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sweep.core.spans import covered
+
 HELD = ("gpu", "race")      # the intervals (node.job, node.race) during which a job held its GPU's lock
 
 
@@ -51,7 +53,7 @@ class Occupancy:
     @property
     def busy_s(self) -> dict[str, float]:
         """Seconds each GPU had at least one job measuring (the union of the held intervals)."""
-        return {g: _union(spans) for g, spans in self.spans.items()}
+        return {g: covered(spans) for g, spans in self.spans.items()}
 
     def wall_s(self, now: float | None = None) -> float:
         if self.start is None:
@@ -75,13 +77,3 @@ class Occupancy:
                               for k, v in self.startup_s.items() if v},
                 "gpus": {g: {"share": round(s, 4), "busy_s": round(busy, 3), "jobs": self.jobs[g]}
                          for (g, s), busy in zip(self.shares().items(), self.busy_s.values())}}
-
-
-def _union(spans: list[tuple[float, float]]) -> float:
-    """Seconds covered by at least one of the spans."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total

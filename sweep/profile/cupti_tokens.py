@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Callable
 
+from sweep.core.spans import covered
 from sweep.profile.cupti_file import Capture
 
 Span = tuple[int, int, str]      # start, end (CUPTI ns), what
@@ -38,22 +39,9 @@ def outside(cap: Capture) -> list[Span]:
     return [s for s in gpu_spans(cap) if not any(a <= s[0] and s[1] <= b for a, b in windows)]
 
 
-def merged_ns(spans: Iterable[tuple[int, int]]) -> int:
-    """The time covered by the union of the spans."""
-    total, end = 0, None
-    for a, b in sorted(spans):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
-
-
 def summary(cap: Capture) -> dict[str, Any]:
     """What the capture says of the GPU's use (see the module's docstring)."""
-    busy = merged_ns((a, b) for a, b, _ in gpu_spans(cap))
+    busy = covered((a, b) for a, b, _ in gpu_spans(cap))
     contexts = sum(c.end - c.start for c in cap.contexts if c.end > c.start)
     out: dict[str, Any] = {"busy_s": round((busy + contexts) / 1e9, 6), "context_s": round(contexts / 1e9, 6)}
     if cap.tokens:

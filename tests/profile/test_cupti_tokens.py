@@ -10,7 +10,8 @@ from pathlib import Path
 from sweep.profile import cupti
 from sweep.profile.cupti_file import read_capture
 from sweep.profile.cupti_parse import parse
-from sweep.profile.cupti_tokens import cross_overlaps, merged_ns, outside, summary
+from sweep.core.spans import covered
+from sweep.profile.cupti_tokens import cross_overlaps, outside, summary
 
 
 def capture(path: Path, *, kernels=(), copies=(), tokens=(), contexts=(), wall_offset: int = 0) -> Path:
@@ -45,7 +46,7 @@ def test_gpu_busy_time_merges_overlapping_work_and_adds_context_creation(tmp_pat
     us = 1000
     cap = read_capture(capture(tmp_path / "c.txt", kernels=[(100 * us, 200 * us), (150 * us, 300 * us)],
                                copies=[("M", 400 * us, 450 * us)], contexts=[(0, 1000 * us)]))
-    assert merged_ns([(100, 200), (150, 300), (400, 450)]) == 250
+    assert covered([(100, 200), (150, 300), (400, 450)]) == 250
     assert summary(cap) == {"busy_s": 0.00125, "context_s": 0.001}
 
 
