@@ -18,34 +18,30 @@ from sweep.node.race_runs import concurrent_runs
 from sweep.stats import Entrant
 
 
-def test_a_rounds_runs_start_together_and_each_job_keeps_its_own_sample():
+def counting_runs(seconds: float, sample) -> tuple:
+    """A run that takes `seconds` and returns sample(tag), and the most runs that were running at once."""
     running, most, lock = [0], [0], threading.Lock()
 
     def run(tag: str) -> list:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.2)
+        time.sleep(seconds)
         with lock:
             running[0] -= 1
-        return [tag]
+        return sample(tag)
 
+    return run, most
+
+
+def test_a_rounds_runs_start_together_and_each_job_keeps_its_own_sample():
+    run, most = counting_runs(0.2, lambda tag: [tag])
     read = concurrent_runs(run, workers=4)(["A", "B", "C"], 0, 1)
     assert most[0] == 3 and read() == {"A": ["A"], "B": ["B"], "C": ["C"]}
 
 
 def test_no_more_runs_than_workers_run_at_once():
-    running, most, lock = [0], [0], threading.Lock()
-
-    def run(tag: str) -> list:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
-        return []
-
+    run, most = counting_runs(0.05, lambda tag: [])
     concurrent_runs(run, workers=2)(list("ABCDE"), 1, 1)
     assert most[0] == 2
 
