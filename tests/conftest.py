@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,3 +191,25 @@ def run_py_sweep(root: Path, space: dict, **options):
             else:
                 os.environ[k] = v
     return root / "jobs", root / "results", summary
+
+
+def dry_run_narrowed(example: Path, tmp_path: Path, values: dict[str, list], defaults: dict | None = None,
+                     timeout: int = 600, **space_keys) -> tuple[subprocess.CompletedProcess, Path]:
+    """`config_sweep.py run --dry-run --arch sm_90` (render and compile, no GPU) of an example's
+    space.yaml with each macro's values narrowed to `values` (and `defaults`, `space_keys` set),
+    jobs and results under tmp_path: the process, and the jobs folder."""
+    data = yaml.safe_load((example / "space.yaml").read_text())
+    data["target"]["dir"] = str(example)
+    data.update(space_keys)
+    for macro, vs in values.items():
+        data["parameters"][macro]["values"] = vs
+    for macro, default in (defaults or {}).items():
+        data["parameters"][macro]["default"] = default
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    jobs = tmp_path / "jobs"
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(root / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
+                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=timeout, cwd=root,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    return p, jobs

@@ -8,17 +8,16 @@ own check finds it on a GPU). Running it needs a GPU."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 import sweep.node.objcache
 from sweep.space import check, load_space, make_config
+from tests.conftest import dry_run_narrowed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "host_heavy"
@@ -60,17 +59,8 @@ def test_the_space_file_loads_with_its_0_1_flags_and_58_legal_points():
 
 @pytest.mark.slow
 def test_a_dry_run_builds_the_legal_tile_and_skips_the_static_assert_and_the_ptxas_refusal(tmp_path):
-    data = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
-    data["target"]["dir"] = str(EXAMPLE)
-    for macro, values in {"HH_TILE": [32, 128], "HH_ROWS": [6, 8], "HH_PAD": [0], "HOST_HEAVY_UNSAFE": [0]}.items():
-        data["parameters"][macro]["values"] = values
-    data["parameters"]["HH_PAD"]["default"] = 0
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    jobs = tmp_path / "jobs"
-    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
-                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT,
-                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    p, jobs = dry_run_narrowed(EXAMPLE, tmp_path, {"HH_TILE": [32, 128], "HH_ROWS": [6, 8], "HH_PAD": [0],
+                                                    "HOST_HEAVY_UNSAFE": [0]}, defaults={"HH_PAD": 0})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "built 1, skipped 3" in p.stdout + p.stderr   # a dry run builds; it measures nothing
     folder = jobs / "host-heavy"

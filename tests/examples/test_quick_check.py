@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sweep.space import check, load_space, make_config
+from tests.conftest import dry_run_narrowed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "quick_check"
@@ -35,17 +32,8 @@ def test_the_space_file_loads_with_48_legal_points_of_80():
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_a_dry_run_builds_the_legal_and_fast_tail_ones_and_skips_the_static_assert_and_the_ptxas_refusal(tmp_path):
-    data = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
-    data["target"]["dir"] = str(EXAMPLE)
-    for macro, values in {"QC_BLOCK": [1024], "QC_ITEMS": [2, 3, 4], "QC_VEC": [4], "QC_FAST_TAIL": [0, 1]}.items():
-        data["parameters"][macro]["values"] = values
-    data["parameters"]["QC_BLOCK"]["default"] = 1024
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    jobs = tmp_path / "jobs"
-    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
-                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT,
-                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    p, jobs = dry_run_narrowed(EXAMPLE, tmp_path, {"QC_BLOCK": [1024], "QC_ITEMS": [2, 3, 4], "QC_VEC": [4],
+                                                    "QC_FAST_TAIL": [0, 1]}, defaults={"QC_BLOCK": 1024}, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "built 2, skipped 2" in p.stdout + p.stderr
     folder = jobs / "quick-check"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from sweep.space import check, default_config, groups, load_space, make_config
+from tests.conftest import dry_run_narrowed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
@@ -46,18 +47,9 @@ def test_the_space_file_loads_with_the_0_1_flag_and_two_groups():
 
 @pytest.mark.slow
 def test_a_dry_run_builds_the_shared_and_the_global_jacobi_through_the_makefile(tmp_path):
-    data = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
-    data["target"]["dir"] = str(EXAMPLE)
-    data["strategy"] = "grid"
-    for macro, values in {"STENCIL_BLOCK_X": [32], "STENCIL_BLOCK_Y": [8], "STENCIL_USE_SHARED": [0, 1],
-                          "STENCIL_RED_BLOCK": [256], "STENCIL_ITEMS": [4]}.items():
-        data["parameters"][macro]["values"] = values
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    jobs = tmp_path / "jobs"
-    p = subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "space.yaml"), "--dry-run",
-                        "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir", str(tmp_path / "results")],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT,
-                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    p, jobs = dry_run_narrowed(EXAMPLE, tmp_path, {"STENCIL_BLOCK_X": [32], "STENCIL_BLOCK_Y": [8],
+                                                    "STENCIL_USE_SHARED": [0, 1], "STENCIL_RED_BLOCK": [256],
+                                                    "STENCIL_ITEMS": [4]}, strategy="grid")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "2 legal" in p.stdout + p.stderr
     for flag in (0, 1):
