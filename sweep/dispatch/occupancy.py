@@ -39,7 +39,7 @@ class Occupancy:
         self.end = max(self.end or 0.0, at or time.time())
         if started is not None:
             self.startup_s["first" if first else "next"].append(max(0.0, started))
-        if gpu not in self.busy_s:
+        if gpu not in self.spans:
             return
         self.jobs[gpu] += 1
         for key in HELD:
@@ -60,8 +60,8 @@ class Occupancy:
             return 0.0
         return max(0.0, (now if now is not None else (self.end or time.time())) - self.start)
 
-    def shares(self, now: float | None = None) -> dict[str, float]:
-        wall, busy = self.wall_s(now), self.busy_s
+    def shares(self, now: float | None = None, busy: dict[str, float] | None = None) -> dict[str, float]:
+        wall, busy = self.wall_s(now), busy if busy is not None else self.busy_s
         return {g: (min(1.0, busy[g] / wall) if wall > 0 else 0.0) for g in self.gpus}
 
     def line(self) -> str:
@@ -72,8 +72,9 @@ class Occupancy:
 
     def summary(self) -> dict[str, Any]:
         """What the run's record keeps (sweep.json's runs[]): per GPU its share and busy seconds."""
+        busy = self.busy_s
         return {"measuring_s": round(self.wall_s(), 3),
                 "startup_s": {k: {"median": round(sorted(v)[len(v) // 2], 3), "max": round(max(v), 3), "jobs": len(v)}
                               for k, v in self.startup_s.items() if v},
-                "gpus": {g: {"share": round(s, 4), "busy_s": round(busy, 3), "jobs": self.jobs[g]}
-                         for (g, s), busy in zip(self.shares().items(), self.busy_s.values())}}
+                "gpus": {g: {"share": round(share, 4), "busy_s": round(busy[g], 3), "jobs": self.jobs[g]}
+                         for g, share in self.shares(busy=busy).items()}}
