@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.core.errors import SweepError
-from sweep.dispatch import (Ask, Context, Executor, OnResult, PendingJob, job_environment, last_line, record_lost,
+from sweep.dispatch import (Ask, Context, Executor, OnResult, PendingJob, job_environment, record_lost,
                              visible_gpus)
 from sweep.dispatch.occupancy import Occupancy
 from sweep.dispatch.progress import Progress
@@ -227,7 +227,7 @@ class LocalExecutor(Executor):
         w.job = None
         if got is None or "result" not in got:
             self.workers.remove(w)
-            why = got.get("error") if isinstance(got, dict) else process_failure(RuntimeError("it exited"), w.log)
+            why = got.get("error") if isinstance(got, dict) else process_failure(w.log)
             return record_lost(j, f"the job process failed: {why}", w.log)
         result = JobResult.from_dict(got["result"])
         self.ran_on[result.tag] = got["gpu"]
@@ -240,15 +240,15 @@ class LocalExecutor(Executor):
         return result
 
 
-def process_failure(error: BaseException, stderr: Path | str) -> str:
-    """The telling line of a job process that died: the last exception line of its
-    stderr (e.g. ModuleNotFoundError: No module named 'sweep'), else the error's own."""
+def process_failure(log: Path | str) -> str:
+    """The telling line of a worker that died: the last exception line of its log (e.g.
+    ModuleNotFoundError: No module named 'sweep'), else "it exited"."""
     try:
-        lines = Path(stderr).read_text(errors="replace").splitlines()
+        lines = Path(log).read_text(errors="replace").splitlines()
     except OSError:
         lines = []
     found = [l.strip() for l in lines if EXCEPTION_LINE.match(l.strip())]
-    return (found[-1] if found else last_line(str(error)) or type(error).__name__)[:300]
+    return (found[-1] if found else "it exited")[:300]
 
 
 EXECUTOR = LocalExecutor
