@@ -1,0 +1,118 @@
+"""Another process on the measuring GPU, for real: a CUDA program nobody in the sweep started
+(a context, a kernel every 0.1 s) is seen through NVML's process list while a configuration
+measures, the measurement is repeated and result.json's env["gpu_shared"] names its pid;
+without it, no measurement says the GPU was shared (the sweep's own programs, in overlap
+mode several at once, are never taken for strangers)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.gpu.test_byop_gpu import ROWS, example_space, run
+
+pytest.importorskip("pynvml", reason="NVML's Python binding (nvidia-ml-py) is not installed")
+
+# A stranger on the GPU: it holds a context and keeps using it until it is killed.
+STRANGER = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <cuda_runtime.h>
+__global__ void touch(float* x) { x[threadIdx.x] += 1.0f; }
+int main(int argc, char** argv) {
+    int seconds = argc > 1 ? atoi(argv[1]) : 60;
+    float* x = nullptr;
+    if (cudaMalloc(&x, 256 * sizeof(float)) != cudaSuccess) return 1;
+    printf("ready\n");
+    fflush(stdout);
+    for (int i = 0; i < seconds * 10; ++i) {
+        touch<<<1, 256>>>(x);
+        cudaDeviceSynchronize();
+        usleep(100000);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture
+def stranger(tmp_path):
+    from sweep.node.build import detect_arch
+
+    src = tmp_path / "stranger.cu"
+    src.write_text(STRANGER)
+    exe = tmp_path / "stranger"
+    arch = detect_arch().split()[0]
+    p = subprocess.run(["nvcc", "-O2", f"-arch={arch}", str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    proc = subprocess.Popen([str(exe), "120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def shared_notes(sweep_dir: Path) -> dict[str, dict]:
+    out = {}
+    for result in sweep_dir.glob("*/result.json"):
+        r = json.loads(result.read_text())
+        if "gpu_shared" in r.get("env", {}):
+            out[result.parent.name] = r["env"]["gpu_shared"]
+    return out
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "exclusive"])
+def test_a_measurement_beside_a_foreign_cuda_process_is_repeated_and_names_its_pid(tmp_path, sweep_roots, stranger,
+                                                                                    overlap):
+    space = example_space(tmp_path, f"shared-{'overlap' if overlap else 'exclusive'}", rows=ROWS[:2],
+                          profile={"backend": "cupti", "overlap": overlap})
+    s = run(space, sweep_roots, confirm=False, certify=False)
+    assert s.counts == {"ok": 2}
+    notes = shared_notes(s.sweep_dir)
+    assert len(notes) == 2, f"expected both jobs to have seen pid {stranger.pid}: {notes}"
+    for tag, note in notes.items():
+        assert note["repeated"] is True, tag
+        assert stranger.pid in note["pids"], f"{tag}: NVML listed {note['pids']}, not the stranger {stranger.pid}"
+
+
+def test_concurrent_measurements_of_one_sweep_alone_on_the_gpu_are_never_flagged_as_shared(tmp_path, sweep_roots):
+    # Overlap mode (cupti, one GPU: the default) runs several of these programs on the GPU at once.
+    space = example_space(tmp_path, "alone-overlap", profile={"backend": "cupti"})
+    s = run(space, sweep_roots, confirm=False, certify=False)
+    assert s.counts == {"ok": len(ROWS)}
+    assert shared_notes(s.sweep_dir) == {}
+    modes = {json.loads(r.read_text())["env"].get("gpu_mode") for r in s.sweep_dir.glob("*/result.json")}
+    assert modes == {"overlap"}
+
+
+def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both(tmp_path, sweep_roots):
+    """Issue 34's exclusion, checked on the GPU's own timeline: the jobs of an overlap-mode sweep
+    ran at the same time (their measuring intervals overlap on the wall clock), yet no kernel,
+    copy or memset of one ran while another's did, and every one ran inside its token window."""
+    from itertools import combinations
+
+    from sweep.profile.cupti import CAPTURE_FILE
+    from sweep.profile.cupti_file import read_capture
+    from sweep.profile.cupti_tokens import cross_overlaps, outside
+
+    space = example_space(tmp_path, "timelines-overlap", profile={"backend": "cupti"})
+    s = run(space, sweep_roots, confirm=False, certify=False)
+    assert s.counts == {"ok": len(ROWS)}
+    spans = []
+    for result in s.sweep_dir.glob("*/result.json"):
+        r = json.loads(result.read_text())
+        spans.append(tuple(r["intervals"]["gpu"][:2]))
+    concurrent = sum(1 for (a0, a1), (b0, b1) in combinations(spans, 2) if a0 < b1 and b0 < a1)
+    assert concurrent > 0, f"no two jobs measured at once, nothing was checked: {spans}"
+    caps = [read_capture(p) for p in sorted(s.sweep_dir.rglob(CAPTURE_FILE))]
+    assert len(caps) >= len(ROWS)
+    assert all(c.tokens for c in caps), "a capture without token windows: overlap mode did not run"
+    assert sum(len(outside(c)) for c in caps) == 0
+    crossing = [(i, j, cross_overlaps(a, b)) for (i, a), (j, b) in combinations(enumerate(caps), 2)]
+    assert [x for x in crossing if x[2]] == []
