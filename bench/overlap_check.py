@@ -51,6 +51,7 @@ import yaml  # noqa: E402
 from held import space_for  # noqa: E402  (bench/held.py: the same configurations for every run)
 from sweep.node import gpus  # noqa: E402
 from sweep.node.job import run_job  # noqa: E402
+from sweep.node.measure import RUNS  # noqa: E402
 from sweep.pipeline import driver as pipeline  # noqa: E402
 from sweep.profile.cupti import CAPTURE_FILE  # noqa: E402
 from sweep.profile.cupti_file import read_capture  # noqa: E402
@@ -107,7 +108,8 @@ def sweep_mode(space: Path, mode: str, configs: int, slots: int, jobs: Path, res
         runs = (r.get("sampling") or {}).get("runs") or 1
         rows.append({"tag": r["tag"], "status": r["status"], "mode": r.get("env", {}).get("gpu_mode"),
                      "busy_s": gpu.get("busy_s", 0.0) * runs, "runs": runs, "outside": gpu.get("outside"),
-                     "interval": r.get("intervals", {}).get("gpu"), "dir": str(d)})
+                     "interval": r.get("intervals", {}).get("gpu"), "dir": str(d),
+                     "repeats_at_once": any(x.is_dir() for x in d.rglob(RUNS))})   # sweep.node.measure's runs/<n>/
     busy = sum(x["busy_s"] for x in rows)
     statuses = dict(sorted(pd.Series([x["status"] for x in rows]).value_counts().items()))
     return {"name": name, "sweep": summary.sweep, "jobs": len(built), "statuses": statuses, "measure_wall_s": wall,
@@ -184,8 +186,11 @@ def show(r: dict, j: pd.DataFrame) -> None:
     print(f"\n== {r['space']}")
     for m, s in r["modes"].items():
         ratio = f"{s['ratio']:.2f}x" if s["ratio"] else "unknown"
-        print(f"  {m:<9} {s['jobs']} jobs {s['statuses']}: measuring phase {s['measure_wall_s']:.1f} s, "
-              f"{s['wall_per_config_s']:.2f} s a configuration vs GPU-busy {s['busy_per_config_s']:.2f} s ({ratio})")
+        at_once = sum(x["repeats_at_once"] for x in s["rows"])
+        print(f"  {m:<9} {s['jobs']} jobs {s['statuses']}: measuring phase {s['measure_wall_s']:.1f} s; measuring wall "
+              f"per configuration / GPU-busy per configuration = {s['wall_per_config_s']:.2f} s / "
+              f"{s['busy_per_config_s']:.2f} s = {ratio}" + (f" (target <= {TARGET_RATIO}x)" if m == "overlap" else "")
+              + f"; jobs whose repeats ran at once: {at_once}/{s['jobs']}")
     print(f"  per-launch medians overlap/exclusive - 1 ({r['medians']['same']}/{r['medians']['pairs']} within "
           f"max(1%, noise)):")
     for key, row in j.iterrows():

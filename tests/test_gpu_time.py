@@ -32,3 +32,27 @@ def test_collect_gives_each_result_its_share_and_an_old_result_its_verify_and_pr
     _gpu_seconds(rows)
     assert [r.get("gpu_s") for r in rows] == [2.0, 2.0, 3.0, None]
     assert all("gpu_interval" not in r for r in rows)
+
+
+def _result(interval=None, stages=True, total=9.0, gpu="G"):
+    from types import SimpleNamespace
+
+    intervals = {"build": [0.0, 1.0], **({"gpu": interval} if interval else {})} if stages else {}
+    return SimpleNamespace(intervals=intervals, env={"host": "h", "gpu_uuid": gpu}, timings={"total": total})
+
+
+def test_the_budget_counts_each_job_by_what_its_measuring_adds_so_overlapping_jobs_cost_their_shares():
+    from sweep.records.gpu_time import Spent
+
+    spent = Spent()
+    costs = [spent.of(_result(iv)) for iv in ([0.0, 4.0], [2.0, 6.0], [3.0, 4.0])]
+    assert sum(costs) == pytest.approx(sum(shares([("g", 0.0, 4.0), ("g", 2.0, 6.0), ("g", 3.0, 4.0)])))
+    assert sum(costs) == pytest.approx(6.0)     # not their intervals (9 s), nor their totals (27 s)
+    assert spent.of(_result([0.0, 4.0], gpu="other")) == pytest.approx(4.0)   # another GPU's time is its own
+
+
+def test_the_budget_counts_nothing_for_a_job_off_the_gpu_and_a_replayed_result_its_total():
+    from sweep.records.gpu_time import Spent
+
+    assert Spent().of(_result(None)) == 0.0                     # ran, never reached the GPU (a failed build)
+    assert Spent().of(_result(None, stages=False)) == 9.0       # a replay's recorded cost, as before

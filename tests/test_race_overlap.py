@@ -56,6 +56,34 @@ def test_a_failed_run_ends_the_round_with_its_error():
         concurrent_runs(run, workers=3)(list("ABC"), 0, 1)
 
 
+def test_a_run_out_of_gpu_memory_beside_the_round_runs_again_alone_and_keeps_its_sample():
+    from sweep.node.process import JobFailed
+    from sweep.records import Status
+
+    alone_ran = []
+
+    def run(tag: str) -> list:
+        if tag == "B":
+            raise JobFailed(Status.RUNTIME_FAILED, "profile", "prog exit 2: cudaMalloc: out of memory")
+        return [tag]
+
+    def alone(tag: str) -> list:
+        alone_ran.append(tag)
+        return [f"{tag} alone"]
+
+    read = concurrent_runs(run, workers=3, alone=alone)(["A", "B", "C"], 0, 1)
+    assert read() == {"A": ["A"], "B": ["B alone"], "C": ["C"]} and alone_ran == ["B"]
+
+
+def test_a_race_records_the_runs_it_took_again_alone():
+    g = race.GpuRace.__new__(race.GpuRace)
+    g.runs, g.throttled_runs, g.alone = 3, 0, ["P2"]
+    summary = g.summary()
+    assert summary["alone_runs"] == 1 and "P2" in summary["alone_note"]
+    g.alone = []
+    assert "alone_runs" not in g.summary()
+
+
 def plan(overlap: bool) -> race.RacePlan:
     entrants = tuple(Entrant(t, 32, i == 0) for i, t in enumerate(["P1", "P2", "P3"]))
     lane = race.Lane(("P",), ("k",), entrants, {e.id: {"P": i} for i, e in enumerate(entrants)})

@@ -23,6 +23,10 @@ configuration that computes wrong results is wrong at every shape; checking ever
 workload of one program would cost each a check (the engine: a reference pass
 over every path) and find nothing more.
 
+In overlap mode (the job's program takes the GPU's token: sweep.node.overlap) the runs a
+workload's sampler knows it needs start at once (sweep.node.together), each in a folder of
+its own, <workload folder>/runs/<n>/ (capture and profile.log): runs at once share no file.
+
 The Measurements carry their workload's name (Measurement.workload). The job's
 record sums the workloads up (`combined`): its sampling (runs summed, the fewest
 samples, the worst noise), its capture window (each distinct one), and per
@@ -32,14 +36,20 @@ workload in env["workloads"] (capture, runs, samples, noise, seconds).
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 from sweep import profile
 from sweep.core import safe
-from sweep.node import clocks, sampling
+from sweep.node import clocks, overlap, sampling
+from sweep.node.gpus import gpu_lock
+from sweep.node.together import Together
 from sweep.core.errors import SweepError
 from sweep.records.evidence import Sampled
 from sweep.node.process import JobFailed, Ran, check_exit, expand, run_program, tail
@@ -57,12 +67,14 @@ class Job(Protocol):
     dir: Path
     backend: profile.Backend
     timeout_s: float | None
+    gpu_token: Path | None       # overlap mode: the GPU's lock file its programs take around their GPU work
 
     def request(self) -> profile.Request: ...
 
     def refused_launch(self, p: Ran, log: Path, stage: str, program: list[str], inv: profile.Invocation) -> None: ...
 
 WORKLOADS = "workloads"     # <job>/workloads/<name>/: a named workload's files
+RUNS = "runs"               # <workload folder>/runs/<n>/: run n's files, of runs taken at once (overlap mode)
 # A self-checking program that stops on one of these did not find wrong results: CUDA itself failed.
 CUDA_FAILURE = re.compile(r"CUDA error|cudaError\w+|CUDA driver version is insufficient|no CUDA-capable device|"
                           r"out of memory|illegal memory access|unspecified launch failure")
@@ -83,6 +95,14 @@ class Spec:
     events: tuple[str, ...] = ()
     check_args: tuple[str, ...] = ()
     weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """One profiled run and the invocation it ran (its output: where the backend reads it)."""
+
+    ran: Ran
+    inv: profile.Invocation
 
 
 def checking(specs: Sequence[Spec]) -> list[bool]:
@@ -126,7 +146,10 @@ class Measuring:
         self.parsed: profile.Parsed | None = None
         self.interval: list[float] = []     # [start, end] of its profiled runs, epoch seconds
         self.runs = 0                       # profiled runs so far
+        self.checked = False                # its own capture ran its checking run (capture_once)
+        self.untokened = False              # inside `alone`: its programs run without the GPU's token
         self.fell_back = False              # the backend's fallback window replaced its own
+        self._runs_lock = threading.Lock()   # runs taken at once (overlap mode) count from several threads
 
     @property
     def seconds(self) -> float:
@@ -139,19 +162,22 @@ class Measuring:
                 "seq_len": s.seq_len, "iterations": s.iterations, "warmup": s.warmup,
                 "events_json": str(self.out / "events.json")}
 
-    def program(self, extra: Sequence[str] = (), iterations: int | None = None, warmup: int | None = None) -> list[str]:
-        """Its timing command (with the check arguments when `check`), then `extra`; `iterations` and
-        `warmup` in place of the workload's, where the command takes them ({iterations}, {warmup})."""
+    def program(self, extra: Sequence[str] = (), iterations: int | None = None, warmup: int | None = None,
+                check: bool | None = None) -> list[str]:
+        """Its timing command (with the check arguments when `check`, default self.check), then `extra`;
+        `iterations` and `warmup` in place of the workload's, where the command takes them ({iterations}, {warmup})."""
         values = self.values()
         if iterations is not None:
             values["iterations"] = iterations
         if warmup is not None:
             values["warmup"] = warmup
-        check = list(self.spec.check_args) if self.check else []
-        return expand(list(self.spec.profile) + check + list(extra), values, list(self.spec.args))
+        checking = self.check if check is None else check
+        args = list(self.spec.check_args) if checking else []
+        return expand(list(self.spec.profile) + args + list(extra), values, list(self.spec.args))
 
     def request(self) -> profile.Request:
-        return replace(self.job.request(), job_dir=self.out, program=self.program, events_args=self.spec.events)
+        req = replace(self.job.request(), job_dir=self.out, program=self.program, events_args=self.spec.events)
+        return replace(req, gpu_token=None) if self.untokened else req
 
     def invocation(self) -> profile.Invocation:
         """The backend's command for its runs (made once; a fallback window may replace it)."""
@@ -171,10 +197,21 @@ class Measuring:
         cfg = self.job.cfg
         plan = sampling.Plan.of({**cfg.run, "iterations": self.spec.iterations}, cfg.profile, inv.iterations)
         plan = replace(plan, observe=not inv.post)   # a parse in-process is quick: see the iterations it shows at once
-        self.sampler = sampling.Sampler(plan, self.capture_once, self.parse_once, reader=reader, facts=facts)
+        self.sampler = sampling.Sampler(plan, self.capture_once, self.parse_once, reader=reader, facts=facts,
+                                        together=self.together())
         taken = self.sampler.take()
         self.interval = [start, time.time()]
         return taken
+
+    def together(self) -> Together[Captured] | None:
+        """Overlap mode's runs at once (None in exclusive mode: one run after another). The first run
+        (this Measuring's own capture: checked, in the workload's own files) goes with the others
+        when the plan wants several runs up front and it has no fallback window to switch to."""
+        token = self.job.gpu_token
+        if token is None:
+            return None
+        return Together(lambda: overlap.repeat_slots(token), self.capture_apart, self.alone,
+                        first=self.inv is not None and self.inv.fallback is None)
 
     def once(self, reader: clocks.Reader | None, facts: Mapping[str, Any]) -> tuple[list[Measurement], Sampled]:
         """One profiled run (repeated while the GPU throttles) and its parse: a race round's sample."""
@@ -193,14 +230,13 @@ class Measuring:
     def named(self, ms: Sequence[Measurement]) -> list[Measurement]:
         return [replace(m, workload=self.spec.name) for m in ms]
 
-    def capture_once(self) -> Ran:
+    def capture_once(self) -> Captured:
         """One run of the profiled program; the first one that captured nothing in its window
         (a program that never calls cudaProfilerStart) switches to the backend's fallback window."""
         be = self.job.backend
-        if self.check and self.runs:   # the first run checked the results: the others time the same work unchecked
+        if self.check and self.checked:   # the first run checked the results: the others time the same work unchecked
             self.check = False
-            fresh = be.invocation(self.request())
-            self.inv = fresh.fallback if self.fell_back and fresh.fallback is not None else fresh
+            self.inv = self.fresh()
         inv = self.inv
         p = self._profiled(inv)
         if inv.fallback is not None and not be.timed(inv):
@@ -209,31 +245,68 @@ class Measuring:
                         f"cudaProfilerStart): running it again, capturing the {inv.fallback.capture}\n")
             self.inv, self.fell_back = inv.fallback, True
             p = self._profiled(self.inv)
-        self.runs += 1
-        return p
+        with self._runs_lock:
+            self.runs += 1
+        self.checked = True
+        return Captured(p, self.inv)
 
-    def _profiled(self, inv: profile.Invocation) -> Ran:
+    def capture_apart(self, n: int) -> Captured:
+        """Run n (2 or more) of several taken at once (overlap mode), in files of its own (runs/<n>/:
+        its capture and its log), unchecked (run 1 is the checked one), in the window the first run found."""
+        d = self.out / RUNS / str(n)
+        d.mkdir(parents=True, exist_ok=True)
+        log = d / "profile.log"
+        safe.write_new(log, b"")
+        unchecked = partial(self.program, check=False)
+        made = self.job.backend.invocation(replace(self.request(), job_dir=d, program=unchecked))
+        inv = made.fallback if self.fell_back and made.fallback is not None else made
+        p = self._profiled(inv, log)
+        with self._runs_lock:
+            self.runs += 1
+        return Captured(p, inv)
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """Its runs inside hold the GPU by themselves: the GPU's lock held here and the program
+        without the token (it would wait for this very lock). For a run that ran out of GPU memory
+        beside other programs (sweep.node.together)."""
+        self.untokened = True
+        try:
+            self.inv = self.fresh()
+            with gpu_lock(self.job.gpu_token):
+                yield
+        finally:
+            self.untokened = False
+            self.inv = self.fresh()     # with the token again (and unchecked, if the run inside checked)
+
+    def fresh(self) -> profile.Invocation:
+        """Its invocation made anew from its request now, in the window its first run found."""
+        made = self.job.backend.invocation(self.request())
+        return made.fallback if self.fell_back and made.fallback is not None else made
+
+    def _profiled(self, inv: profile.Invocation, log: Path | None = None) -> Ran:
         """One profiled run; a non-zero exit ends the job as a refused launch (skipped), the
         program's own check (verify_failed, when its run carries the check arguments, before its
         timed part) or a failure."""
+        log = log or self.log
         inv.output.unlink(missing_ok=True)
-        p = run_program(inv.command, self.log, "profile", self.job.timeout_s, env=dict(inv.env))
+        p = run_program(inv.command, log, "profile", self.job.timeout_s, env=dict(inv.env))
         if p.returncode != 0:
-            self.job.refused_launch(p, self.log, "profile", self.program(), inv)
-            if self.check and not self.job.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
+            self.job.refused_launch(p, log, "profile", self.program(), inv)
+            if self.check and log == self.log and not self.job.backend.timed(inv) and not CUDA_FAILURE.search(p.stderr + p.stdout):
                 raise JobFailed(Status.VERIFY_FAILED, "verify", f"{Path(self.program()[0]).name} exit {p.returncode} "
-                                f"before its timed part (its own check, verify: profile): {tail(p)}", self.log)
-            check_exit(p, self.log)
+                                f"before its timed part (its own check, verify: profile): {tail(p)}", log)
+            check_exit(p, log)
         return p
 
-    def parse_once(self, ran: Ran) -> profile.Parsed:
+    def parse_once(self, captured: Captured) -> profile.Parsed:
         """What the backend read from one run (its post commands first: nsys export); the sampler
         judges its iterations by its windows and keeps its measurements."""
-        inv = self.inv
+        inv = captured.inv
         for cmd in inv.post:
             check_exit(run_program(list(cmd), self.log, "parse", self.job.timeout_s), self.log, "parse")
         try:
-            parsed = self.job.backend.parse(inv, ran.stdout)
+            parsed = self.job.backend.parse(inv, captured.ran.stdout)
         except SweepError as e:
             raise JobFailed(Status.RUNTIME_FAILED, "parse", str(e), self.log) from None
         self.parsed = parsed

@@ -8,6 +8,8 @@ its program's GPU work (overlap).
                                    whole run, as every backend did before
     measure(job)                   verify and profile under that mode; returns the profiled runs
     holding(lock)                  registers this job as a holder of the GPU beside its lock
+    repeat_slots(lock)             how many of one job's repeated runs may run at once in overlap mode
+    out_of_memory(error)           a run that failed for want of GPU memory (beside other programs)
     foreign(lock)                  who else is on the GPU (NVML) less the holders' processes
 
 Overlap mode. The program runs with SWEEP_GPU_TOKEN naming the GPU's lock file, and the
@@ -77,7 +79,7 @@ def measure(job: Any) -> list[Any]:
             try:
                 return gpus.exclusive(job.capture, job.env, users)
             except JobFailed as f:
-                if OUT_OF_MEMORY not in f.reason.lower():
+                if not out_of_memory(f):
                     raise
             finally:
                 job.gpu_token = None
@@ -90,6 +92,33 @@ def measure(job: Any) -> list[Any]:
     finally:
         if start[0] is not None:
             job.mark("gpu", start[0])    # the measuring phase: verify and profile
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """A run that failed for want of GPU memory: in overlap mode, possibly only for sharing the GPU."""
+    return isinstance(error, JobFailed) and OUT_OF_MEMORY in error.reason.lower()
+
+
+def repeat_slots(lock: str | Path, cpus: int | None = None) -> int:
+    """How many of one job's repeated runs may run at once in overlap mode (sweep.node.sampling):
+    the CPUs this process may use shared evenly among the jobs measuring on the node now (the live
+    holders beside every GPU lock in the lock's folder, this job among them: each job's runs need
+    a core for their host work, as measuring_slots gives each job one), and at most
+    MAX_OVERLAP_SLOTS programs on this GPU in all (measuring_slots' memory guard: every program
+    waiting for the token keeps its context there). At least 1: a job alone in a crowded node
+    repeats one run after another, as in exclusive mode."""
+    lock = Path(lock)
+    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    on_node = {pid for f in lock.parent.glob(f"*{HOLDER}")
+               if (pid := _holder_pid(f.name)) is not None and _alive(pid)}
+    on_gpu = holders(lock)
+    return max(1, min(cpus // max(len(on_node), 1), gpus.MAX_OVERLAP_SLOTS // max(len(on_gpu), 1)))
+
+
+def _holder_pid(name: str) -> int | None:
+    """The pid of a `<lock>.<pid>.holder` file's name."""
+    parts = name[:-len(HOLDER)].rsplit(".", 1)
+    return int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else None
 
 
 class holding:

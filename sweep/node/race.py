@@ -44,6 +44,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +275,8 @@ def in_runs(job: Job, plan: RacePlan, reader: clocks.Reader | None, facts: Mappi
     the GPU's lock only for its GPU work (sweep.node.race_runs.concurrent_runs)."""
     g = GpuRace(job, plan, reader, facts, token)
     left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)
-    rounds = concurrent_runs(g.run, min(plan.processes, gpus.MAX_OVERLAP_SLOTS)) if token else each_run(g.run)
+    rounds = concurrent_runs(g.run, min(plan.processes, gpus.MAX_OVERLAP_SLOTS), partial(g.run, alone=True)) \
+        if token else each_run(g.run)
     with overlap.holding(token):        # other jobs' NVML checks see these programs as cooperating
         raced = race(dataclasses.replace(plan, budget_s=left), rounds)
     return raced, {**g.summary(), **({"gpu_mode": "overlap"} if token else {}),

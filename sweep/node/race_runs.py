@@ -5,7 +5,9 @@ when programs cannot take turns): a run of each entrant's profiled program a rou
     each_run         rounds that run each job once, one after another (the GPU held for the race)
     concurrent_runs  overlap mode: a round's runs at once, at most `workers` of them, each program
                      holding the GPU's lock only around its GPU work (sweep/profile/cupti_token.h),
-                     so a round of host-heavy programs costs their GPU work, not their runs
+                     so a round of host-heavy programs costs their GPU work, not their runs; a run
+                     out of GPU memory beside the others runs again alone (sweep.node.together):
+                     its sample is that run's, the entrant loses nothing, the race's record counts it
     GpuRace          the entrants' Measurings, run through their own jobs' capture and parse
     overlapping      whether the race may run its rounds concurrently (sweep.node.overlap's rule)
 """
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sweep.node import clocks, gpus, measure, overlap
 from sweep.node.job import Job
 from sweep.node.process import JobFailed, Tools
+from sweep.node.together import at_once
 from sweep.profile import Measurement
 from sweep.records import Status, read_result
 
@@ -43,14 +47,18 @@ def each_run(run: Callable[[str], Sequence[Measurement]]) -> Rounds:
     return rounds
 
 
-def concurrent_runs(run: Callable[[str], Sequence[Measurement]], workers: int) -> Rounds:
+def concurrent_runs(run: Callable[[str], Sequence[Measurement]], workers: int,
+                    alone: Callable[[str], Sequence[Measurement]] | None = None) -> Rounds:
     """Rounds of whole runs taken at once (overlap mode): round r starts each job's run in the
     order rotated by r, `workers` at a time; each program's GPU work is its own under the token,
-    so the samples are those of runs alone on the GPU. The first failure ends the round."""
+    so the samples are those of runs alone on the GPU. A run out of GPU memory beside the others
+    is taken again by `alone(tag)` (holding the GPU by itself) once they have ended; any other
+    failure (the first in the round's order) ends the round."""
     def rounds(tags: Sequence[str], r: int, left: int) -> Callable[[], Ran]:
         order = rotated(tags, r)
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(order)))) as pool:
-            ran = dict(zip(order, pool.map(run, order)))
+        again = (lambda i: alone(order[i])) if alone is not None else None
+        got, _ = at_once([partial(run, tag) for tag in order], workers, again)
+        ran = dict(zip(order, got))
         return lambda: ran
     return rounds
 
@@ -93,6 +101,7 @@ class GpuRace:
                  token: Path | None = None):
         self.reader, self.facts = reader, facts
         self.throttled_runs, self.runs = 0, 0
+        self.alone: list[str] = []              # entrants run again alone, out of GPU memory beside others
         self.entrants = entrants(job, plan)
         self._count = threading.Lock()          # runs may come from several threads (overlap mode)
         for tag, ms in self.entrants.items():
@@ -103,15 +112,26 @@ class GpuRace:
             for m in ms:
                 m.invocation()
 
-    def run(self, tag: str) -> list[Measurement]:
+    def run(self, tag: str, alone: bool = False) -> list[Measurement]:
+        """`tag`'s run (every workload once); `alone`: each holding the GPU by itself (Measuring.alone),
+        again after it ran out of GPU memory beside the round's other programs."""
         ms: list[Measurement] = []
         for m in self.entrants[tag]:
-            got, sampled = m.once(self.reader, self.facts)
+            with m.alone() if alone else nullcontext():
+                got, sampled = m.once(self.reader, self.facts)
             ms.extend(got)
             with self._count:
                 self.throttled_runs += sampled.throttled_runs
                 self.runs += 1 + sampled.throttled_runs
+        if alone:
+            with self._count:
+                self.alone.append(tag)
         return ms
 
     def summary(self) -> dict[str, Any]:
-        return {"mode": "runs", "runs": self.runs, "throttled_runs": self.throttled_runs}
+        out = {"mode": "runs", "runs": self.runs, "throttled_runs": self.throttled_runs}
+        if self.alone:
+            out["alone_runs"] = len(self.alone)
+            out["alone_note"] = (f"{len(self.alone)} run(s) ran out of GPU memory beside the round's other programs "
+                                 f"and ran again alone: {', '.join(sorted(set(self.alone)))}")
+        return out

@@ -33,6 +33,13 @@ is the sample and only its peak judges it. A throttled run is run again after
 a pause (at most MAX_THROTTLED times in a row; after that it is kept and the
 record says the GPU stayed throttled).
 
+In overlap mode the runs a Sampler knows it needs (`repeats`, once the first run showed how
+many) start together, `Together.slots` at once, each program taking its GPU turns through
+the token: one job's repeats overlap their host set-up. Beyond `repeats` the stopping rule
+adds runs one at a time. A run's samples are its GPU work, which the token keeps its own, so
+the pool is the same; a run out of GPU memory beside the others runs again alone (the note
+says so; sweep.node.together).
+
 `Sampler` takes its GPU work as callables (capture one run; parse a capture
 into the backend's Parsed), so the job (sweep.node.job) and the race (sweep.node.race)
 share it and tests drive it with recorded measurements. A plan of one run
@@ -52,9 +59,11 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sweep.node import clocks
+from sweep.node.together import Together, at_once
 from sweep.records.evidence import Sampled
 from sweep.profile import Measurement, Parsed
 from sweep.space.model import Run
@@ -253,14 +262,16 @@ class Sampler(Generic[C]):
 
     facts: the GPU's fingerprint (clocks.fingerprint) for its default clock; reader:
     the clock reader (None: no clocks, nothing counts as throttled); monitor: what
-    watches a run (clocks.Monitor; a seam for tests).
+    watches a run (clocks.Monitor; a seam for tests); together: overlap mode's runs at
+    once (None: one run after another).
     """
 
     def __init__(self, plan: Plan, capture: Callable[[], C], parse: Callable[[C], Parsed], *,
                  reader: clocks.Reader | None = None, facts: Mapping[str, Any] | None = None,
                  sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic,
-                 monitor: Callable[[clocks.Reader | None], clocks.Monitor] = clocks.Monitor):
-        self.plan, self.capture, self.parse = plan, capture, parse
+                 monitor: Callable[[clocks.Reader | None], clocks.Monitor] = clocks.Monitor,
+                 together: Together[C] | None = None):
+        self.plan, self.capture, self.parse, self.together = plan, capture, parse, together
         self.reader, self.clock, self.monitor = reader, clock, monitor
         self.sleep = sleep or (lambda s: clocks.sleep(s))
         self.default_mhz = clocks.default_clock(dict(facts or {}))
@@ -285,15 +296,16 @@ class Sampler(Generic[C]):
         return not self.plan.single or self.plan.observe or (
             self.plan.iterations >= MIN_SAMPLES_FOR_NOISE and series.fell_after_boost(self.default_mhz))
 
-    def one(self) -> Kept[C]:
+    def one(self, capture: Callable[[], C] | None = None) -> Kept[C]:
         """One run the GPU did not throttle: its peak SM clock reached the threshold and, judged
         per iteration (`judge`, when it is parsed here), at least 3 of its iterations did. A
         throttled run is dropped and run again after a pause, at most MAX_THROTTLED times in a
-        row; after that it is kept and the note says so."""
+        row; after that it is kept and the note says so. `capture`: in place of the Sampler's
+        own (a run of several at once, in its own files)."""
         dropped, note = 0, ""
         while True:
             with self.monitor(self.reader) as mon:
-                cap = self.capture()
+                cap = (capture or self.capture)()
             peak, series = mon.peak(), mon.series()
             parsed, cut, why = None, 0, ""
             if clocks.throttled(peak.sm_mhz, self.default_mhz):
@@ -310,25 +322,54 @@ class Sampler(Generic[C]):
             dropped += 1
             self.sleep(self.plan.pause_s)
 
+    def batch(self, done: int) -> int:
+        """How many runs to start now, `done` kept so far: those the plan still needs up to its
+        `repeats`, as many at once as `together` allows (overlap mode), else one. The first run goes
+        alone unless `together.first`: it may carry the check and shows how many runs are needed."""
+        t = self.together
+        if t is None or self.plan.single or (done == 0 and not t.first):
+            return 1
+        return max(1, min(self.plan.repeats - done, t.slots()))
+
+    def several(self, done: int, n: int) -> tuple[list[Kept[C]], str]:
+        """Runs done+1 .. done+n at once (`together`): run 1 by the Sampler's own capture, the others in
+        files of their own; one out of GPU memory beside the others runs again alone. (The runs kept,
+        in order; a note when any ran alone.)"""
+        t = self.together
+        assert t is not None
+
+        def again_alone(i: int) -> Kept[C]:
+            with t.alone():
+                return self.one()
+        runs = range(done + 1, done + n + 1)
+        kept, alone = at_once([partial(self.one, None if k == 1 else partial(t.capture, k)) for k in runs], n, again_alone)
+        note = (f"{len(alone)} of {n} runs taken at once ran out of GPU memory beside other programs: "
+                f"each ran again alone") if alone else ""
+        return kept, note
+
     def take(self) -> Taken[C]:
         """The runs, on the GPU: until `repeats` are kept and (adaptive) the rule stops them."""
         start, runs, peaks = self.clock(), [], []
         throttled_runs, throttled_samples, notes = 0, 0, []
         while True:
-            kept = self.one()
-            throttled_runs += kept.throttled_runs
-            throttled_samples += kept.throttled_runs * self.plan.iterations + kept.throttled_iterations
-            notes += [kept.note] if kept.note else []
-            if self.reader is not None:
-                peaks.append(kept.peak.to_dict())
-            if kept.parsed is None:      # a single run, parsed by `finish` off the GPU
-                return Taken([], kept.capture, peaks, throttled_runs, throttled_samples, None, self.clock() - start,
-                             "; ".join(notes), kept.series)
-            runs.append(kept.parsed.measurements)
-            if len(runs) == 1:
+            n = self.batch(len(runs))
+            batch, alone_note = self.several(len(runs), n) if n > 1 else ([self.one()], "")
+            notes += [alone_note] if alone_note else []
+            first = not runs
+            for kept in batch:
+                throttled_runs += kept.throttled_runs
+                throttled_samples += kept.throttled_runs * self.plan.iterations + kept.throttled_iterations
+                notes += [kept.note] if kept.note else []
+                if self.reader is not None:
+                    peaks.append(kept.peak.to_dict())
+                if kept.parsed is None:      # a single run, parsed by `finish` off the GPU
+                    return Taken([], kept.capture, peaks, throttled_runs, throttled_samples, None,
+                                 self.clock() - start, "; ".join(notes), kept.series)
+                runs.append(kept.parsed.measurements)
+            if first:
                 self.replan(runs[0])
             stopped = None
-            if not runs[-1]:      # nothing measured: more runs will not help (the caller says why)
+            if not all(runs[-len(batch):]):      # nothing measured: more runs will not help (the caller says why)
                 break
             if len(runs) >= self.plan.repeats:
                 if not self.plan.adaptive:

@@ -36,9 +36,9 @@ from sweep.node.lock import DriverLock
 from sweep.pipeline.preflight import preflight
 from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
-from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, now, read_result
+from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, gpu_time, now, read_result
 from sweep.space import Config, Space, config_hash, tag as tag_of, tags_for
-from sweep.space.configs import most_rejecting
+from sweep.space.configs import no_legal_line
 
 ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
@@ -303,11 +303,13 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     all_tags: dict[Config, str] = {}
     by_tag: dict[str, Config] = {}
 
+    spent = gpu_time.Spent()     # a job's cost: its share of its GPU's measuring time (overlap mode shares it)
+
     def tell(c: Config, r: JobResult | None) -> None:
         ok = r is not None and r.status == Status.OK
         search.tell(c, select_mod.objective_ns(space, r.measurements) if ok else None,
                     failure=None if ok else (str(r.status) if r is not None else "failed"),
-                    cost_s=r.timings.get("total") if r is not None else None)
+                    cost_s=spent.of(r) if r is not None else None)
 
     said: set[str] = set()       # the line about a program showing fewer iterations than planned: once a sweep
 
@@ -384,17 +386,3 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,
                       no_legal=no_legal_line(space, search.skipped) if not all_tags else "")
-
-
-def no_legal_line(space: Space, skipped: list[strategies.Skipped]) -> str:
-    """What to say when a plan has no legal point ("" if nothing was planned at all)."""
-    if not skipped:
-        return ""
-    worst = most_rejecting(space.constraints, [s.config for s in skipped])
-    rule = ""
-    if worst is not None:
-        c, n, of = worst
-        sample = "" if of == len(skipped) else f" (an even sample of {of:,} of {len(skipped):,})"
-        rule = f"; the constraint that rejects the most is {c.expr!r}: {n:,} of the {of:,} points{sample}"
-    return (f"no configuration is legal: every one of the {len(skipped):,} points planned breaks a constraint"
-            f"{rule}; relax it in {space.path} (constraints:)")

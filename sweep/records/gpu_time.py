@@ -13,12 +13,18 @@ mode) get exactly their interval.
 
     shares(intervals)      [(key, start, end)] -> each interval's share, seconds; `key` says which
                            GPU (host and GPU id), intervals of different keys never share
+    Spent                  the same GPU-seconds as results arrive one by one: what each adds
+                           (a learned strategy's GPU-second budget, sweep.pipeline.driver)
+    gpu_key(env)           the key of a job's GPU from its result's env
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from sweep.core.spans import covered
 
 
 def shares(intervals: Sequence[tuple[Hashable, float, float]]) -> list[float]:
@@ -40,3 +46,32 @@ def shares(intervals: Sequence[tuple[Hashable, float, float]]) -> list[float]:
             last = t
             (active.add if opens else active.discard)(n)
     return out
+
+
+def gpu_key(env: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Which GPU a job measured on, from its result's env: (host, GPU uuid or name), as collect keys it."""
+    return env.get("host"), env.get("gpu_uuid") or env.get("gpu")
+
+
+class Spent:
+    """GPU-seconds spent as jobs finish: `add` gives what one job's measuring interval adds to the
+    wall time its GPU's measuring phases cover. Summed over the jobs, these are the sum of their
+    `shares` (each GPU's covered wall time), known at every moment without waiting for the jobs
+    still measuring beside them (whose shares would lower this one's later)."""
+
+    def __init__(self) -> None:
+        self.spans: dict[Hashable, list[tuple[float, float]]] = defaultdict(list)
+
+    def add(self, key: Hashable, start: float, end: float) -> float:
+        before = covered(self.spans[key])
+        self.spans[key].append((start, end))
+        return covered(self.spans[key]) - before
+
+    def of(self, result: Any) -> float | None:
+        """What a finished job (a JobResult) cost the GPU: what its measuring interval adds (`add`);
+        0 for a job that ran and never reached the GPU (a failed build); a result with no
+        intervals at all (a replay's, or one from before them) its recorded total, as before."""
+        interval = result.intervals.get("gpu")
+        if isinstance(interval, (list, tuple)) and len(interval) == 2:
+            return self.add(gpu_key(result.env), float(interval[0]), float(interval[1]))
+        return 0.0 if result.intervals else result.timings.get("total")

@@ -215,3 +215,19 @@ def group_constraints(space: Space, group: list[Parameter]) -> tuple[Constraint,
     mine = {p.macro for p in group}
     mine |= {p.macro for p in space.parameters if p.equals in mine}
     return tuple(c for c in space.constraints if expr.names(c.expr) & mine)
+
+
+def no_legal_line(space: Space, skipped: Iterable[Any]) -> str:
+    """What to say when a plan has no legal point ("" if nothing was planned at all); `skipped`: the
+    plan's skipped points (sweep.plan's Skipped: each with its .config)."""
+    skipped = list(skipped)
+    if not skipped:
+        return ""
+    worst = most_rejecting(space.constraints, [s.config for s in skipped])
+    rule = ""
+    if worst is not None:
+        c, n, of = worst
+        sample = "" if of == len(skipped) else f" (an even sample of {of:,} of {len(skipped):,})"
+        rule = f"; the constraint that rejects the most is {c.expr!r}: {n:,} of the {of:,} points{sample}"
+    return (f"no configuration is legal: every one of the {len(skipped):,} points planned breaks a constraint"
+            f"{rule}; relax it in {space.path} (constraints:)")
