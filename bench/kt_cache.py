@@ -1,0 +1,78 @@
+"""A brute-forced sweep's results as a Kernel Tuner cache file, so that bench/strategies.py (every
+strategy of this project, Optuna's TPE and Kernel Tuner's own, in its simulation mode) can replay a
+space measured here the way it replays the community's published spaces.
+
+    python bench/kt_cache.py results/tiled-gemm-large bench/data/tiled_gemm_large_H200.json.gz
+
+One cache entry per configuration the sweep ran (role "sweep"); the points its constraints
+rejected are left out, as Kernel Tuner leaves out the points its restrictions reject, so the
+entries are the legal set. An entry's "time" is the sweep's own objective in milliseconds: the
+sum over the swept kernels' launch shapes of each one's per-launch median (what `best` ranks by);
+a configuration that did not measure carries Kernel Tuner's failure string for its status
+(CompilationFailedConfig for a build failure, RuntimeFailedConfig for any other). compile_time
+and benchmark_time are the job's build and profile seconds (in ms, Kernel Tuner's unit), so a
+replay's cost adds up to what the GPU spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+COMPILE_FAILED = {"build_failed", "compile_failed"}
+
+
+def cache_of(results: Path) -> dict:
+    """The Kernel Tuner cache of a sweep's results folder (configs.csv, measurements.csv, space.yaml)."""
+    import yaml
+
+    space = yaml.safe_load((results / "space.yaml").read_text())
+    keys = list(space["parameters"])
+    configs = pd.read_csv(results / "configs.csv")
+    configs = configs[(configs["role"] == "sweep") & (configs["status"] != "skipped")]
+    m = pd.read_csv(results / "measurements.csv")
+    m = m[(m["role"] == "sweep") & (m["status"] == "ok")]
+    total_ms = m.groupby("tag")["total_median_ns"].sum() / 1e6
+    cache = {}
+    for row in configs.itertuples(index=False):
+        cfg = {k: int(getattr(row, k)) for k in keys}
+        if row.status == "ok" and row.tag in total_ms.index:
+            time: float | str = float(total_ms[row.tag])
+        else:
+            time = "CompilationFailedConfig" if row.status in COMPILE_FAILED else "RuntimeFailedConfig"
+        ms = lambda s: float(s) * 1000 if pd.notna(s) else 0.0    # noqa: E731
+        cache[",".join(str(cfg[k]) for k in keys)] = {
+            **cfg, "time": time, "times": [time] if isinstance(time, float) else [],
+            "compile_time": ms(row.build_s), "verification_time": ms(row.verify_s),
+            "benchmark_time": ms(row.profile_s), "strategy_time": 0, "framework_time": 0,
+            "timestamp": str(row.finished_at)}
+    gpus = sorted(set(configs["gpu"].dropna()))
+    return {"device_name": ", ".join(gpus), "kernel_name": space["target"]["name"], "problem_size": [1],
+            "tune_params_keys": keys,
+            "tune_params": {k: list(space["parameters"][k]["values"]) for k in keys},
+            "objective": "time", "cache": cache}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", type=Path, help="a sweep's results/<name>/ folder")
+    ap.add_argument("out", type=Path, help="the cache file to write (.json or .json.gz)")
+    a = ap.parse_args(argv)
+    data = cache_of(a.results)
+    text = json.dumps(data, indent=None)
+    opener = gzip.open if a.out.suffix == ".gz" else open
+    with opener(a.out, "wt") as f:
+        f.write(text)
+    times = [e["time"] for e in data["cache"].values() if isinstance(e["time"], float)]
+    print(f"{a.out}: {len(data['cache'])} configurations ({len(times)} measured), optimum {min(times):.4f} ms "
+          f"on {data['device_name']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
