@@ -271,14 +271,29 @@ def test_write_job_is_atomic_when_a_write_fails(seed, tmp_path, monkeypatch):
     d = render.write_job(_rendered(seed, tmp_path))
     before = (d / "conf.cuh").read_text()
 
-    def broken_fsync(fd):
+    def broken_replace(src, dst):   # the disk filled up as the new file went into place
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "fsync", broken_fsync)
+    monkeypatch.setattr(atomic.os, "replace", broken_replace)
     with pytest.raises(OSError):
         render.write_job(_rendered(seed, tmp_path, RESIDUAL_BLOCK_SIZE=256))
     assert (d / "conf.cuh").read_text() == before                 # the old file, whole
     assert sorted(p.name for p in d.iterdir()) == ["Makefile", "conf.cuh", "config.json", "job.sbatch"]
+
+
+def test_rendering_many_jobs_compiles_each_template_once_and_waits_on_no_fsync(seed, tmp_path, monkeypatch):
+    # A 4,000-point sweep spent most of its rendering compiling the templates again for every job,
+    # and waiting on an fsync for each of its files: both are once-a-process or never now.
+    synced = []
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: synced.append(fd))
+    compiled = []
+    real = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile", lambda self, *a, **k: compiled.append(1) or real(self, *a, **k))
+    render._env.cache_clear()
+    for size in (32, 64, 128, 256):
+        render.write_job(_rendered(seed, tmp_path / str(size), RESIDUAL_BLOCK_SIZE=size))
+    assert len(compiled) <= 3      # conf.cuh, Makefile and job.sbatch templates, once each
+    assert synced == []
 
 
 # ---------------------------------------------------------------------------

@@ -23,8 +23,11 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder, fsynced, then renamed."""
+def write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write `data` to `path` via a temporary file in the same folder, fsynced, then renamed.
+    durable=False skips the fsync, for files the tool writes again whenever it finds them
+    different (a job's rendered conf.cuh and Makefile): still never seen half-written, and a
+    rendering of thousands of jobs does not wait on the disk for each file."""
     path = Path(path)
     folder = safe.owner(path)          # before anything is created: a link on the way is refused
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,7 +37,8 @@ def write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -42,8 +46,8 @@ def write_bytes(path: Path, data: bytes) -> None:
     safe.record(path, folder)
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode())
+def write_text(path: Path, text: str, durable: bool = True) -> None:
+    write_bytes(path, text.encode(), durable)
 
 
 def write_json(path: Path, obj: Any) -> None:
