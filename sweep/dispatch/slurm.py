@@ -58,6 +58,9 @@ from sweep.dispatch.slurm_submit import (SubmitLimit, SweepTask, executor_parame
 from sweep.dispatch.progress import Progress
 from sweep.records import JobResult, Status, write_result
 
+SLURM_POLL_MIN_S = 1.0      # squeue right after a change
+SLURM_POLL_MAX_S = 5.0      # squeue at most this often while nothing changes
+
 
 @dataclass(slots=True)
 class Task:
@@ -223,10 +226,14 @@ class SlurmExecutor(Executor):
 
     def watch(self, on_result: OnResult, progress: Progress, ask: Ask | None = None, stages: str = "all") -> None:
         """Watch every task until it has left the queue (with `ask`: and until it has no more to give)."""
-        poll_s = max(self.ctx.poll_s, 5.0)
+        # squeue is slurmctld's work: at most every SLURM_POLL_MAX_S while nothing changes, but every
+        # SLURM_POLL_MIN_S right after something ended or was submitted (short tasks end in bursts,
+        # and a fixed 5 s made every phase of a quick sweep wait half a poll on average).
+        poll_s = max(self.ctx.poll_s, SLURM_POLL_MIN_S)
         want_more = ask is not None
         while self.open or want_more:
             ended = self._poll(on_result)
+            poll_s = max(self.ctx.poll_s, SLURM_POLL_MIN_S) if ended else min(poll_s * 1.5, SLURM_POLL_MAX_S)
             free = self.parallelism() - len(self.open)
             if ask is not None and free > 0 and (want_more or ended):
                 more = ask(free)
