@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-COMPILE_FAILED = {"build_failed", "compile_failed"}
+COMPILE_FAILED = {"compile_failed"}
 
 
 def cache_of(results: Path) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.dispatch.local import build_parallel, workers_per_gpu
+from sweep.dispatch.local import build_parallel, gpu_cost_s, workers_per_gpu
 from sweep.dispatch.occupancy import Occupancy
 from sweep.node import gpus
 from sweep.pipeline import driver as pipeline
@@ -82,6 +82,22 @@ def test_two_jobs_handed_over_together_measure_on_two_gpus_at_once(tmp_path, mon
     (a, b) = _measured(tmp_path / "jobs", "pair")
     assert a["env"]["gpu_uuid"] != b["env"]["gpu_uuid"]
     assert _overlap(a["intervals"]["gpu"], b["intervals"]["gpu"])
+
+
+def test_a_job_measured_in_overlap_mode_costs_its_gpu_the_token_time_of_its_runs_not_its_interval():
+    from sweep.records import JobResult
+    from sweep.records.evidence import Sampled
+
+    def job(mode: str, held_s: float | None, runs: int) -> JobResult:
+        use = {"busy_s": 0.2} | ({"held_s": held_s} if held_s is not None else {})
+        return JobResult(sweep="s", tag="t", config_hash="h", macros={}, status="ok",
+                         env={"gpu_mode": mode, "gpu_use": use}, intervals={"gpu": [100.0, 104.0]},
+                         sampling=Sampled(runs=runs, samples=runs, source="runs"))
+
+    assert gpu_cost_s(job("overlap", 0.25, 5)) == pytest.approx(1.25)   # five runs' token windows
+    assert gpu_cost_s(job("exclusive", 0.25, 5)) == pytest.approx(4.0)  # held the GPU the whole interval
+    assert gpu_cost_s(job("overlap", None, 5)) == pytest.approx(4.0)    # no token record: the interval
+    assert gpu_cost_s(JobResult(sweep="s", tag="t", config_hash="h", macros={}, status="compile_failed")) is None
 
 
 def test_build_parallelism_keeps_the_gpus_fed_from_measured_build_and_measure_times():
