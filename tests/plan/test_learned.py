@@ -103,3 +103,21 @@ def test_auto_learns_on_a_space_over_its_whole_limit(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "auto: 64 legal points, over 20: learning" in err
     assert len(measured(tmp_path)) == 10
+
+
+def test_learning_keeps_at_most_in_flight_proposals_awaiting_their_results(tmp_path):
+    from sweep.plan.learned import LearnedSearch, default_in_flight
+
+    space = target.load(t1_space(tmp_path))
+    search = LearnedSearch(space, {"budget": 40, "budget_s": 0, "seed": 0, "in_flight": 3})
+    first = search.ask(100)                 # an executor with room for 100 gets 3
+    assert len(first) == 3 and search.ask(100) == [] and not search.stopped
+    search.tell(first[0], 1000.0)
+    assert len(search.ask(100)) == 1        # one result in: one more proposal
+    assert (default_in_flight(100), default_in_flight(20), default_in_flight(1000)) == (10, 4, 100)
+
+
+def test_a_learning_sweep_with_few_proposals_in_flight_still_runs_its_whole_budget(tmp_path):
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--budget", "12",
+               "--strategy-option", "in_flight=2") == 0
+    assert len(measured(tmp_path)) == 12
