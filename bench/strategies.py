@@ -95,8 +95,11 @@ def space_files(spec: list[str]) -> list[Path]:
 class Evaluator:
     """Answers configurations from the table; records the trace of distinct evaluations."""
 
+    last: "Evaluator | None" = None   # the latest one, for bench/landscape.py to read a run's configurations
+
     def __init__(self, space: dict, limit: int):
         self.space, self.limit = space, limit
+        Evaluator.last = self
         self.trace: list[float | None] = []
         self.seen: dict[tuple, float | str] = {}
 
