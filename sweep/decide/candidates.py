@@ -84,8 +84,12 @@ def job_samples(rows: pd.DataFrame) -> tuple[float, ...] | None:
     (None when the table has no samples or the shapes' counts differ)."""
     if "iter_total_ns" not in rows:
         return None
-    lists = [np.asarray(v, dtype=float) for v in rows["iter_total_ns"] if v is not None and not _is_nan(v)]
-    if len(lists) != len(rows) or not lists or len({x.size for x in lists}) != 1 or lists[0].size == 0:
+    return _summed_samples(list(rows["iter_total_ns"]))
+
+
+def _summed_samples(values: list) -> tuple[float, ...] | None:
+    lists = [np.asarray(v, dtype=float) for v in values if v is not None and not _is_nan(v)]
+    if len(lists) != len(values) or not lists or len({x.size for x in lists}) != 1 or lists[0].size == 0:
         return None
     return tuple(float(x) for x in np.sum(lists, axis=0))
 
@@ -94,15 +98,36 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def _column(g: pd.DataFrame, name: str, default: Any, how: Any) -> Any:
-    """how (min or max) of a column's known values, or `default` where the table lacks them."""
-    known = g[name].dropna() if name in g else ()
-    return int(how(known)) if len(known) else default
+def _groups(t: pd.DataFrame, keys: str | list[str]) -> list[np.ndarray]:
+    """The row positions of each group of t.groupby(keys) (sorted, NaN keys dropped), in the order
+    iterating it gives, each in row order: one pass, where taking each group as a DataFrame
+    costs milliseconds a group (thousands on a large sweep)."""
+    codes = t.groupby(keys, sort=True).ngroup().to_numpy(dtype=float)
+    kept = np.flatnonzero(~np.isnan(codes))
+    order = kept[np.argsort(codes[kept], kind="stable")]
+    return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
 
 
-def _node(r: pd.Series) -> str:
-    for key in ("gpu_uuid", "host"):
-        v = r.get(key)
+def _sum(values: np.ndarray) -> float:
+    """Series.sum() of values (NaN skipped), without building a Series for the common single row."""
+    if len(values) == 1:
+        return 0.0 if math.isnan(values[0]) else float(values[0])
+    return float(pd.Series(values).sum())
+
+
+def _median(values: np.ndarray) -> float:
+    """Series.median() of values, without building a Series for the common single row."""
+    return float(values[0]) if len(values) == 1 else float(pd.Series(values).median())
+
+
+def _known(values: np.ndarray, default: Any, how: Any) -> Any:
+    """how (min or max) of the known values, or `default` where there are none."""
+    known = [v for v in values if not pd.isna(v)]
+    return int(how(known)) if known else default
+
+
+def _node(gpu_uuid: Any, host: Any) -> str:
+    for v in (gpu_uuid, host):
         if isinstance(v, str) and v:
             return v
     return ""
@@ -117,27 +142,47 @@ def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...
     m = group_rows(space, measurements, macros)
     if m.empty:
         return pd.DataFrame(columns=[*COLUMNS, *macros])
+    absent = np.full(len(m), np.nan, dtype=object)
+
+    def column(name: str) -> np.ndarray:   # each column read once, not once a job
+        return m[name].to_numpy() if name in m else absent
+
+    tag, kernel, samples_of = column("tag"), column("kernel"), column("iter_total_ns")
+    total, spread = m["total_median_ns"].to_numpy(dtype=float), m["total_std_ns"].to_numpy(dtype=float)
+    runs, iterations, threads = column("runs"), column("iterations"), column("threads_per_block")
+    uuid, host = column("gpu_uuid"), column("host")
+    values = {k: m[k].to_numpy() for k in macros}
     rows = []
-    for tag, g in m.groupby("tag", sort=True):
-        samples = job_samples(g)
+    for at in _groups(m, "tag"):
+        first = at[0]
+        samples = _summed_samples(list(samples_of[at])) if "iter_total_ns" in m else None
         rows.append({
-            "tag": tag, "ns": float(np.median(samples)) if samples else float(g["total_median_ns"].sum()),
-            "std_ns": math.sqrt(float((g["total_std_ns"] ** 2).sum())), "kernels": tuple(sorted(set(g["kernel"]))),
-            "samples": samples, "runs": int(_column(g, "runs", 1, max)),
-            "iterations": _column(g, "iterations", None, min),
-            "threads": int(_column(g, "threads_per_block", 0, max)),
-            "node": _node(g.iloc[0]), **{k: g[k].iloc[0] for k in macros}})
+            "tag": tag[first], "ns": float(np.median(samples)) if samples else _sum(total[at]),
+            "std_ns": math.sqrt(_sum(spread[at] ** 2)), "kernels": tuple(sorted(set(kernel[at]))),
+            "samples": samples, "runs": int(_known(runs[at], 1, max)),
+            "iterations": _known(iterations[at], None, min),
+            "threads": int(_known(threads[at], 0, max)),
+            "node": _node(uuid[first], host[first]), **{k: v[first] for k, v in values.items()}})
     return pd.DataFrame(rows)
 
 
-def _candidate(macros: tuple[str, ...], vals: tuple, g: pd.DataFrame) -> tuple[Candidate, tuple[float, ...] | None]:
-    fastest = g.loc[g["ns"].idxmin()]
-    pooled = None if any(s is None for s in g["samples"]) else tuple(x for s in g["samples"] for x in s)
-    iqr = summarize(pooled).iqr if pooled else None
-    c = Candidate({m: int(v) for m, v in zip(macros, vals)}, str(fastest["tag"]), float(g["ns"].median()),
-                  float(g["std_ns"].median()), len(g), len(pooled) if pooled else 0, iqr, int(g["threads"].max()),
-                  str(fastest["node"]))
-    return c, pooled
+def _candidates(t: pd.DataFrame, macros: tuple[str, ...]) -> tuple[list[Candidate], dict]:
+    """Each measured value combination of t (in t.groupby(macros)'s order) as a Candidate: its
+    fastest job, the medians over its jobs; and its jobs' samples pooled, by _key."""
+    ns, std = t["ns"].to_numpy(dtype=float), t["std_ns"].to_numpy(dtype=float)
+    tag, node, threads, samples = (t[c].to_numpy() for c in ("tag", "node", "threads", "samples"))
+    values = [t[m].to_numpy() for m in macros]
+    cands, pooled_by = [], {}
+    for at in _groups(t, list(macros)):
+        fastest = at[int(np.nanargmin(ns[at]))]      # the first of the fastest, as idxmin
+        parts = samples[at]
+        pooled = None if any(s is None for s in parts) else tuple(x for s in parts for x in s)
+        c = Candidate({m: int(v[at[0]]) for m, v in zip(macros, values)}, str(tag[fastest]), _median(ns[at]),
+                      _median(std[at]), len(at), len(pooled) if pooled else 0,
+                      summarize(pooled).iqr if pooled else None, int(threads[at].max()), str(node[fastest]))
+        cands.append(c)
+        pooled_by[_key(c)] = pooled
+    return cands, pooled_by
 
 
 def _evidence(pick: Candidate, ru: Candidate, samples: dict, t: pd.DataFrame) -> dict[str, Any]:
@@ -183,11 +228,7 @@ def decide(t: pd.DataFrame, macros: tuple[str, ...], shapes: Shapes, baseline_ns
     and the evidence; `shapes(pick)` gives the pick's per-shape bests; None for an empty table."""
     if t.empty:
         return None
-    cands, samples = [], {}
-    for vals, g in t.groupby(list(macros)):
-        c, pooled = _candidate(macros, vals if isinstance(vals, tuple) else (vals,), g)
-        cands.append(c)
-        samples[_key(c)] = pooled
+    cands, samples = _candidates(t, macros)
     cands.sort(key=lambda c: (c.ns, c.threads))
     kernels = tuple(sorted({k for ks in t["kernels"] for k in ks}))
     nodes = tuple(sorted({n for n in t["node"] if n}))

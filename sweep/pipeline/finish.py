@@ -87,6 +87,8 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
         print(collect_mod.nothing_measured(c.configs), file=sys.stderr)
     else:
         best = select_mod.select(space, c.measurements)
+        if confirm or certify_picks:   # GPU steps follow: a sweep stopped in them still leaves its picks
+            _write_provisional(space, sw, c, best, results_dir)
         baseline = job(None, render.BASELINE_TAG, "baseline") if confirm or certify_picks else None
         certified, why = {}, "certify.enabled is false"
         if space.certify.enabled and certify_picks and best.choices:
@@ -107,9 +109,7 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
         best = dataclasses.replace(best, notes=best.notes + _notes(space, c, several_models))
     write_collected(c, sw.sweep_dir, results_dir)
     if best is not None:
-        conf_text = render.render_conf(render.job_config(space, _config_of(space, best), "best", "-", sw.commit))
-        select_mod.write_best(best, results_dir, conf_text)
-        atomic.write_json(results_dir / "confirmation.json", conf.to_dict())
+        _write_picks(space, sw, best, conf, results_dir)
     if sw.opts.report:
         try:
             from sweep import report
@@ -119,6 +119,26 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
             print(f"warning: {results_dir / 'report.html'} not written ({type(e).__name__}: {e}); the tables and "
                   f"best/conf.cuh are; retry with `{COMMAND} report {results_dir.name}`", file=sys.stderr)
     return best, conf
+
+
+PROVISIONAL = ("provisional: picked from the sweep's measurements before its certification race and end-to-end "
+               "confirmation ran; neither certified nor confirmed. The finished sweep rewrites this file; if it was "
+               "stopped, run it again to finish (measured jobs are reused, not rerun)")
+NOT_RACED_YET = "the race had not run when this was written (provisional)"
+
+
+def _write_provisional(space: Space, sw: Sweep, c: collect_mod.Collected, best: Best, results_dir: Path) -> None:
+    """The tables and the picks as selected before the race and the confirmations (marked so, with
+    no confirmation): so a sweep killed in those GPU steps still leaves what it measured and picked."""
+    write_collected(c, sw.sweep_dir, results_dir)
+    best = certify.unraced(space, best, c, {}, NOT_RACED_YET)
+    _write_picks(space, sw, dataclasses.replace(best, notes=(PROVISIONAL, *best.notes)), Confirmation(), results_dir)
+
+
+def _write_picks(space: Space, sw: Sweep, best: Best, conf: Confirmation, results_dir: Path) -> None:
+    conf_text = render.render_conf(render.job_config(space, _config_of(space, best), "best", "-", sw.commit))
+    select_mod.write_best(best, results_dir, conf_text)
+    atomic.write_json(results_dir / "confirmation.json", conf.to_dict())
 
 
 def _config_of(space: Space, best: Best):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
@@ -364,10 +365,10 @@ def _log_href(log: str, jobs_dir: Path | None) -> str:
 SAMPLING = ("runs", "samples", "noise", "noise_source", "stop_reason", "throttled_runs")
 
 
-def _sampling(info: pd.DataFrame, tag: str) -> dict[str, str]:
-    """How a job sampled its program, for the measured table ("—" for tables from before it was recorded)."""
+def _sampling(job: dict[str, Any] | None) -> dict[str, str]:
+    """How a job (its configs row) sampled its program, for the measured table ("—" for tables from before it was recorded)."""
     def get(col: str) -> Any:
-        return clean_value(info.at[tag, col]) if tag in info.index and col in info else None
+        return clean_value(job[col]) if job is not None and col in job else None
     noise = get("noise")
     return {"runs": str(get("runs") or "—"), "samples": str(get("samples") or "—"),
             "noise": "—" if noise is None else f"{100 * noise:.2f}%", "source": get("noise_source") or "—",
@@ -384,14 +385,14 @@ def measured_rows(sw: SweepData) -> tuple[list[str], list[dict[str, Any]]]:
     per = m.groupby(["tag", "workload", "kernel"])["total_median_ns"].sum().unstack("kernel")  # a row per job x workload
     kernels = [str(k) for k in per.columns]
     macros = [c for c in macro_columns(sw.configs)]
-    info = sw.configs.set_index("tag")
+    jobs = dict(zip(sw.configs["tag"], sw.configs.to_dict("records")))   # read once: a cell lookup a job took minutes
     rows = []
-    for (tag, workload), r in per.iterrows():
-        total = float(r.sum())
-        vals = {m: clean_value(info.at[tag, m]) if tag in info.index and m in info else None for m in macros}
-        rows.append({"tag": str(tag), "workload": str(workload), "role": str(info.at[tag, "role"]) if tag in info.index else "",
+    for (tag, workload), r in zip(per.index, np.ascontiguousarray(per.to_numpy(dtype=float))):
+        total, job = float(np.nansum(r)), jobs.get(tag)
+        vals = {m: clean_value(job[m]) if job is not None and m in job else None for m in macros}
+        rows.append({"tag": str(tag), "workload": str(workload), "role": str(job["role"]) if job is not None else "",
                      "label": " ".join(f"{m}={int(v)}" for m, v in vals.items() if v is not None),
-                     "kernels": [fmt_ns(clean_value(r[k])) for k in per.columns], "total": fmt_ns(total), "total_ns": total,
-                     "sampling": _sampling(info, tag)})
+                     "kernels": [fmt_ns(clean_value(x)) for x in r], "total": fmt_ns(total), "total_ns": total,
+                     "sampling": _sampling(job)})
     rows.sort(key=lambda x: x["total_ns"])
     return kernels, rows
