@@ -516,10 +516,10 @@ def report_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     written: list[str] = []
     write_text = atomic.write_text
 
-    def spy(path: Path, text: str) -> None:
+    def spy(path: Path, text: str, **kw) -> None:
         if Path(path).name in ("report.html", "report.md"):
             written.append(Path(path).name)
-        write_text(path, text)
+        write_text(path, text, **kw)
 
     monkeypatch.setattr(atomic, "write_text", spy)
     return written
