@@ -27,6 +27,11 @@ import pandas as pd
 COMPILE_FAILED = {"compile_failed"}
 
 
+def _ms(seconds: float) -> float:
+    """Seconds as Kernel Tuner's milliseconds (0 where the job did not record them)."""
+    return float(seconds) * 1000 if pd.notna(seconds) else 0.0
+
+
 def cache_of(results: Path) -> dict:
     """The Kernel Tuner cache of a sweep's results folder (configs.csv, measurements.csv, space.yaml)."""
     import yaml
@@ -45,11 +50,10 @@ def cache_of(results: Path) -> dict:
             time: float | str = float(total_ms[row.tag])
         else:
             time = "CompilationFailedConfig" if row.status in COMPILE_FAILED else "RuntimeFailedConfig"
-        ms = lambda s: float(s) * 1000 if pd.notna(s) else 0.0    # noqa: E731
         cache[",".join(str(cfg[k]) for k in keys)] = {
             **cfg, "time": time, "times": [time] if isinstance(time, float) else [],
-            "compile_time": ms(row.build_s), "verification_time": ms(row.verify_s),
-            "benchmark_time": ms(row.profile_s), "strategy_time": 0, "framework_time": 0,
+            "compile_time": _ms(row.build_s), "verification_time": _ms(row.verify_s),
+            "benchmark_time": _ms(row.profile_s), "strategy_time": 0, "framework_time": 0,
             "timestamp": str(row.finished_at)}
     gpus = sorted(set(configs["gpu"].dropna()))
     return {"device_name": ", ".join(gpus), "kernel_name": space["target"]["name"], "problem_size": [1],

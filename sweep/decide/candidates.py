@@ -79,15 +79,9 @@ def group_rows(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...]
     return m[m["kernel"].map(lambda k: _matches(k, pats))]
 
 
-def job_samples(rows: pd.DataFrame) -> tuple[float, ...] | None:
-    """One job's per-iteration samples of the group: its shapes summed iteration by iteration
-    (None when the table has no samples or the shapes' counts differ)."""
-    if "iter_total_ns" not in rows:
-        return None
-    return _summed_samples(list(rows["iter_total_ns"]))
-
-
 def _summed_samples(values: list) -> tuple[float, ...] | None:
+    """One job's per-iteration samples of the group: its shapes' samples (`values`, one a row)
+    summed iteration by iteration (None when a row has none or the shapes' counts differ)."""
     lists = [np.asarray(v, dtype=float) for v in values if v is not None and not _is_nan(v)]
     if len(lists) != len(values) or not lists or len({x.size for x in lists}) != 1 or lists[0].size == 0:
         return None

@@ -197,7 +197,7 @@ def _gpu_seconds(rows: list[dict]) -> None:
     (sweep.records.gpu_time; in overlap mode several jobs share the GPU at once). A result without
     its interval counts its verify and profile seconds, as before."""
     timed = [r for r in rows if isinstance(r.get("gpu_interval"), (list, tuple)) and len(r["gpu_interval"]) == 2]
-    got = gpu_time.shares([((r.get("host"), r.get("gpu_uuid") or r.get("gpu")), *r["gpu_interval"]) for r in timed])
+    got = gpu_time.shares([(gpu_time.gpu_key(r), *r["gpu_interval"]) for r in timed])
     for r, share in zip(timed, got):
         r["gpu_s"] = share
     for r in rows:

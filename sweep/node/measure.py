@@ -257,9 +257,7 @@ class Measuring:
         d.mkdir(parents=True, exist_ok=True)
         log = d / "profile.log"
         safe.write_new(log, b"")
-        unchecked = partial(self.program, check=False)
-        made = self.job.backend.invocation(replace(self.request(), job_dir=d, program=unchecked))
-        inv = made.fallback if self.fell_back and made.fallback is not None else made
+        inv = self.fresh(replace(self.request(), job_dir=d, program=partial(self.program, check=False)))
         p = self._profiled(inv, log)
         with self._runs_lock:
             self.runs += 1
@@ -279,9 +277,10 @@ class Measuring:
             self.untokened = False
             self.inv = self.fresh()     # with the token again (and unchecked, if the run inside checked)
 
-    def fresh(self) -> profile.Invocation:
-        """Its invocation made anew from its request now, in the window its first run found."""
-        made = self.job.backend.invocation(self.request())
+    def fresh(self, request: profile.Request | None = None) -> profile.Invocation:
+        """Its invocation made anew from `request` (default: its request now), in the window its
+        first run found."""
+        made = self.job.backend.invocation(request or self.request())
         return made.fallback if self.fell_back and made.fallback is not None else made
 
     def _profiled(self, inv: profile.Invocation, log: Path | None = None) -> Ran:

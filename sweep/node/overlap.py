@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -109,16 +109,9 @@ def repeat_slots(lock: str | Path, cpus: int | None = None) -> int:
     repeats one run after another, as in exclusive mode."""
     lock = Path(lock)
     cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
-    on_node = {pid for f in lock.parent.glob(f"*{HOLDER}")
-               if (pid := _holder_pid(f.name)) is not None and _alive(pid)}
+    on_node = _live_holders(lock.parent.glob(f"*{HOLDER}"))
     on_gpu = holders(lock)
     return max(1, min(cpus // max(len(on_node), 1), gpus.MAX_OVERLAP_SLOTS // max(len(on_gpu), 1)))
-
-
-def _holder_pid(name: str) -> int | None:
-    """The pid of a `<lock>.<pid>.holder` file's name."""
-    parts = name[:-len(HOLDER)].rsplit(".", 1)
-    return int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else None
 
 
 class holding:
@@ -143,11 +136,16 @@ class holding:
 def holders(lock: str | Path) -> set[int]:
     """The live jobs registered beside `lock`."""
     lock = Path(lock)
+    return _live_holders(lock.parent.glob(f"{lock.name}.*{HOLDER}"))
+
+
+def _live_holders(files: Iterable[Path]) -> set[int]:
+    """The live pids of `<lock>.<pid>.holder` files."""
     out = set()
-    for f in lock.parent.glob(f"{lock.name}.*{HOLDER}"):
-        pid = f.name[len(lock.name) + 1:-len(HOLDER)]
-        if pid.isdigit() and _alive(int(pid)):
-            out.add(int(pid))
+    for f in files:
+        parts = f.name[:-len(HOLDER)].rsplit(".", 1)
+        if len(parts) == 2 and parts[1].isdigit() and _alive(int(parts[1])):
+            out.add(int(parts[1]))
     return out
 
 
