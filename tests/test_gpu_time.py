@@ -56,3 +56,19 @@ def test_the_budget_counts_nothing_for_a_job_off_the_gpu_and_a_replayed_result_i
 
     assert Spent().of(_result(None)) == 0.0                     # ran, never reached the GPU (a failed build)
     assert Spent().of(_result(None, stages=False)) == 9.0       # a replay's recorded cost, as before
+
+
+def test_what_jobs_add_one_by_one_sums_to_the_time_their_intervals_cover_in_any_order():
+    import random
+
+    from sweep.core.spans import covered
+    from sweep.records.gpu_time import Spent
+
+    rng = random.Random(7)
+    for _ in range(200):
+        spans = [(a, a + rng.choice([0.0, 0.5, 1.0, rng.uniform(0, 5)]))
+                 for a in (rng.choice([0.0, 1.0, 2.5, rng.uniform(0, 10)]) for _ in range(rng.randint(1, 12)))]
+        spent, total = Spent(), 0.0
+        for n, (a, b) in enumerate(spans, 1):
+            total += spent.add("g", a, b)
+            assert total == pytest.approx(covered(spans[:n]))

@@ -20,11 +20,11 @@ mode) get exactly their interval.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from sweep.core.spans import covered
 
 
 def shares(intervals: Sequence[tuple[Hashable, float, float]]) -> list[float]:
@@ -60,12 +60,24 @@ class Spent:
     still measuring beside them (whose shares would lower this one's later)."""
 
     def __init__(self) -> None:
+        # each key's covered time as sorted, disjoint spans: a job's addition is found by bisection,
+        # not by merging every earlier job's interval again (the driver adds one a result)
         self.spans: dict[Hashable, list[tuple[float, float]]] = defaultdict(list)
 
     def add(self, key: Hashable, start: float, end: float) -> float:
-        before = covered(self.spans[key])
-        self.spans[key].append((start, end))
-        return covered(self.spans[key]) - before
+        if end <= start:
+            return 0.0
+        merged = self.spans[key]
+        i = bisect.bisect_left(merged, (start,))
+        if i and merged[i - 1][1] >= start:         # the span before reaches into this one
+            i -= 1
+        j, lo, hi, inside = i, start, end, 0.0
+        while j < len(merged) and merged[j][0] <= end:
+            a, b = merged[j]
+            inside += max(0.0, min(b, end) - max(a, start))
+            lo, hi, j = min(lo, a), max(hi, b), j + 1
+        merged[i:j] = [(lo, hi)]
+        return (end - start) - inside
 
     def of(self, result: Any) -> float | None:
         """What a finished job (a JobResult) cost the GPU: what its measuring interval adds (`add`);
