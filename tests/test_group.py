@@ -4,6 +4,7 @@ child on its output is not waited for; no process of its group outlives it (chec
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +87,25 @@ def test_a_jobs_programs_end_before_the_schedulers_signal():
             assert group.remaining() < at_most
         finally:
             group.time_limit(None)
+
+
+def test_the_schedulers_warning_ends_the_running_program_as_its_deadline_would_with_its_output_logged(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("PIDS", str(tmp_path / "pids"))
+    script = _script(tmp_path, "says_then_hangs.sh", "#!/bin/sh\necho $$ > \"$PIDS\"\necho working\n"
+                                                     "while true; do sleep 1; done\n")
+    threading.Timer(1.0, group.expire).start()          # what the USR2 handler does, from elsewhere
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(JobFailed) as info:
+            run_program([str(script)], tmp_path / "profile.log", "profile", timeout_s=600)
+        assert time.monotonic() - t0 < 10
+        assert info.value.status == "timeout" and info.value.log == tmp_path / "profile.log"
+        assert "working" in (tmp_path / "profile.log").read_text()    # what it printed is kept
+        assert not group.group_members(int((tmp_path / "pids").read_text()))
+        assert group.remaining() == 0.0                 # later programs of the job get no time either
+    finally:
+        group._expired.clear()
 
 
 def test_a_program_that_ends_is_read_whole_and_its_exit_code_kept(tmp_path):

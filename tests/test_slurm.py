@@ -205,3 +205,26 @@ def test_a_build_partition_needs_an_architecture_it_cannot_detect_on_a_cpu_node(
     space = target.load(write_space(build={"arch": "auto"}, slurm={"build_partition": "cpu"}))
     with pytest.raises(SweepError, match=r"build_partition 'cpu' builds on nodes without a GPU .* pass --arch sm_90"):
         pipeline.preflight(space, pipeline.Options(executor="slurm", jobs_root=tmp_path / "jobs"))
+
+
+import os  # noqa: E402
+import signal  # noqa: E402
+
+from sweep.dispatch.slurm_submit import SweepTask  # noqa: E402
+from sweep.node import group  # noqa: E402
+
+
+@pytest.mark.parametrize("time_min, timed_out", [(1, True), (60, False)])
+def test_slurms_warning_past_the_guaranteed_walltime_ends_the_program_and_earlier_one_is_a_preemption(
+        time_min, timed_out):
+    preempted = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: preempted.append(signum))
+    try:
+        task = SweepTask(time_min)     # 1 minute: always past submitit's guaranteed walltime
+        task.watch_time_limit()
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert group.expired() is timed_out
+        assert preempted == ([] if timed_out else [signal.SIGUSR2])   # submitit's handler requeues
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+        group._expired.clear()

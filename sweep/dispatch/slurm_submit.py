@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -30,7 +31,7 @@ from sweep.core.errors import SweepError
 from sweep.dispatch import PendingJob, job_environment
 from sweep.dispatch.slurm_limits import LIMIT_REFUSALS
 from sweep.dispatch.slurm_queue import STATS, Queued
-from sweep.node import gpus
+from sweep.node import group, gpus
 from sweep.node.job import Termination, current_stage, run_job, slurm_job_id
 from sweep.records import JobConfig, JobResult, Status, now, read_result, write_result
 from sweep.space import Slurm
@@ -49,10 +50,29 @@ class SweepTask:
     def __call__(self, job_dir: str, stages: str) -> dict[str, Any]:
         self.started = time.time()
         Termination.watch()
+        self.watch_time_limit()
         result = run_job(job_dir, stages, gpu_lock_path=None if stages == "build" else self.own_gpu_lock())
         if stages == "build" and result["status"] != Status.OK.value:
             raise SystemExit(f"build failed: {result['status']}: {result['reason']}")
         return result
+
+    def watch_time_limit(self) -> None:
+        """The scheduler's warning (USR2, signal_delay_s before the limit; Slurm may send it up to a
+        minute early) past the guaranteed walltime ends the running program as its own deadline
+        would: the job records `timeout` itself, with the stage's log and what the program printed,
+        and the scheduler's kill finds nothing left. Earlier, it is a preemption: submitit's handler
+        checkpoints and requeues (checkpoint)."""
+        previous = signal.getsignal(signal.SIGUSR2)
+
+        def on_warning(signum, frame):
+            if self.timed_out():
+                print(f"{time.strftime('%H:%M:%S')} the time limit is near (signal {signum}): ending the "
+                      "running program", file=sys.stderr, flush=True)
+                group.expire()
+            elif callable(previous):
+                previous(signum, frame)
+
+        signal.signal(signal.SIGUSR2, on_warning)
 
     @staticmethod
     def own_gpu_lock() -> str | None:

@@ -14,6 +14,10 @@ No process outlives its job.
                  limit less a margin, so the job records `timeout` itself, before the
                  scheduler's signal
     remaining    seconds left of it (None: no deadline set)
+    expire       end it now, for the whole process: the scheduler's warning came (its USR2
+                 before the time limit, which Slurm may send up to a minute early): the
+                 running program is killed as at its own deadline, so the job still records
+                 `timeout` itself, with the stage's log and what the program printed
     run_group    runs one command so; says how it ended (Ended)
 """
 
@@ -31,9 +35,10 @@ from typing import Callable
 
 LINGER_S = 10.0     # a program exited: how long a process it left may still hold its output
 GRACE_S = 5.0       # SIGTERM to SIGKILL
-SCHEDULER_SIGNAL_S = 45.0   # submitit signals 30 s before the limit; the job must have written its record by then
+SCHEDULER_SIGNAL_S = 45.0   # the job's own deadline: this long before its limit (a scheduler's warning may come first: expire)
 
 _clock = threading.local()
+_expired = threading.Event()   # process-wide: a signal is the process's, not a thread's
 
 
 def time_limit(seconds: float | None) -> None:
@@ -48,8 +53,19 @@ def time_limit(seconds: float | None) -> None:
 
 
 def remaining() -> float | None:
+    if _expired.is_set():
+        return 0.0
     deadline = getattr(_clock, "deadline", None)
     return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def expire() -> None:
+    """End every job deadline of this process now (safe in a signal handler: it only sets a flag)."""
+    _expired.set()
+
+
+def expired() -> bool:
+    return _expired.is_set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +136,7 @@ def run_group(cmd: list[str], timeout_s: float, env: dict[str, str] | None = Non
                 if not sel.get_map() and exited_at is not None:
                     break
                 limit = deadline if exited_at is None else min(deadline, exited_at + linger_s)
-                if now >= limit:
+                if now >= limit or (exited_at is None and _expired.is_set()):
                     why = "deadline" if exited_at is None else "lingering"
                     break
                 if stop():

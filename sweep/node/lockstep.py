@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.core import safe
-from sweep.node import clocks
+from sweep.node import clocks, group
 from sweep.core.errors import SweepError
 from sweep.profile import Measurement, Window, aggregate, cupti
 from sweep.profile.cupti_file import Follower, KernelRecord, to_realtime
@@ -151,10 +151,10 @@ class Player:
         closed its pipe (it ended). SweepError past the deadline (time.monotonic())."""
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or group.expired():
                 raise SweepError(f"{self.program.key}: no word from {self.name} in turn mode before the job's "
                                  f"time limit (see {self.log}); raise the limit (--time)")
-            ready, _, _ = select.select([self._read], [], [], left)
+            ready, _, _ = select.select([self._read], [], [], min(left, 0.5))
             if not ready:
                 continue
             chunk = os.read(self._read, 4096)
