@@ -19,7 +19,7 @@ from sweep.decide import select as select_mod
 from sweep.space import target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-# The same cases as tests/test_report.py: the toy sweep, and every real sweep under h100_sweep/.
+# The same cases as tests/report/test_report.py: the toy sweep, and every real sweep under h100_sweep/.
 CASES = [pytest.param(DATA / "toy_results" / "toy", id="toy")] + [
     pytest.param(d, id=f"h100-{d.name}") for d in sorted((DATA / "h100_sweep").glob("*"))
     if (d / "configs.parquet").is_file()]
@@ -113,7 +113,7 @@ def test_compare_page_opens_without_errors_and_draws_its_chart(browser_context: 
 
 
 def test_a_report_over_workloads_shows_each_groups_per_workload_table(browser_context: Any, tmp_path: Path) -> None:
-    from test_report_workloads import workloads_results   # tests/: results built from recorded H100 samples
+    from tests.report.test_per_workload import workloads_results   # results built from recorded H100 samples
 
     html = report.write_report(workloads_results(tmp_path / "sweep"))
     page, errors, requests = _open(browser_context, html)

@@ -1,0 +1,36 @@
+"""bench/scaling.py: refuses to run without a GPU in one line, and splits a run's wall time by
+the jobs' own intervals (sweep jobs' builds and GPU holds, races, confirmations, the rest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.scaling import split  # noqa: E402
+
+
+def test_without_a_gpu_it_says_so_in_one_line_and_exits_1():
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "scaling.py")], capture_output=True, text=True,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=120)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == ["bench/scaling.py needs a GPU: nvidia-smi finds none here (or "
+                                             "CUDA_VISIBLE_DEVICES is empty); run it on a GPU node"]
+
+
+def _result(folder: Path, intervals: dict, role: str = "sweep") -> None:
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({"intervals": intervals, "role": role}))
+
+
+def test_the_wall_time_splits_into_build_measure_race_confirm_and_what_none_covers(tmp_path):
+    _result(tmp_path / "A1", {"build": [0, 2], "gpu": [2, 5], "parse": [5, 6]})
+    _result(tmp_path / "A2", {"build": [1, 3], "gpu": [5, 8]})             # built while A1 measured
+    _result(tmp_path / "_races" / "abc", {"race": [9, 12]}, role="race")
+    _result(tmp_path / "best", {"build": [12, 12.5], "gpu": [12.5, 13]}, role="best")
+    assert split(tmp_path, 0, 15) == {"build": 3.0, "measure": 6.0, "race": 3.0, "confirm": 1.0, "framework": 3.0}

@@ -1,0 +1,167 @@
+"""The object cache: content-addressed nvcc objects shared by job folders."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOY_TARGET = Path(__file__).resolve().parents[1] / "data" / "toy_target"
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+OBJCACHE = Path(__file__).resolve().parents[2] / "sweep" / "node" / "objcache.py"
+
+
+def build(tmp: Path, name: str, conf: str, cache: Path, flags: str = "-O2") -> str:
+    """make the toy target with `conf` as conf.cuh through the cache; returns make's output."""
+    job = tmp / name
+    job.mkdir()
+    (job / "conf.cuh").write_text(conf)
+    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {cache} -- nvcc"
+    p = subprocess.run(["make", "-C", str(TOY_TARGET), f"CONF_DIR={job}", f"BUILD_DIR={job}/build", f"NVCC={nvcc}",
+                        f"NVCCFLAGS={flags}"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout + p.stderr
+
+
+def hits_misses(out: str) -> tuple[set[str], set[str]]:
+    hits = {Path(l.split()[2]).name for l in out.splitlines() if l.startswith("objcache: hit")}
+    misses = {Path(l.split()[2]).name for l in out.splitlines() if l.startswith("objcache: miss")}
+    return hits, misses
+
+
+def test_changing_one_macro_recompiles_only_the_objects_that_read_it(tmp_path):
+    # BETA_Y is read by beta.cu and toy_bench.cu (which prints it), not by alpha.cu or toy_check.cu
+    cache = tmp_path / "cache"
+    first = build(tmp_path, "a", "#define ALPHA_BLOCK 64\n#define BETA_Y 1\n", cache)
+    assert hits_misses(first) == (set(), {"alpha.o", "beta.o", "toy_bench.o", "toy_check.o"})
+    second = build(tmp_path, "b", "#define ALPHA_BLOCK 64\n#define BETA_Y 4\n", cache)
+    hits, misses = hits_misses(second)
+    assert misses == {"beta.o", "toy_bench.o"} and hits == {"alpha.o", "toy_check.o"}
+
+
+def test_cached_object_is_identical_to_a_fresh_compile_and_links(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache)
+    build(tmp_path, "b", "#define ALPHA_BLOCK 64\n// only a comment differs\n", cache)
+    assert (tmp_path / "a/build/alpha.o").read_bytes() == (tmp_path / "b/build/alpha.o").read_bytes()
+    assert subprocess.run([tmp_path / "b/build/toy_check"]).returncode == 0
+
+
+def test_different_flags_miss_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache, flags="-O2")
+    hits, misses = hits_misses(build(tmp_path, "b", "#define ALPHA_BLOCK 64\n", cache, flags="-O1"))
+    assert hits == set() and "alpha.o" in misses
+
+
+def test_hit_writes_the_dependency_file_make_asked_for(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, "a", "#define ALPHA_BLOCK 64\n", cache)
+    build(tmp_path, "b", "#define ALPHA_BLOCK 64\n", cache)
+    dep = (tmp_path / "b/build/alpha.d").read_text()
+    assert dep.startswith(str(tmp_path / "b/build/alpha.o") + ":")
+    assert str(tmp_path / "b/conf.cuh") in dep and "common.h" in dep
+
+
+def test_a_failing_compile_reports_the_compiler_error_and_caches_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    src = tmp_path / "bad.cu"
+    src.write_text("int f() { return undefined_name; }\n")
+    p = subprocess.run([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", "nvcc", "-c", str(src), "-o",
+                        str(tmp_path / "bad.o")], capture_output=True, text=True)
+    assert p.returncode != 0 and "undefined_name" in p.stderr
+    assert not any(cache.rglob("*.o"))
+
+
+# A stand-in for nvcc: `-E` prints the source, `--version` a version, `-c SRC -o OUT` writes a
+# 4 MiB object derived from SRC in 64 KiB pieces with pauses, so a writer that was not atomic
+# would be caught half-way by the others.
+FAKE_NVCC = r'''#!/usr/bin/env python3
+import hashlib, sys, time
+args = sys.argv[1:]
+if "--version" in args:
+    print("fake nvcc 1.0"); sys.exit(0)
+src = next(a for a in args if a.endswith(".cu"))
+text = open(src, "rb").read()
+if "-E" in args:
+    sys.stdout.buffer.write(text); sys.exit(0)
+piece = hashlib.sha256(text).digest() * 2048
+with open(args[args.index("-o") + 1], "wb") as f:
+    for _ in range(64):
+        f.write(piece); f.flush(); time.sleep(0.005)
+'''
+
+
+def test_many_concurrent_builders_of_one_object_share_one_whole_cache_entry(tmp_path):
+    import hashlib
+    import time
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC)
+    nvcc.chmod(0o755)
+    src = tmp_path / "kernel.cu"
+    src.write_text("__global__ void k() {}\n")
+    cache, n = tmp_path / "cache", 16
+    expected = hashlib.sha256(src.read_bytes()).digest() * 2048 * 64
+
+    def builders(wave: str, stagger_s: float) -> list[subprocess.Popen]:
+        procs = []
+        for i in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", str(nvcc),
+                                           "-O2", "-c", str(src), "-o", str(tmp_path / f"{wave}{i}.o")],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            time.sleep(stagger_s)
+        return procs
+
+    # staggered on an empty cache: the first ones compile and store while later ones find the entry
+    # and copy it; then all at once on the full cache
+    for wave, stagger_s in (("first", 0.04), ("second", 0.0)):
+        procs = builders(wave, stagger_s)
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0] * n, outs
+        for i in range(n):
+            assert (tmp_path / f"{wave}{i}.o").read_bytes() == expected, f"{wave}{i}.o is not the whole object"
+    entries = list(cache.rglob("*.o"))
+    assert len(entries) == 1 and entries[0].read_bytes() == expected
+    assert not [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]  # no writer left a temporary file
+    assert all("objcache: hit" in err for _, err in outs)
+
+
+QUICK_NVCC = r'''#!/usr/bin/env python3
+import sys
+args = sys.argv[1:]
+if "--version" in args:
+    print("fake nvcc 1.0"); sys.exit(0)
+src = next(a for a in args if a.endswith(".cu"))
+text = open(src, "rb").read()
+if "-E" in args:
+    sys.stdout.buffer.write(text); sys.exit(0)
+open(args[args.index("-o") + 1], "wb").write(b"OBJECT:" + text)
+'''
+
+
+def test_a_corrupted_cache_entry_is_evicted_and_rebuilt_with_a_note_not_served(tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(QUICK_NVCC)
+    nvcc.chmod(0o755)
+    src = tmp_path / "prog.cu"
+    src.write_text("__global__ void k() {}\n")
+    cache = tmp_path / "cache"
+
+    def compile_(out: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", str(nvcc), "-c",
+                               str(src), "-o", str(tmp_path / out)], capture_output=True, text=True)
+
+    assert "objcache: miss" in compile_("a.o").stderr
+    [entry] = [p for p in cache.rglob("*.o") if p.is_file()]   # beside it: what the compile printed (.log)
+    entry.write_bytes(b"OBJECT:garbage")                  # same size class, wrong bytes: a damaged copy
+    p = compile_("b.o")
+    assert p.returncode == 0 and "objcache: hit" not in p.stderr
+    assert "damaged" in p.stderr and "evicted" in p.stderr and str(entry.name) in p.stderr
+    assert (tmp_path / "b.o").read_bytes() == b"OBJECT:" + src.read_bytes()
+    p = compile_("c.o")                                   # rebuilt: a good entry again
+    assert "objcache: hit" in p.stderr and (tmp_path / "c.o").read_bytes() == (tmp_path / "b.o").read_bytes()

@@ -1,0 +1,223 @@
+"""Bringing a program to the tool: `init` writes a starter space from its folder,
+`validate` says what a space would do, and the compiler's resource lines of a build
+(sweep.node.resources) name its kernels. CPU only; the dry runs of init's spaces
+(real nvcc) are marked slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep.node import objcache, resources
+from sweep.space import init as init_mod, target
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BUILD_LOG = Path(__file__).resolve().parents[1] / "data" / "adopt" / "stencil_build.log"
+
+
+def cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "config_sweep.py"), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=900)
+
+
+# -- the compiler's resource lines ------------------------------------------------------------
+
+def test_ptxas_lines_give_each_kernels_registers_spills_and_shared_memory():
+    rows = {r["name"]: r for r in resources.kernels(BUILD_LOG.read_text())}
+    assert set(rows) == {"residual_sum_kernel", "residual_partial_kernel", "jacobi_kernel", "spilly"}
+    j = rows["jacobi_kernel"]
+    assert (j["registers"], j["shared"], j["spill_stores"], j["arch"]) == (32, 1360, 0, "sm_90")
+    assert j["full"] == "void jacobi_kernel<32, 8, 1>(int, float const*, float const*, float*)"
+    s = rows["spilly"]
+    assert (s["registers"], s["spill_stores"], s["spill_loads"], s["stack"], s["shared"]) == (255, 88, 92, 96, 0)
+    assert resources.summary(s) == "spilly: 255 registers, 88 B spill stores / 92 B loads, 0 B shared"
+
+
+def test_a_launch_stub_symbol_names_its_kernel_and_other_symbols_none():
+    assert resources.stub_kernel("_Z24__device_stub__Z5plainPfPf") == "_Z5plainPf"
+    assert resources.stub_kernel("_ZL31__device_stub__Z4kernILi64EEvPfPf") == "_Z4kernILi64EEvPf"
+    assert resources.stub_kernel("_Z5plainPf") is None and resources.stub_kernel("main") is None
+
+
+def test_a_cache_hit_replays_what_the_compile_printed(tmp_path, monkeypatch):
+    """ptxas' lines come back on a hit, so a cached build still records its kernels' resources."""
+    monkeypatch.setattr(objcache, "_preprocess", lambda cmd, out: b"same source")
+    monkeypatch.setattr(objcache, "_nvcc_version", lambda nvcc: b"v")
+
+    def compile_(cmd, **kw):
+        Path(cmd[cmd.index("-o") + 1]).write_bytes(b"object")
+        return subprocess.CompletedProcess(cmd, 0, "", "ptxas info    : Used 32 registers\n")
+
+    monkeypatch.setattr(objcache.subprocess, "run", compile_)
+    args = ["--dir", str(tmp_path / "c"), "--", "nvcc", "-c", "a.cu", "-o"]
+    assert objcache.main(args + [str(tmp_path / "a.o")]) == 0
+    monkeypatch.setattr(objcache.subprocess, "run", lambda *a, **k: pytest.fail("a hit must not compile"))
+    import io
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert objcache.main(args + [str(tmp_path / "b.o")]) == 0
+    assert "ptxas info    : Used 32 registers" in err.getvalue() and "objcache: hit" in err.getvalue()
+    assert (tmp_path / "b.o").read_bytes() == b"object"
+
+
+# -- init ----------------------------------------------------------------------------------------
+
+def test_init_writes_a_space_that_loads_with_each_ifndef_macro_and_its_default(tmp_path):
+    out = tmp_path / "gemm.yaml"
+    p = cli("init", str(EXAMPLES / "tiled_gemm"), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    space = target.load(out)
+    assert space.target.source_dir == EXAMPLES / "tiled_gemm" and space.target.build == "make"
+    assert {q.macro: q.default for q in space.parameters} == {
+        "GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 16, "GEMM_TM": 4, "GEMM_TN": 4, "GEMM_REF_BLOCK_X": 16,
+        "GEMM_REF_BLOCK_Y": 16}
+    assert space.parameter("GEMM_BK").values == (8, 16, 32)      # powers of two around the default
+    assert space.target.profile[0] == "{build}/tiled_gemm"       # the program the Makefile's all builds
+    assert "FILL IN" in out.read_text()
+
+
+def test_init_makes_a_0_1_default_a_flag(tmp_path):
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(EXAMPLES / "stencil_cmake"), "-o", str(out)).returncode == 0
+    p = target.load(out).parameter("STENCIL_USE_SHARED")
+    assert p.kind == "flag" and p.values == (0, 1) and p.default == 1
+
+
+def test_init_refuses_to_overwrite_a_file(tmp_path):
+    out = tmp_path / "s.yaml"
+    out.write_text("mine\n")
+    p = cli("init", str(EXAMPLES / "tiled_gemm"), "-o", str(out))
+    assert p.returncode == 1 and "never overwrites" in p.stderr and out.read_text() == "mine\n"
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_init_on_a_folder_without_sources_is_one_line(tmp_path):
+    p = cli("init", str(tmp_path))
+    assert p.returncode == 1 and "no CUDA or C++ sources" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_init_prints_to_stdout_with_the_folders_absolute_path(tmp_path):
+    p = cli("init", str(EXAMPLES / "tiled_gemm"), cwd=tmp_path)
+    assert p.returncode == 0 and f"dir: {EXAMPLES / 'tiled_gemm'}" in p.stdout
+
+
+def a_cmake_program(tmp_path: Path, include_conf: bool) -> Path:
+    src = tmp_path / "prog"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text("project(p LANGUAGES CUDA)\nadd_executable(saxpy main.cu)\n")
+    (src / "Makefile").write_text("all:\n\tcmake --build build\n")       # a Makefile that is not the contract
+    (src / "main.cu").write_text(('#include "conf.cuh"\n' if include_conf else "")
+                                 + "#ifndef SAXPY_BLOCK\n#define SAXPY_BLOCK 256 // threads\n#endif\n")
+    return src
+
+
+def test_init_picks_cmake_when_the_makefile_does_not_take_conf_dir(tmp_path):
+    text = init_mod.starter(a_cmake_program(tmp_path, True), tmp_path / "s.yaml", [])
+    data = yaml.safe_load(text)
+    assert data["target"]["build"] == "cmake" and data["target"]["cmake_target"] == "saxpy"
+    assert data["parameters"]["SAXPY_BLOCK"] == {"values": [128, 256, 512], "default": 256, "kernels": []}
+    assert "macros" not in data["build"]
+
+
+def test_init_passes_macros_on_the_command_line_when_no_source_includes_conf_cuh(tmp_path):
+    data = yaml.safe_load(init_mod.starter(a_cmake_program(tmp_path, False), tmp_path / "s.yaml", []))
+    assert data["build"]["macros"] == "define"
+
+
+def test_init_lists_the_kernels_of_a_build_as_the_globs(tmp_path):
+    build = tmp_path / "job"
+    build.mkdir()
+    shutil.copy(BUILD_LOG, build / "build.log")
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(EXAMPLES / "stencil_cmake"), "--build", str(build), "-o", str(out)).returncode == 0
+    kernels = target.load(out).parameter("STENCIL_BLOCK_X").kernels
+    assert set(kernels) == {"jacobi_kernel", "residual_partial_kernel", "residual_sum_kernel", "spilly"}
+
+
+# -- validate ----------------------------------------------------------------------------------
+
+def toy(tmp_path: Path, params: dict | None = None, **changes) -> Path:
+    """The toy space (tests/data/toy_space.yaml), its parameters replaced by `params` when given."""
+    from tests.conftest import toy_space_dict
+
+    data = toy_space_dict(**changes)
+    if params is not None:
+        data["parameters"] = params
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_validate_prints_the_grid_the_legal_count_and_the_first_rule_each_illegal_point_breaks(tmp_path):
+    path = toy(tmp_path, constraints=[{"expr": "ALPHA_BLOCK <= 256", "why": "at most 256"},
+                                      {"expr": "BETA_X * BETA_Y <= 128", "why": "small beta"}])
+    p = cli("validate", str(path), "--jobs-dir", str(tmp_path / "jobs"))
+    assert p.returncode == 0, p.stderr
+    assert "grid: 20 points (5*2*2)" in p.stdout and "legal: 12 of 20; 8 illegal" in p.stdout
+    assert "4  ALPHA_BLOCK <= 256 is false (at most 256)" in p.stdout      # 1024: 4 points
+    assert "4  BETA_X * BETA_Y <= 128 is false (small beta)" in p.stdout   # 64x4 with the 4 legal alphas
+    assert "would build 12 configuration(s): A64_B32x1" in p.stdout
+    assert not (tmp_path / "jobs").exists()                                 # nothing written
+
+
+def test_validate_checks_the_globs_against_a_builds_kernels_and_exits_1_on_one_matching_none(tmp_path):
+    build = tmp_path / "job"
+    build.mkdir()
+    shutil.copy(BUILD_LOG, build / "build.log")
+    ok = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [64], "kernels": ["jacobi_*"]},
+                               "BETA_X": {"values": [32], "kernels": ["residual_*"]}})
+    p = cli("validate", str(ok), "--build", str(build))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "jacobi_*: jacobi_kernel" in p.stdout and "residual_*: residual_partial_kernel, residual_sum_kernel" in p.stdout
+    bad = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [64], "kernels": ["jacobi_kernel<*"]}})
+    p = cli("validate", str(bad), "--build", str(build))
+    assert p.returncode == 1 and "jacobi_kernel<*: matches NO kernel of the build" in p.stdout
+
+
+def test_validate_finds_the_kernels_in_a_previous_dry_runs_job_folder(tmp_path):
+    path = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [64], "kernels": ["jacobi_kernel"]}})
+    job = tmp_path / "jobs" / "toy" / "A64"
+    job.mkdir(parents=True)
+    shutil.copy(BUILD_LOG, job / "build.log")
+    p = cli("validate", str(path), "--jobs-dir", str(tmp_path / "jobs"))
+    assert p.returncode == 0 and f"kernels: 4 in the build ({job})" in p.stdout
+
+
+def test_validate_of_a_bad_file_is_one_line_and_exit_1(tmp_path):
+    path = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [0, 64]}})
+    p = cli("validate", str(path))
+    assert p.returncode == 1 and "ALPHA_BLOCK.values: 0 is not a launch size" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+# -- init's spaces dry-run (real nvcc) -----------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("example,program", [("tiled_gemm", "tiled_gemm"), ("stencil_cmake", "stencil")])
+def test_inits_space_dry_runs_one_configuration_and_records_its_kernels_resources(tmp_path, example, program):
+    out = tmp_path / "space.yaml"
+    assert cli("init", str(EXAMPLES / example), "-o", str(out)).returncode == 0
+    data = yaml.safe_load(out.read_text())
+    for spec in data["parameters"].values():       # one configuration: every macro at its default
+        spec["values"] = [spec["default"]]
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    jobs = tmp_path / "jobs"
+    p = cli("run", str(out), "--dry-run", "--arch", "sm_90", "--jobs-dir", str(jobs), "--results-dir",
+            str(tmp_path / "results"), env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "built 1" in p.stdout
+    (job,) = [d for d in (jobs / data["name"]).iterdir() if (d / "built.json").is_file()]
+    assert (job / "build" / program).is_file()
+    kernels = json.loads((job / "built.json").read_text())["build"]["kernels"]
+    assert kernels and all(k["registers"] for k in kernels)
+    st = cli("status", data["name"], "--jobs-dir", str(jobs))
+    assert f"{data['name']}: built 1" in st.stdout and "registers" in st.stdout
