@@ -4,7 +4,8 @@ LAYERS is the one declared list of the stages, bottom first; a module may import
 its own stage and the stages below it, never one above (function-level and
 type-checking imports count too: they are the same dependency, only later). The
 import graph, read from the sources with ast, must also have no circle, and no
-module may grow past MAX_LINES (split it along a seam).
+module may grow past MAX_LINES (split it along a seam). The tests mirror the stages:
+each test file sits in tests/<stage>/ or in a folder about an environment.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sweep.api", "sweep.cli", "sweep"),              # the ways in
 )
 MAX_LINES = 400
+TESTS = Path(__file__).resolve().parent
+# Test folders that are not a stage: the checkout's other folders (bench, kernels, examples,
+# docs) and the environments some tests need (a Slurm cluster, a GPU, headless Chromium).
+TEST_FOLDERS_BESIDE_STAGES = frozenset({"bench", "browser", "data", "docs", "examples", "gpu", "kernels", "slurm"})
 
 
 def modules() -> dict[str, Path]:
@@ -116,3 +121,20 @@ def test_the_import_graph_has_no_circle():
 def test_no_module_is_longer_than_the_limit(path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path} has {lines} lines (limit {MAX_LINES}): split it along a seam"
+
+
+def test_each_test_file_sits_in_its_stages_folder_under_a_name_no_other_folder_uses():
+    stages = {name.split(".")[1] for names in LAYERS for name in names if "." in name}
+    files = sorted(TESTS.rglob("test_*.py"))
+    misplaced = [str(p.relative_to(TESTS)) for p in files
+                 if p.parent == TESTS and p != TESTS / "test_layers.py"
+                 or p.parent != TESTS and p.relative_to(TESTS).parts[0] not in stages | TEST_FOLDERS_BESIDE_STAGES]
+    assert misplaced == [], ("test files outside tests/<stage>/ (docs/testing.md says where a test goes):\n"
+                             + "\n".join(misplaced))
+    # pytest imports each file by its name (the folders are not packages): a second file of one
+    # name fails the whole collection.
+    by_name: dict[str, list[str]] = {}
+    for p in files:
+        by_name.setdefault(p.name, []).append(str(p.relative_to(TESTS)))
+    shared = [" and ".join(paths) for paths in by_name.values() if len(paths) > 1]
+    assert shared == [], "test files sharing a name:\n" + "\n".join(shared)
