@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .surrogate import GP, expected_improvement, feasibility
+from .surrogate import GP, expected_improvement, feasibility, normal_scores
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -47,7 +47,8 @@ class LearningSearch:
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
-        n_init: size of the space-filling start (default min(20, max(8, 2 * #dims))).
+        n_init: size of the space-filling start (default min(10, max(8, 2 * #parameters with more
+        than one value))), which covers the combinations of the two-valued parameters first.
         enumerate_limit: enumerate the legal set when the full product is at most this large,
         else sample n_candidates candidates per ask.  ei_stop / stop_patience: stop() fires when
         the best expected improvement (as a fraction of the best time) stays below ei_stop for
@@ -71,7 +72,6 @@ class LearningSearch:
         self.is_legal = is_legal
         self.seed = int(seed)
         self.budget = budget
-        self.n_init = n_init if n_init is not None else min(20, max(8, 2 * len(self.dims)))
         self.n_candidates = int(n_candidates)
         self.ei_stop = float(ei_stop)
         self.stop_patience = int(stop_patience)
@@ -92,6 +92,13 @@ class LearningSearch:
         self._sizes = np.array([len(d.values) for d in self.dims])
         # encoding: rank / (len - 1) of each dimension with more than one value
         self._vary = np.flatnonzero(self._sizes > 1)
+        # a short start (measured on the convolution spaces, bench/STRATEGIES.md: 10 points found the
+        # optimum's basin sooner than 20); parameters with one value carry nothing to fill
+        self.n_init = n_init if n_init is not None else min(10, max(8, 2 * len(self._vary)))
+        # two-valued parameters, often switches between code paths (shared memory or not): the start
+        # gives each combination of them a point before any gets a second, as one region's random
+        # points can look far worse than its best (bench/landscape.py, W6600)
+        self._switches = np.flatnonzero(self._sizes == 2)
         # surrogate columns: each varying dimension's rank / (levels - 1); for positive integer
         # dimensions also the power of two dividing each value (alignment: warp and vector widths,
         # power-of-two tiles), normalized, which the ranks alone cannot express
@@ -242,7 +249,7 @@ class LearningSearch:
         """Standardized log times (or their normal scores), and the scale back to log time."""
         if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
             sd = float(y.std())   # ~ log time per normal score, for stop()'s threshold
-            return _normal_scores(y), (sd if sd > 1e-12 else 1e-12)
+            return normal_scores(y), (sd if sd > 1e-12 else 1e-12)
         mu, sd = float(y.mean()), float(y.std())
         sd = sd if sd > 1e-12 else 1.0
         return (y - mu) / sd, sd
@@ -276,8 +283,15 @@ class LearningSearch:
         return near
 
     def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
-        """Best of several random candidates by distance to everything told or pending."""
+        """Best of several random candidates (of the least-covered switch combinations) by distance
+        to everything told or pending."""
         taken = list(self.told) + self.pending
+        if taken and len(self._switches):   # only the least-covered switch combinations
+            sw = cands[:, self._switches]
+            seen = np.zeros(len(cands), dtype=int)
+            for combo, count in zip(*np.unique(np.array(taken)[:, self._switches], axis=0, return_counts=True)):
+                seen[(sw == combo).all(1)] += count
+            cands = cands[seen == seen.min()]
         pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)
         if not taken:
             return tuple(int(i) for i in cands[pick[0]])
@@ -347,44 +361,6 @@ class LearningSearch:
             self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0
         i = int(np.argmax(score))
         return tuple(int(v) for v in cands[i])
-
-
-def _normal_scores(y: np.ndarray) -> np.ndarray:
-    """Normal quantiles of the (tie-averaged) ranks of y."""
-    n = len(y)
-    order = np.argsort(y, kind="stable")
-    ranks = np.empty(n)
-    ranks[order] = np.arange(n, dtype=float)
-    for v in np.unique(y):          # average ties
-        m = y == v
-        if m.sum() > 1:
-            ranks[m] = ranks[m].mean()
-    u = (ranks + 0.5) / n
-    return _probit(u)
-
-
-def _probit(u: np.ndarray) -> np.ndarray:
-    """Inverse standard normal CDF (Acklam's rational approximation, |rel error| < 1.2e-9)."""
-    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
-         -3.066479806614716e+01, 2.506628277459239e+00)
-    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
-         -1.328068155288572e+01)
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549671010322563e+00,
-         4.374664141464968e+00, 2.938163982698783e+00)
-    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
-    u = np.clip(np.asarray(u, dtype=float), 1e-12, 1 - 1e-12)
-    out = np.empty_like(u)
-    lo, hi = u < 0.02425, u > 1 - 0.02425
-    mid = ~(lo | hi)
-    q = u[mid] - 0.5
-    r = q * q
-    out[mid] = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
-    for mask, sign in ((lo, 1.0), (hi, -1.0)):
-        qq = np.sqrt(-2 * np.log(np.where(mask, u, 0.5)[mask] if sign > 0 else 1 - u[mask]))
-        out[mask] = sign * (((((c[0] * qq + c[1]) * qq + c[2]) * qq + c[3]) * qq + c[4]) * qq + c[5]) / \
-            ((((d[0] * qq + d[1]) * qq + d[2]) * qq + d[3]) * qq + 1)
-    return out
 
 
 def _two_adic(v: int) -> int:

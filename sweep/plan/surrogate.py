@@ -1,7 +1,7 @@
 """Numpy-only surrogate pieces for sweep.plan.learning: a Gaussian process with a
 Matern-5/2 ARD kernel on normalized ordinal encodings, its hyperparameters fitted by
 a deterministic coordinate search on the (profiled) marginal likelihood, expected
-improvement, and a kernel-weighted feasibility estimate.
+improvement, a kernel-weighted feasibility estimate, and the normal-scores warp of times.
 
 Pure module: stdlib + numpy only.
 """
@@ -176,3 +176,41 @@ def feasibility(sim: np.ndarray, ok: np.ndarray, prior_weight: float = 1.0) -> n
     prior = (ok.sum() + 1.0) / (len(ok) + 2.0)
     w = sim.sum(1)
     return (prior_weight * prior + sim @ ok) / (prior_weight + w)
+
+
+def normal_scores(y: np.ndarray) -> np.ndarray:
+    """Normal quantiles of the (tie-averaged) ranks of y."""
+    n = len(y)
+    order = np.argsort(y, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=float)
+    for v in np.unique(y):          # average ties
+        m = y == v
+        if m.sum() > 1:
+            ranks[m] = ranks[m].mean()
+    u = (ranks + 0.5) / n
+    return _probit(u)
+
+
+def _probit(u: np.ndarray) -> np.ndarray:
+    """Inverse standard normal CDF (Acklam's rational approximation, |rel error| < 1.2e-9)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549671010322563e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    u = np.clip(np.asarray(u, dtype=float), 1e-12, 1 - 1e-12)
+    out = np.empty_like(u)
+    lo, hi = u < 0.02425, u > 1 - 0.02425
+    mid = ~(lo | hi)
+    q = u[mid] - 0.5
+    r = q * q
+    out[mid] = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    for mask, sign in ((lo, 1.0), (hi, -1.0)):
+        qq = np.sqrt(-2 * np.log(np.where(mask, u, 0.5)[mask] if sign > 0 else 1 - u[mask]))
+        out[mask] = sign * (((((c[0] * qq + c[1]) * qq + c[2]) * qq + c[3]) * qq + c[4]) * qq + c[5]) / \
+            ((((d[0] * qq + d[1]) * qq + d[2]) * qq + d[3]) * qq + 1)
+    return out

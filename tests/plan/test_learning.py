@@ -70,10 +70,11 @@ def test_exhausts_small_space_without_repeats():
 
 def test_failures_steer_away():
     fails = lambda p: p["flag"] == 1    # half of the space fails
-    s = LearningSearch(DIMS, legal, seed=3)
-    hist = run(s, 40, fails=fails)
-    late = hist[20:]
-    assert sum(fails(p) for p in late) <= 4     # random would fail 10 of 20
+    late_failures = 0
+    for seed in range(4):   # over seeds: one seed's count is a coin's few throws
+        hist = run(LearningSearch(DIMS, legal, seed=seed), 40, fails=fails)
+        late_failures += sum(fails(p) for p in hist[20:])
+    assert late_failures <= 24     # random would fail 40 of these 80
 
 
 def test_resume_replays_to_identical_asks():
@@ -147,3 +148,23 @@ def test_a_stalled_search_takes_its_local_steps_near_another_basins_best():
 def test_a_search_that_still_improves_takes_its_local_steps_near_its_best():
     _, s = _two_basins(stall=100)
     assert _near(s.ask(1)[0], {"a": 0, "b": 0})
+
+
+def test_the_start_gives_every_switch_combination_a_point_before_any_gets_a_second():
+    # four two-valued switches (16 combinations, one of them illegal) among wide parameters that
+    # dominate the distances a space-filling start maximizes
+    dims = [Dim(f"x{i}", tuple(range(12))) for i in range(3)] + [Dim(f"s{i}", (0, 1)) for i in range(4)]
+    legal_point = lambda p: not all(p[f"s{i}"] for i in range(4))
+    for seed in range(3):
+        s = LearningSearch(dims, legal_point, seed=seed, n_init=20)
+        combos = [tuple(p[f"s{i}"] for i in range(4)) for p in s.ask(20)]
+        assert len(set(combos[:15])) == 15             # the 15 legal combinations, once each
+        assert len(set(combos[15:])) == 5              # then a second round, still without repeats
+
+
+def test_the_start_is_sized_by_the_parameters_that_vary():
+    # five varying parameters and five with a single value: 2 * 5 = 10 points, not 2 * 10 capped
+    dims = [Dim(f"v{i}", (1, 2, 4)) for i in range(5)] + [Dim(f"c{i}", (3,)) for i in range(5)]
+    assert LearningSearch(dims, seed=0).n_init == 10
+    assert LearningSearch(dims[:3], seed=0).n_init == 8     # at least 8
+    assert LearningSearch(dims[:5] + [Dim(f"w{i}", (1, 2)) for i in range(6)], seed=0).n_init == 10   # at most 10
