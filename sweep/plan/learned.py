@@ -160,6 +160,7 @@ def default_in_flight(budget: int) -> int:
     next proposal reaches the optimum in every replayed seed."""
     return max(4, budget // 10)
 
+
 SPEC = StrategySpec(
     "learning", "a surrogate model learns from every result and proposes legal points in batches; stops by "
                 "itself when more evaluations are unlikely to pay, or at its budget",

@@ -26,7 +26,6 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 
-
 def shares(intervals: Sequence[tuple[Hashable, float, float]]) -> list[float]:
     """Each interval's share of its GPU's wall time (see the module's docstring)."""
     out = [0.0] * len(intervals)
