@@ -138,7 +138,9 @@ def run_program(cmd: list[str], log: Path, stage: str, timeout_s: float, env: di
             f.write(f"\n# {Path(cmd[0]).name} exited, but a process it started still held its output "
                     f"{group.LINGER_S:.0f} s later: that process group was killed\n".encode())
     name = Path(cmd[0]).name
-    if p.why == "deadline":
+    # Slurm sends its warning (USR2) to every process of the job, the program too: one killed by it,
+    # or by anything once the deadline expired, ended at the time limit, not of a fault of its own
+    if p.why == "deadline" or (p.returncode < 0 and group.expired()):
         raise JobFailed(Status.TIMEOUT, stage, f"{name} ran past its {limit:.0f} s limit during {stage} (the job's "
                                                "time limit left); its process group was killed; raise it (--time, "
                                                "or slurm.time_min)", log)
