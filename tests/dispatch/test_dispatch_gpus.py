@@ -164,14 +164,18 @@ def test_the_strategy_is_asked_again_as_each_job_ends_not_when_a_batch_has(tmp_p
 
     monkeypatch.setattr(local.LocalExecutor, "stream", stream)
     monkeypatch.setattr(local.LocalExecutor, "parallelism", lambda self: 2)
-    monkeypatch.setenv("PY_BENCH_SLEEP_MS", "200")
+    # GPU 1's jobs take 3 s, GPU 0's none: while GPU 1 holds its first job, GPU 0 ends one after another,
+    # and an adaptive strategy (asked for n, it gives n) must be asked for one more as each of them ends
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS_GPU0", "0")
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS_GPU1", "3000")
     space = py_space_dict("ask", ALPHA_BLOCK={"tag": "A", "values": [32, 48, 64, 96, 128, 256], "default": 256,
                                               "kernels": ["k_a"]})
+    space["strategy"] = {"name": "learning", "budget": 6}
     s = _run(tmp_path, space, monkeypatch)
     assert s.counts == {"ok": 6}
     assert asked[0] == (2, 0)
-    top_ups = [n for n, done in asked[1:] if 0 < done < 6]
-    assert top_ups and 1 in top_ups and max(top_ups) <= 2, asked   # one more as each ends, while the other runs
+    top_ups = [(n, done) for n, done in asked[1:] if done < 6]
+    assert top_ups[:2] == [(1, 1), (1, 2)], asked   # one more as each ends, while GPU 1's job runs
 
 
 def test_a_debug_job_measures_under_the_node_wide_lock_of_its_gpu(tmp_path, monkeypatch):
