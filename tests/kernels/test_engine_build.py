@@ -1,4 +1,4 @@
-"""The engine compiles for sm_80 and sm_90, with default and non-default conf.cuh,
+"""The engine compiles for sm_80 and sm_90 with the default conf.cuh, for sm_90 with non-default ones,
 and an illegal conf.cuh fails with its static_assert's message (real nvcc)."""
 
 from __future__ import annotations
@@ -68,15 +68,18 @@ def test_the_non_default_sets_set_disjoint_macros_so_one_conf_cuh_holds_them_all
 
 
 @pytest.mark.timeout(4 * WHOLE_BUILD_S)    # on failure, a build for each set to name the broken one
-def test_engine_builds_for_sm80_and_sm90_with_every_non_default_conf_cuh_set_in_one_conf_cuh(tmp_path):
+def test_engine_builds_for_sm90_with_every_non_default_conf_cuh_set_in_one_conf_cuh(tmp_path):
     # The sets touch disjoint families (test above; no static_assert couples two of them), so one
     # build of them all together compiles every non-default value, instead of one build per set.
-    # Only on failure is each set built alone, to name the one that breaks.
-    p = make(tmp_path, "".join(NON_DEFAULT.values()), "sm_80 sm_90", ("all", "check"))
+    # Only on failure is each set built alone, to name the one that breaks. One architecture: the
+    # kernels' only architecture branches (common.cuh's grid dependency calls, the matmuls' sm_80
+    # guards) use no launch macro, and static shared memory is capped at 48 KB on both, so what a
+    # launch size breaks, it breaks on sm_90 too; sm_80 is built with the defaults (test above).
+    p = make(tmp_path, "".join(NON_DEFAULT.values()), "sm_90", ("all", "check"))
     if p.returncode != 0:
         def fails_alone(name: str) -> bool:
             (tmp_path / name).mkdir()
-            return make(tmp_path / name, NON_DEFAULT[name], "sm_80 sm_90", ("all", "check")).returncode != 0
+            return make(tmp_path / name, NON_DEFAULT[name], "sm_90", ("all", "check")).returncode != 0
         failing = [name for name in NON_DEFAULT if fails_alone(name)]
         pytest.fail(f"non-default sets {failing or 'none alone, only all together'} fail to build:\n"
                     + p.stdout[-4000:] + p.stderr[-4000:])
