@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .surrogate import GP, expected_improvement, feasibility, normal_scores
+from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -62,7 +62,8 @@ class LearningSearch:
         refit_every: hyperparameters are refitted every this many good points.  fail_margin:
         failed points are told to the surrogate this many standard units worse than the worst.
         kappa: None for expected improvement, else a lower confidence bound with this weight.
-        alignment: add a power-of-two (2-adic) column for positive integer parameters.
+        alignment: add columns for the power of two dividing each value and its odd part, for
+        positive integer parameters of more than two values.
         max_score: score at most this many candidates per proposal (the incumbents' neighbours
         plus a random sample of the rest)."""
         self.dims = tuple(dims)
@@ -83,6 +84,7 @@ class LearningSearch:
         self.max_score = int(max_score)
         self.alignment = bool(alignment)
         self._hyper: dict[int, tuple] = {}
+        self._side_hyper: dict[tuple, dict[int, tuple]] = {}   # (switch, the best point's value): its own
         self.local_every = int(local_every)
         self.n_incumbents = int(n_incumbents)
         self.basin = int(basin)
@@ -99,22 +101,7 @@ class LearningSearch:
         # gives each combination of them a point before any gets a second, as one region's random
         # points can look far worse than its best (bench/landscape.py, W6600)
         self._switches = np.flatnonzero(self._sizes == 2)
-        # surrogate columns: each varying dimension's rank / (levels - 1); for positive integer
-        # dimensions also the power of two dividing each value (alignment: warp and vector widths,
-        # power-of-two tiles), normalized, which the ranks alone cannot express
-        self._col_dim: list[int] = []
-        self._coords: list[np.ndarray] = []
-        for j in self._vary:
-            self._col_dim.append(int(j))
-            self._coords.append(np.arange(self._sizes[j]) / (self._sizes[j] - 1.0))
-        if self.alignment:
-            for j in self._vary:
-                vals = self.dims[j].values
-                if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in vals):
-                    v2 = np.array([_two_adic(int(v)) for v in vals], dtype=float)
-                    if v2.max() > v2.min() and len(vals) > 2:
-                        self._col_dim.append(int(j))
-                        self._coords.append((v2 - v2.min()) / (v2.max() - v2.min()))
+        self._col_dim, self._coords = columns([d.values for d in self.dims], self._vary, self.alignment)
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -303,10 +290,19 @@ class LearningSearch:
     def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
         step = len(self.told) + len(self.pending)
         local = bool(self.local_every) and step % self.local_every == 0
+        stalled_for = self._stalled()
+        stalled = stalled_for >= self.stall
+        # stalled: the local steps search the other sides of the switches; stalled twice as long
+        # (the best has held while those searches ran), every step does
+        if len(self._switches) and ((local and stalled) or stalled_for >= 2 * self.stall):
+            turn = step if stalled_for >= 2 * self.stall else step // self.local_every
+            other_side = self._other_side(cands, done, turn)
+            if other_side is not None:
+                return other_side
         if local or len(cands) > self.max_score:
             best = [k for _, k in sorted((v, k) for k, (v, f) in self.told.items() if v is not None)]
             near = self._near(cands, best[: self.n_incumbents])
-            mine, inc = near, (self._incumbents() if self._stalled() >= self.stall else [])
+            mine, inc = near, (self._incumbents() if stalled else [])
             if len(inc) > 1:   # stalled: a basin that only looks best is not the only one searched
                 mine = self._near(cands, [inc[1 + (step // max(1, self.local_every)) % (len(inc) - 1)]])
             if local and mine.any():
@@ -320,6 +316,33 @@ class LearningSearch:
                 keep = near.copy()
                 keep[far[pick]] = True
                 cands = cands[keep]
+        failed = [k for k in self.order if self.told[k][0] is None]
+        return self._best_scored(cands, done, failed, self.pending, self._hyper, track_stop=True)
+
+    def _other_side(self, cands: np.ndarray, done: list, turn: int) -> tuple | None:
+        """Once stalled, a step searches the other side of one two-valued parameter (in turn)
+        from the best point's: a model fitted to that side's points alone, its expected improvement
+        over that side's best. A switch between code paths (shared memory or not) can make the
+        times a different function of the other parameters on each side; a model of the whole
+        space, dominated by the side the best point is on, ranks the other side's best cells from
+        the wrong trends (W6600's optimum, bench/STRATEGIES.md)."""
+        best = min(done, key=lambda kv: kv[1])[0]
+        for t in range(len(self._switches)):
+            j = int(self._switches[(turn + t) % len(self._switches)])
+            there = cands[:, j] != best[j]
+            side_done = [(k, v) for k, v in done if k[j] != best[j]]
+            if there.any() and len(side_done) >= 3:
+                failed = [k for k in self.order if self.told[k][0] is None and k[j] != best[j]]
+                pending = [k for k in self.pending if k[j] != best[j]]
+                hyper = self._side_hyper.setdefault((j, best[j]), {})
+                return self._best_scored(cands[there], side_done, failed, pending, hyper, track_stop=False)
+        return None
+
+    def _best_scored(self, cands: np.ndarray, done: list, failed: list, pending: list, hyper: dict,
+                     track_stop: bool) -> tuple:
+        """The candidate of highest expected improvement (times feasibility) under a GP of the
+        told points `done` (and `failed`, as worse than any), `pending` told at their predicted
+        mean; hyperparameters from `hyper`, filled at checkpoints of len(done)."""
         keys = [k for k, _ in done]
         y = np.log(np.array([v for _, v in done]))
         if len(keys) > self.max_train:   # the best half of the budget plus the most recent
@@ -329,7 +352,7 @@ class LearningSearch:
             keys, y = [keys[i] for i in sel], y[sel]
         ys, sd = self._transform(y)
         best_y = float(ys.min())
-        failed = [k for k in self.order if self.told[k][0] is None][-self.max_train // 3:]
+        failed = failed[-self.max_train // 3:]
         if failed:   # failures told to the surrogate as worse than anything seen: steer away
             keys = keys + failed
             ys = np.concatenate([ys, np.full(len(failed), float(ys.max()) + self.fail_margin)])
@@ -338,14 +361,14 @@ class LearningSearch:
         # hyperparameters: refitted at checkpoints of the number of good points, each from that
         # prefix of the history (so a replayed history gets the same ones), conditioned on all data
         c = len(done) if len(done) < 2 * self.refit_every else len(done) - len(done) % self.refit_every
-        if c not in self._hyper:
+        if c not in hyper:
             kc = self._levels(np.array([k for k, _ in done[:c]]))
             yc, _ = self._transform(np.log(np.array([v for _, v in done[:c]])))
             g = GP.fit(self._coords, kc, yc, additive_grid=self.additive_grid)
-            self._hyper[c] = (g.ls, g.additive, g.nugget)
-        gp = GP(self._coords, *self._hyper[c]).condition(lv, ys)
-        if self.pending:   # kriging believer: pending points told at their predicted mean
-            lp = self._levels(np.array(self.pending))
+            hyper[c] = (g.ls, g.additive, g.nugget)
+        gp = GP(self._coords, *hyper[c]).condition(lv, ys)
+        if pending:   # kriging believer: pending points told at their predicted mean
+            lp = self._levels(np.array(pending))
             mp, _ = gp.predict(lp)
             gp = GP(self._coords, gp.ls, gp.additive, gp.nugget).condition(np.vstack([lv, lp]), np.concatenate([ys, mp]))
         mean, std, ks = gp.predict(lc, with_cross=True)
@@ -356,13 +379,7 @@ class LearningSearch:
             p_ok = feasibility(ks[:, : len(ok)], ok)
             ei = ei * p_ok
             score = ei if self.kappa is None else np.where(p_ok > 0.5, score, score - 10.0)
-        top = float(ei.max())
-        if not self.pending:
-            self._low_ei = self._low_ei + 1 if top < self.ei_stop else 0
+        if track_stop and not self.pending:
+            self._low_ei = self._low_ei + 1 if float(ei.max()) < self.ei_stop else 0
         i = int(np.argmax(score))
         return tuple(int(v) for v in cands[i])
-
-
-def _two_adic(v: int) -> int:
-    """The exponent of the largest power of two dividing v > 0."""
-    return (v & -v).bit_length() - 1

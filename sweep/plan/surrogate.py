@@ -17,6 +17,32 @@ LENGTHSCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 8.0)   # in units of the [0, 1] 
 NUGGETS = (1e-6, 1e-4, 1e-3, 1e-2, 5e-2, 0.2)           # noise / signal variance ratio
 
 
+def columns(values: list, vary, alignment: bool = True) -> tuple[list[int], list[np.ndarray]]:
+    """The surrogate's columns of a discrete space: for each dimension of `vary` (indices into
+    `values`, each dimension's ordered values), its rank / (levels - 1); with `alignment`, for
+    positive integer dimensions of more than two values, also the power of two dividing each
+    value and the log2 of what is left (its odd part), each normalized to [0, 1]. The ranks
+    alone cannot say that 32 and 128 share a trait 48 and 96 lack: warp and vector widths and
+    power-of-two tiles make sizes that are not powers of two cost 30-180x on some GPUs (W6600,
+    bench/STRATEGIES.md). Returns each column's dimension and its coordinate per level."""
+    col_dim: list[int] = []
+    coords: list[np.ndarray] = []
+    for j in vary:
+        col_dim.append(int(j))
+        coords.append(np.arange(len(values[j])) / (len(values[j]) - 1.0))
+    integer = [j for j in vary if alignment and len(values[j]) > 2
+               and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in values[j])]
+    twos = {j: [(int(v) & -int(v)).bit_length() - 1 for v in values[j]] for j in integer}
+    odd = {j: [math.log2(int(v) >> t) for v, t in zip(values[j], twos[j])] for j in integer}
+    for kind in (twos, odd):
+        for j in integer:
+            c = np.array(kind[j], dtype=float)
+            if c.max() > c.min():
+                col_dim.append(int(j))
+                coords.append((c - c.min()) / (c.max() - c.min()))
+    return col_dim, coords
+
+
 def norm_cdf(z: np.ndarray) -> np.ndarray:
     """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
     x = np.abs(z) / math.sqrt(2.0)

@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-import pytest
 
 from sweep.plan.learning import Dim, LearningSearch
 
@@ -168,3 +167,29 @@ def test_the_start_is_sized_by_the_parameters_that_vary():
     assert LearningSearch(dims, seed=0).n_init == 10
     assert LearningSearch(dims[:3], seed=0).n_init == 8     # at least 8
     assert LearningSearch(dims[:5] + [Dim(f"w{i}", (1, 2)) for i in range(6)], seed=0).n_init == 10   # at most 10
+
+
+def _stalled_with_a_switch() -> LearningSearch:
+    """The best point (0, 0) on side s=1 of a switch, thirteen worse points near it since; on side
+    s=0 four points whose times fall as `a` grows (there the best lies at large a, the opposite
+    of side s=1's trend), within two parameters of the best: no basin of their own."""
+    dims = [Dim("a", tuple(range(10))), Dim("b", tuple(range(10))), Dim("s", (0, 1))]
+    s = LearningSearch(dims, seed=3, n_init=2, stall=10, alignment=False)
+    for a in (1, 3, 5, 7):
+        s.tell({"a": a, "b": 0, "s": 0}, 12.0 - a)
+    s.tell({"a": 0, "b": 0, "s": 1}, 1.0)
+    for i in range(1, 14):
+        s.tell({"a": i % 4, "b": i // 4 + 1, "s": 1}, 1.0 + i)
+    return s
+
+
+def test_a_stalled_search_with_a_switch_takes_its_local_steps_on_the_other_side_by_that_sides_own_trend():
+    s = _stalled_with_a_switch()
+    assert len(s.told) % s.local_every == 0          # the next proposal is a local step
+    p = s.ask(1)[0]
+    assert p["s"] == 0 and p["a"] >= 7, p
+
+
+def test_the_other_sides_proposal_is_the_same_after_a_replayed_history():
+    first = _stalled_with_a_switch().ask(3)
+    assert _stalled_with_a_switch().ask(3) == first
