@@ -291,11 +291,11 @@ class LearningSearch:
         step = len(self.told) + len(self.pending)
         local = bool(self.local_every) and step % self.local_every == 0
         stalled_for = self._stalled()
-        stalled = stalled_for >= self.stall
+        stalled, long_stalled = stalled_for >= self.stall, stalled_for >= 2 * self.stall
         # stalled: the local steps search the other sides of the switches; stalled twice as long
         # (the best has held while those searches ran), every step does
-        if len(self._switches) and ((local and stalled) or stalled_for >= 2 * self.stall):
-            turn = step if stalled_for >= 2 * self.stall else step // self.local_every
+        if len(self._switches) and ((local and stalled) or long_stalled):
+            turn = step if long_stalled else step // self.local_every
             other_side = self._other_side(cands, done, turn)
             if other_side is not None:
                 return other_side

@@ -23,7 +23,7 @@ def columns(values: list, vary, alignment: bool = True) -> tuple[list[int], list
     positive integer dimensions of more than two values, also the power of two dividing each
     value and the log2 of what is left (its odd part), each normalized to [0, 1]. The ranks
     alone cannot say that 32 and 128 share a trait 48 and 96 lack: warp and vector widths and
-    power-of-two tiles make sizes that are not powers of two cost 30-180x on some GPUs (W6600,
+    power-of-two tiles make sizes that are not powers of two cost 28-180x on some GPUs (W6600,
     bench/STRATEGIES.md). Returns each column's dimension and its coordinate per level."""
     col_dim: list[int] = []
     coords: list[np.ndarray] = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from sweep import cli
 from sweep.dispatch import recording
 from sweep.plan import REGISTRY

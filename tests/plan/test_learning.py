@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-
 from sweep.plan.learning import Dim, LearningSearch
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
