@@ -166,13 +166,15 @@ def keep_pairs(space_name: str, modes: dict[str, dict], out: Path) -> list[str]:
 def compare(space: Path, configs: int, slots: int, jobs: Path, results: Path, lock: Path, out: Path) -> dict:
     modes = {mode: sweep_mode(space, mode, configs, slots, jobs, results, lock) for mode in MODES}
     a, b = (medians(Path(modes[m]["results"])) for m in ("overlap", "exclusive"))
-    j = a.join(b, lsuffix="_overlap", rsuffix="_exclusive", how="inner")
+    j = a.merge(b, left_index=True, right_index=True, suffixes=("_overlap", "_exclusive"), how="inner")
     j["rel"] = j["median_ns_overlap"] / j["median_ns_exclusive"] - 1
     j["allowed"] = j[["noise_overlap", "noise_exclusive"]].fillna(0).max(axis=1).clip(lower=SAME)
     j["same"] = j["rel"].abs() <= j["allowed"]
     p_over, p_excl = (picks(Path(modes[m]["results"])) for m in ("overlap", "exclusive"))
     name = yaml.safe_load(space.read_text()).get("name", space.stem)
-    result = {"space": str(space), "modes": {m: {k: v for k, v in s.items() if k != "rows"} for m, s in modes.items()},
+    result = {"space": str(space),
+              "modes": {m: {**{k: v for k, v in s.items() if k != "rows"},
+                            "repeats_at_once": sum(x["repeats_at_once"] for x in s["rows"])} for m, s in modes.items()},
               "medians": {"pairs": len(j), "same": int(j["same"].sum()), "rel_median": float(j["rel"].median()),
                           "rel_max_abs": float(j["rel"].abs().max()),
                           "detail": j.reset_index().astype(str).to_dict(orient="records")},
@@ -186,11 +188,10 @@ def show(r: dict, j: pd.DataFrame) -> None:
     print(f"\n== {r['space']}")
     for m, s in r["modes"].items():
         ratio = f"{s['ratio']:.2f}x" if s["ratio"] else "unknown"
-        at_once = sum(x["repeats_at_once"] for x in s["rows"])
         print(f"  {m:<9} {s['jobs']} jobs {s['statuses']}: measuring phase {s['measure_wall_s']:.1f} s; measuring wall "
               f"per configuration / GPU-busy per configuration = {s['wall_per_config_s']:.2f} s / "
               f"{s['busy_per_config_s']:.2f} s = {ratio}" + (f" (target <= {TARGET_RATIO}x)" if m == "overlap" else "")
-              + f"; jobs whose repeats ran at once: {at_once}/{s['jobs']}")
+              + f"; jobs whose repeats ran at once: {s['repeats_at_once']}/{s['jobs']}")
     print(f"  per-launch medians overlap/exclusive - 1 ({r['medians']['same']}/{r['medians']['pairs']} within "
           f"max(1%, noise)):")
     for key, row in j.iterrows():

@@ -6,9 +6,9 @@ GPU was while measuring, and how much faster more GPUs end it (issue 33).
 SPACE defaults to examples/quick_check/space.yaml. Each GPU count runs on the first N GPUs
 CUDA_VISIBLE_DEVICES (else nvidia-smi) shows; a count above what is visible is skipped, saying
 so. Per count, two sweeps through the local executor, end to end (race and confirmation
-included, no report): cold (a jobs folder of its own: no object cache, no cupti library) and
-then warm (the same jobs folder, a new sweep name: every object and the library cached,
-nothing measured reused). Each run's wall time is split by the jobs' own intervals
+included, no report): cold (the jobs folder's object cache emptied first) and then warm (the
+same jobs folder: every object cached). Each reported run starts from an empty sweep folder
+of its own, so a --work folder used before is measured again, never resumed. Each run's wall time is split by the jobs' own intervals
 (sweep.node.job mark(): epoch seconds):
 
     build      union of the sweep jobs' build intervals (make through the object cache)
@@ -91,8 +91,18 @@ def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
             "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
 
 
-def one(space: Path, jobs_root: Path, name: str, devices: list[str]) -> dict[str, object]:
+def fresh(jobs_root: Path, name: str, cold: bool) -> None:
+    """Forget what an earlier run under this name measured (a reused --work would otherwise resume it
+    and measure nothing), and for a cold run the object cache too."""
+    for folder in (jobs_root / "jobs" / name, jobs_root / "results" / name):
+        shutil.rmtree(folder, ignore_errors=True)
+    if cold:
+        shutil.rmtree(jobs_root / "jobs" / pipeline.OBJECT_CACHE, ignore_errors=True)
+
+
+def one(space: Path, jobs_root: Path, name: str, devices: list[str], cold: bool = False) -> dict[str, object]:
     workers.close_kept()      # each run starts its workers afresh, as a sweep of its own command would
+    fresh(jobs_root, name, cold)
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     t0, lo = time.monotonic(), time.time()
     s = pipeline.run(space, pipeline.Options(executor="local", jobs_root=jobs_root / "jobs",
@@ -164,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 one(a.space, jobs, f"{base}-g{n}-warmup", devices)
             for cache in (("warm",) if a.warm_only else ("cold", "warm")):
                 print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
-                runs.append({"gpus": n, "cache": cache, **one(a.space, jobs, f"{base}-g{n}-{cache}", devices)})
+                runs.append({"gpus": n, "cache": cache,
+                             **one(a.space, jobs, f"{base}-g{n}-{cache}", devices, cold=cache == "cold")})
     except SweepError as e:
         print(f"bench/scaling.py: {e}", file=sys.stderr)
         return 1

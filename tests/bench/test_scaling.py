@@ -34,3 +34,16 @@ def test_the_wall_time_splits_into_build_measure_race_confirm_and_what_none_cove
     _result(tmp_path / "_races" / "abc", {"race": [9, 12]}, role="race")
     _result(tmp_path / "best", {"build": [12, 12.5], "gpu": [12.5, 13]}, role="best")
     assert split(tmp_path, 0, 15) == {"build": 3.0, "measure": 6.0, "race": 3.0, "confirm": 1.0, "framework": 3.0}
+
+
+def test_a_reported_run_forgets_what_an_earlier_one_under_its_name_measured_and_a_cold_one_the_object_cache(tmp_path):
+    from bench.scaling import fresh
+    for folder in ("jobs/q-g1-warm/T1", "results/q-g1-warm", "jobs/q-g1-warmup/T1", "jobs/_cache/objects/ab",
+                   "jobs/_cache/cupti"):
+        (tmp_path / folder).mkdir(parents=True)
+    fresh(tmp_path, "q-g1-warm", cold=False)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*"))
+    assert left == ["jobs/_cache", "jobs/q-g1-warmup"]
+    assert (tmp_path / "jobs/_cache/objects/ab").is_dir()
+    fresh(tmp_path, "q-g1-cold", cold=True)
+    assert not (tmp_path / "jobs/_cache/objects").exists() and (tmp_path / "jobs/_cache/cupti").is_dir()
