@@ -1,11 +1,18 @@
-"""Races side by side: each group's race on a GPU of its own when the executor has several.
+"""Races side by side: the groups' races split over the GPUs when the executor has several.
 
 A plan whose groups race on jobs of their own (the sweep's jobs, not combined configurations,
-which serve every group in one run) splits into one plan a group (`parts`). The parts are
-dispatched together, so the local executor runs them on different GPUs at once and Slurm as
-tasks of one array; each part is one job, so one group's entrants always run on one GPU. A
-part has the whole budget: the parts run at once, so the race takes no longer than one did.
-Outcomes are read back in the plan's group order, whatever order the races ended in.
+which serve every group in one run) splits into at most one plan a GPU (`parts`). A round of a
+race runs each of its jobs once for every group it serves, so a round's wall time goes with the
+jobs it runs, and groups whose entrants share jobs cost less together: the seed space's five
+groups share four jobs, and five races at once on two GPUs took 62 s where the one race took
+46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part whose jobs
+they grow least into (an empty part counts as well); the split is taken when its largest part
+runs fewer jobs a round than the whole plan, and all parts together at most SPLIT_WORK times as
+many. The parts are dispatched together, so the local executor runs them on different GPUs at
+once and Slurm as tasks of one array; each part is one job, so one group's entrants always run
+on one GPU. A part has the whole budget: the parts run at once, so the race takes no longer
+than one did. Outcomes are read back in the plan's group order, whatever order the races ended
+in.
 """
 
 from __future__ import annotations
@@ -24,30 +31,50 @@ from sweep.records import read_result
 from sweep.space import Space
 
 
+SPLIT_WORK = 1.5     # the most job runs a round that a split may add over the whole plan's (GPU time for wall time)
+
+
+def _part(p: RacePlan, lanes: list[int]) -> RacePlan:
+    chosen = tuple(p.lanes[i] for i in sorted(lanes))
+    tags = list(dict.fromkeys(e.id for lane in chosen for e in lane.entrants))
+    return dataclasses.replace(p, lanes=chosen, jobs={t: p.jobs[t] for t in tags}, hashes={t: p.hashes[t] for t in tags})
+
+
 def parts(p: RacePlan, gpus_at_once: int, combined: bool) -> list[RacePlan]:
-    """The races to run: one a group when several GPUs can take them and the groups have jobs of
-    their own; else the plan itself."""
+    """The races to run: the plan's groups in at most `gpus_at_once` parts when that shortens a
+    round (see the module's text); else the plan itself, as when one GPU takes it or the groups
+    race combined configurations."""
     if gpus_at_once < 2 or len(p.lanes) < 2 or combined:
         return [p]
-    out = []
-    for lane in p.lanes:
-        tags = list(dict.fromkeys(e.id for e in lane.entrants))
-        out.append(dataclasses.replace(p, lanes=(lane,), jobs={t: p.jobs[t] for t in tags},
-                                       hashes={t: p.hashes[t] for t in tags}))
-    return out
+    jobs = [{e.id for e in lane.entrants} for lane in p.lanes]
+    bins: list[tuple[set[str], list[int]]] = [(set(), []) for _ in range(min(gpus_at_once, len(p.lanes)))]
+    for i in sorted(range(len(jobs)), key=lambda i: -len(jobs[i])):
+        tags, members = min(bins, key=lambda b: (len(b[0] | jobs[i]), len(jobs[i] - b[0])))
+        tags |= jobs[i]
+        members.append(i)
+    used = [b for b in bins if b[1]]
+    whole = len(set().union(*jobs))
+    if len(used) < 2 or max(len(t) for t, _ in used) >= whole or sum(len(t) for t, _ in used) > SPLIT_WORK * whole:
+        return [p]
+    return [_part(p, members) for _, members in sorted(used, key=lambda b: min(b[1]))]
 
 
 def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path]) -> list[tuple[RacePlan, dict[str, Any]]]:
-    """The races already run for this plan: the whole plan's, else each group's part's that has one."""
+    """The races already run for this plan: the whole plan's, else those of the split (into as many
+    parts as the run that made them had GPUs) whose outcomes cover the most groups."""
     whole = read_outcome(race_dir(p))
     if whole is not None and whole.get("plan_digest") == p.digest():
         return [(p, whole)]
-    found = []
-    for part in parts(p, 2, combined=False) if len(p.lanes) > 1 else []:
-        out = read_outcome(race_dir(part))
-        if out is not None and out.get("plan_digest") == part.digest():
-            found.append((part, out))
-    return found
+    best: list[tuple[RacePlan, dict[str, Any]]] = []
+    for gpus in range(len(p.lanes), 1, -1):
+        found = []
+        for part in parts(p, gpus, combined=False):
+            out = read_outcome(race_dir(part))
+            if out is not None and out.get("plan_digest") == part.digest():
+                found.append((part, out))
+        if sum(len(x.lanes) for x, _ in found) > sum(len(x.lanes) for x, _ in best):
+            best = found
+    return best
 
 
 def run_parts(space: Space, sw: Any, races: list[RacePlan], race_dir: Callable[[RacePlan], Path], cost: float,
@@ -73,7 +100,7 @@ def run_parts(space: Space, sw: Any, races: list[RacePlan], race_dir: Callable[[
         entrants = sum(len(x.entrants) for p in races for x in p.lanes)
         n = len(whole.tags()) if whole else 0
         how = ((f"in lockstep, a process of each of {n} jobs a round, {whole.turns} turns each" if whole.lockstep
-                else f"{n} jobs a round") if whole else f"each group on a GPU of its own, {len(races)} races at once")
+                else f"{n} jobs a round") if whole else f"{len(races)} races at once, each on a GPU of its own")
         budget = max(p.budget_s for p in races)
         print(f"certifying: racing {entrants} entrants of {sum(len(p.lanes) for p in races)} group(s) ({how}), "
               f"about {cost:.0f} s to its first decisive round, for up to {budget:.0f} s "
