@@ -17,7 +17,7 @@ import bench.overlap_check as oc  # noqa: E402
 
 def test_the_comparison_prints_and_returns_each_modes_ratio_medians_picks_and_repeats_at_once(monkeypatch, tmp_path,
                                                                                            capsys):
-    def sweep_mode(space, mode, *args):
+    def sweep_mode(space, mode, *args):   # 1.0 s of GPU-busy time in both modes
         rows = [{"tag": "T32", "status": "ok", "repeats_at_once": mode == "overlap", "interval": [0, 1],
                  "dir": str(tmp_path), "busy_s": 1.0, "runs": 5, "outside": 0, "mode": mode}]
         wall = 20.0 if mode == "exclusive" else 4.0
@@ -41,6 +41,7 @@ def test_the_comparison_prints_and_returns_each_modes_ratio_medians_picks_and_re
     out = capsys.readouterr().out
     assert "= 4.00x (target <= 1.5x); jobs whose repeats ran at once: 1/1" in out
     assert "= 20.00x; jobs whose repeats ran at once: 0/1" in out
+    assert "exclusive GPU-busy per configuration = 4.00x" in out
     assert "(+5.00%, allowed 1.00%)  <-- differs" in out and "1/2 within max(1%, noise)" in out
     assert r["modes"]["overlap"]["repeats_at_once"] == 1 and "rows" not in r["modes"]["overlap"]
     assert r["medians"]["same"] == 1 and r["picks"]["same"]
