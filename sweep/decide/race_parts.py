@@ -5,10 +5,10 @@ which serve every group in one run) splits into at most one plan a GPU (`parts`)
 race runs each of its jobs once for every group it serves, so a round's wall time goes with the
 jobs it runs, and groups whose entrants share jobs cost less together: the seed space's five
 groups share four jobs, and five races at once on two GPUs took 62 s where the one race took
-46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part whose jobs
-they grow least into (an empty part counts as well); the split is taken when its largest part
-runs fewer jobs a round than the whole plan, and all parts together at most SPLIT_WORK times as
-many. The parts are dispatched together, so the local executor runs them on different GPUs at
+46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part that then
+runs the fewest jobs (an empty one too; of equals, the part they add fewest jobs to); the split
+is taken when its largest part runs fewer jobs a round than the whole plan, and all parts
+together at most SPLIT_WORK times as many. The parts are dispatched together, so the local executor runs them on different GPUs at
 once and Slurm as tasks of one array; each part is one job, so one group's entrants always run
 on one GPU. A part has the whole budget: the parts run at once, so the race takes no longer
 than one did. Outcomes are read back in the plan's group order, whatever order the races ended
