@@ -8,8 +8,8 @@ CUDA_VISIBLE_DEVICES (else nvidia-smi) shows; a count above what is visible is s
 so. Per count, two sweeps through the local executor, end to end (race and confirmation
 included, no report): cold (the jobs folder's object cache emptied first) and then warm (the
 same jobs folder: every object cached). Each reported run starts from an empty sweep folder
-of its own, so a --work folder used before is measured again, never resumed. Each run's wall time is split by the jobs' own intervals
-(sweep.node.job mark(): epoch seconds):
+of its own, so a --work folder used before is measured again, never resumed. Each run's wall
+time is split by the jobs' own intervals (sweep.node.job mark(): epoch seconds):
 
     build      union of the sweep jobs' build intervals (make through the object cache)
     measure    union of the sweep jobs' gpu intervals (verify + profile under the GPU's lock)

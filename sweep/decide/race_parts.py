@@ -5,14 +5,14 @@ which serve every group in one run) splits into at most one plan a GPU (`parts`)
 race runs each of its jobs once for every group it serves, so a round's wall time goes with the
 jobs it runs, and groups whose entrants share jobs cost less together: the seed space's five
 groups share four jobs, and five races at once on two GPUs took 62 s where the one race took
-46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part that then
-runs the fewest jobs (an empty one too; of equals, the part they add fewest jobs to); the split
-is taken when its largest part runs fewer jobs a round than the whole plan, and all parts
-together at most SPLIT_WORK times as many. The parts are dispatched together, so the local executor runs them on different GPUs at
-once and Slurm as tasks of one array; each part is one job, so one group's entrants always run
-on one GPU. A part has the whole budget: the parts run at once, so the race takes no longer
-than one did. Outcomes are read back in the plan's group order, whatever order the races ended
-in.
+46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part that then runs
+the fewest jobs (an empty one too; of equals, the part they add fewest jobs to); the split is
+taken when its largest part runs fewer jobs a round than the whole plan, and all parts together
+at most SPLIT_WORK times as many. The parts are dispatched together, so the local executor runs
+them on different GPUs at once and Slurm as tasks of one array; each part is one job, so one
+group's entrants always run on one GPU. A part has the whole budget: the parts run at once, so
+the race takes no longer than one did. Outcomes are read back in the plan's group order,
+whatever order the races ended in.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from sweep.records import read_result
 from sweep.space import Space
 
 
-SPLIT_WORK = 1.5     # the most job runs a round that a split may add over the whole plan's (GPU time for wall time)
+SPLIT_WORK = 1.5     # a split's job runs a round, at most, over the whole plan's (GPU time for wall time)
 
 
 def _part(p: RacePlan, lanes: list[int]) -> RacePlan:
-    chosen = tuple(p.lanes[i] for i in sorted(lanes))
-    tags = list(dict.fromkeys(e.id for lane in chosen for e in lane.entrants))
-    return dataclasses.replace(p, lanes=chosen, jobs={t: p.jobs[t] for t in tags}, hashes={t: p.hashes[t] for t in tags})
+    part = dataclasses.replace(p, lanes=tuple(p.lanes[i] for i in sorted(lanes)))
+    tags = part.tags()
+    return dataclasses.replace(part, jobs={t: p.jobs[t] for t in tags}, hashes={t: p.hashes[t] for t in tags})
 
 
 def parts(p: RacePlan, gpus_at_once: int, combined: bool) -> list[RacePlan]:
