@@ -15,6 +15,10 @@ it), so every rerun is warm. For every parameter group it then reports:
     repeat rate     the share of picks equal to the group's most common pick over
                     the K reruns, for certified and uncertified picks apart
                     (target: certified picks repeat in >= 95% of reruns)
+    ties            a race that ended in a tie picks by the tie rule: those picks'
+                    repeat rate apart, and whether each raced rerun's pick lies
+                    inside every other rerun's verdict (its certified pick or its
+                    tied set): verdicts that contradict one another show there
     leaders         each certified pick against every other rerun's race leader
                     (the fastest median of its race, whatever the tie rule picked):
                     a certified pick the measurements of another rerun contradict
@@ -157,10 +161,40 @@ def analyze(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 if j != i and b.get("raced") and b.get("tied"):
                     agree[0] += b["tied"][0] == a["pick"]
                     agree[1] += 1
+    ties, within = tie_evidence(runs)
     return {"groups": groups, "leader_agreement": _rate(agree), "leader_pairs": agree[1], "certified_picks": counts[True][1], "certified_repeat": _rate(counts[True]),
             "uncertified_picks": counts[False][1], "uncertified_repeat": _rate(counts[False]),
+            "tie_picks": ties[1], "tie_repeat": _rate(ties), "verdict_agreement": _rate(within), "verdict_pairs": within[1],
             "race_share_mean": sum(shares) / len(shares) if shares else None, "race_share_max": max(shares, default=None),
             "reruns": len(runs)}
+
+
+def _verdict_set(entry: dict[str, Any]) -> list[Any]:
+    """The configurations a raced rerun's verdict names: its certified pick, or its tied set."""
+    return [entry["pick"]] if entry["certified"] else list(entry.get("tied") or [])
+
+
+def tie_evidence(runs: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """What the reruns whose races ended in a tie say, as [repeated, all] counts:
+    - the tie picks (a tied set's pick follows the tie rule) equal to their group's most common tie pick;
+    - for every ordered pair of raced reruns of a group, whether the first's pick lies inside the
+      second's verdict (its certified pick, or its tied set): verdicts that do not contradict."""
+    ties, within = [0, 0], [0, 0]
+    for g in runs[0]["groups"]:
+        entries = [r["groups"][g] for r in runs if g in r["groups"]]
+        tie_keys = [json.dumps(e["pick"], sort_keys=True) for e in entries if e.get("raced") and not e["certified"]
+                    and e.get("tied")]
+        if tie_keys:
+            mode = Counter(tie_keys).most_common(1)[0][0]
+            ties[0] += sum(k == mode for k in tie_keys)
+            ties[1] += len(tie_keys)
+        raced = [e for e in entries if e.get("raced") and _verdict_set(e)]
+        for i, a in enumerate(raced):
+            for j, b in enumerate(raced):
+                if i != j:
+                    within[0] += a["pick"] in _verdict_set(b)
+                    within[1] += 1
+    return ties, within
 
 
 def _rate(c: list[int]) -> float | None:
@@ -193,6 +227,10 @@ def report(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     lines.append(f"certified picks: {summary['certified_picks']}, repeat {pct(summary['certified_repeat'])} "
                  f"(target >= 95%); uncertified: {summary['uncertified_picks']}, repeat "
                  f"{pct(summary['uncertified_repeat'])}")
+    lines.append(f"tie picks (the tie rule's pick of a tied set): {summary.get('tie_picks', 0)}, repeat "
+                 f"{pct(summary.get('tie_repeat'))}; each raced pick inside every other rerun's verdict (its "
+                 f"certified pick or tied set): {pct(summary.get('verdict_agreement'))} of "
+                 f"{summary.get('verdict_pairs', 0)} pairs")
     lines.append(f"certified picks against the other reruns' race leaders: {pct(summary.get('leader_agreement'))} "
                  f"agree ({summary.get('leader_pairs', 0)} pairs; a tie's pick follows the tie rule, its leader the "
                  "measurements)")
