@@ -108,6 +108,24 @@ def test_the_large_space_holds_1552_legal_points_and_every_legal_point_of_the_sm
     assert "128 accumulators" in check(large, make_config(large, {**BIG_PATCH, "GEMM_TN": 16}))
 
 
+@pytest.mark.parametrize("gpu", ["H100", "H200"])
+def test_the_committed_brute_forces_measured_exactly_the_legal_set_and_agree_on_the_optimum(gpu):
+    """bench/data's caches of space_large.yaml, brute-forced on the GPUs (bench/kt_cache.py):
+    every configuration the tool calls legal ran and measured, nothing else ran."""
+    import gzip
+    import json
+
+    large = load_space(EXAMPLE / "space_large.yaml")
+    cache = json.loads(gzip.open(ROOT / "bench" / "data" / f"tiled_gemm_large_{gpu}.json.gz").read())
+    names = [p.macro for p in large.swept]
+    assert cache["tune_params_keys"] == names and gpu in cache["device_name"]
+    points = [dict(zip(names, map(int, key.split(",")))) for key in cache["cache"]]
+    assert len(points) == 1552 and all(check(large, make_config(large, p)) is None for p in points)
+    times = {key: e["time"] for key, e in cache["cache"].items()}
+    assert all(isinstance(t, float) and t > 0 for t in times.values())
+    assert min(times, key=times.get) == "32,128,16,8,2"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tiles", [BIG_PATCH, ONE_EACH], ids=["T256x128_K8_P16x8", "T16x16_K64_P1x1"])
 def test_the_large_spaces_extreme_tiles_build(tmp_path, tiles):
