@@ -19,11 +19,12 @@ group. No pick can be certified before the first look at which a leader that
 won every round would be (9 rounds with two to four entrants, at the default 30
 rounds and alpha 0.05).
 
-In overlap mode (RacePlan.overlap: the cupti backend on one GPU; sweep.node.race_runs) a
-round's runs start together, at most MAX_OVERLAP_SLOTS at once, each program holding the
-GPU only for its GPU work: a round then takes the longer of its runs' waves (a run's wall
-time each) and its runs' GPU work one after another (each job's GPU-busy seconds per run,
-result.json's env["gpu_use"]["busy_s"]: kernels, copies, memsets and context creation).
+In overlap mode (RacePlan.overlap: the cupti backend on one GPU; sweep.node.race_runs) the
+runs of every round up to the race's next look start together, at most MAX_OVERLAP_SLOTS
+at once, each program holding the GPU only for its GPU work: those rounds then take the
+longer of their runs' waves (a run's wall time each) and their runs' GPU work one after
+another (each job's GPU-busy seconds per run, result.json's env["gpu_use"]["busy_s"]:
+kernels, copies, memsets and context creation).
 
 Every constant below is measured, and says where: they set the estimate only,
 never what a race measures or decides.
@@ -108,27 +109,32 @@ def lockstep_seconds(p: RacePlan, c: Collected, rounds: int) -> float:
 
 def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     """Rounds the budget buys (inf when unknown): in lockstep, at lockstep_seconds (a start-up a
-    batch, `turns` iterations of each entrant a round); else at the sweep's median seconds per
-    profiled run, a job's round running each of its workloads once."""
+    batch, `turns` iterations of each entrant a round); else at runs_rounds_s, a job's round
+    running each of its workloads once."""
     if p.lockstep:
         return next((n - 1 for n in range(1, p.max_rounds + 1) if lockstep_seconds(p, c, n) > p.budget_s),
                     p.max_rounds)
-    per_round = runs_round_s(p, c, jobs_per_round)
-    if per_round is None:
+    one = runs_rounds_s(p, c, jobs_per_round, 1)
+    if not one:             # the tables cannot say (None), or a round costs nothing measurable
         return math.inf
-    return p.budget_s / per_round if per_round > 0 else math.inf
+    if not p.overlap:
+        return p.budget_s / one
+    return next((n - 1 for n in range(1, p.max_rounds + 1)
+                 if (runs_rounds_s(p, c, jobs_per_round, n) or 0.0) > p.budget_s), p.max_rounds)
 
 
-def runs_round_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float | None:
-    """A round of whole runs, `jobs_per_round` jobs each running every workload once, at the sweep's
-    median seconds per profiled run: one after another, or in overlap mode the longer of their
-    waves (MAX_OVERLAP_SLOTS at once) and their GPU-busy seconds in a row. None: the tables cannot say."""
+def runs_rounds_s(p: RacePlan, c: Collected, jobs_per_round: int, rounds: int) -> float | None:
+    """`rounds` rounds of whole runs, `jobs_per_round` jobs each running every workload once, at the
+    sweep's median seconds per profiled run: one after another; or in overlap mode, where the
+    rounds up to a look run together (sweep.node.race_runs.ConcurrentRuns), the longer of their
+    runs' waves (at most plan.processes, and MAX_OVERLAP_SLOTS, at once) and their GPU-busy
+    seconds in a row. None: the tables cannot say."""
     configs = c.configs
     ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
     if ok.empty or "profile_s" not in ok:
         return None
     per_run = float(seconds_per_run(ok).median())
-    runs = jobs_per_round * max(1, len(p.weights))
+    runs = rounds * jobs_per_round * max(1, len(p.weights))
     busy = ok["gpu_busy_s"].dropna() if "gpu_busy_s" in ok else ok.iloc[0:0]
     if not p.overlap or busy.empty:
         return per_run * runs
@@ -139,13 +145,12 @@ def runs_round_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float | None
 def cost_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     """What certifying costs, the estimate the race is planned by (at most the cap: it runs): the
     rounds up to the first look that could certify every group, at lockstep_seconds (lockstep) or
-    at runs_round_s (else: `jobs_per_round` jobs a round running each workload once, concurrently
-    in overlap mode). 0 when the sweep's tables cannot say."""
+    at runs_rounds_s (else: `jobs_per_round` jobs a round running each workload once, the rounds
+    together in overlap mode). 0 when the sweep's tables cannot say."""
     first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
     if p.lockstep:
         return lockstep_seconds(p, c, first)
-    per_round = runs_round_s(p, c, jobs_per_round)
-    return 0.0 if per_round is None else first * per_round
+    return runs_rounds_s(p, c, jobs_per_round, first) or 0.0
 
 
 def needed_s(p: RacePlan, c: Collected) -> float:

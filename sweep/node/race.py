@@ -41,8 +41,10 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -271,13 +273,16 @@ def in_lockstep(job: Job, plan: RacePlan, library: Path, reader: clocks.Reader |
 def in_runs(job: Job, plan: RacePlan, reader: clocks.Reader | None, facts: Mapping[str, Any], held: float,
             fallback: str, token: Path | None = None) -> tuple[Raced, dict[str, Any]]:
     """The race a run a sample, on what is left of the budget since `held`: one run after another
-    holding the GPU, or with `token` (overlap mode) a round's runs at once, each program holding
-    the GPU's lock only for its GPU work (sweep.node.race_runs.concurrent_runs)."""
+    holding the GPU, or with `token` (overlap mode) the runs of the rounds up to each look at once,
+    at most plan.processes, MAX_OVERLAP_SLOTS and this node's CPUs of them (each needs a core for
+    its host work), each program holding the GPU's lock only for its GPU work
+    (sweep.node.race_runs.concurrent_runs)."""
     g = GpuRace(job, plan, reader, facts, token)
     left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)
-    rounds = concurrent_runs(g.run, min(plan.processes, gpus.MAX_OVERLAP_SLOTS), partial(g.run, alone=True)) \
-        if token else each_run(g.run)
-    with overlap.holding(token):        # other jobs' NVML checks see these programs as cooperating
+    workers = max(1, min(plan.processes, gpus.MAX_OVERLAP_SLOTS, len(os.sched_getaffinity(0))))
+    rounds = concurrent_runs(g.run, workers, partial(g.run, alone=True)) if token else each_run(g.run)
+    # other jobs' NVML checks see these programs as cooperating
+    with overlap.holding(token), (rounds if token else nullcontext()):
         raced = race(dataclasses.replace(plan, budget_s=left), rounds)
     return raced, {**g.summary(), **({"gpu_mode": "overlap"} if token else {}),
                    **({"fallback": fallback} if fallback else {})}

@@ -3,11 +3,12 @@ when programs cannot take turns): a run of each entrant's profiled program a rou
 
     rotated          a round's order: rotated by one each round, as stats.Race.order
     each_run         rounds that run each job once, one after another (the GPU held for the race)
-    concurrent_runs  overlap mode: a round's runs at once, at most `workers` of them, each program
-                     holding the GPU's lock only around its GPU work (sweep/profile/cupti_token.h),
-                     so a round of host-heavy programs costs their GPU work, not their runs; a run
-                     out of GPU memory beside the others runs again alone (sweep.node.together):
-                     its sample is that run's, the entrant loses nothing, the race's record counts it
+    concurrent_runs  overlap mode: the runs of every round up to the race's next look at once, at
+                     most `workers` of them, each program holding the GPU's lock only around its GPU
+                     work (sweep/profile/cupti_token.h), so rounds of host-heavy programs cost their
+                     GPU work, not their runs; a run out of GPU memory beside the others runs again
+                     alone once they have ended (sweep.node.together): its sample is that run's, the
+                     entrant loses nothing, the race's record counts it
     GpuRace          the entrants' Measurings, run through their own jobs' capture and parse
     overlapping      whether the race may run its rounds concurrently (sweep.node.overlap's rule)
 """
@@ -15,16 +16,16 @@ when programs cannot take turns): a run of each entrant's profiled program a rou
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sweep.node import clocks, gpus, measure, overlap
 from sweep.node.job import Job
 from sweep.node.process import JobFailed, Tools
-from sweep.node.together import at_once
+from sweep.node.together import settled
 from sweep.profile import Measurement
 from sweep.records import Status, read_result
 
@@ -47,20 +48,53 @@ def each_run(run: Callable[[str], Sequence[Measurement]]) -> Rounds:
     return rounds
 
 
-def concurrent_runs(run: Callable[[str], Sequence[Measurement]], workers: int,
-                    alone: Callable[[str], Sequence[Measurement]] | None = None) -> Rounds:
-    """Rounds of whole runs taken at once (overlap mode): round r starts each job's run in the
-    order rotated by r, `workers` at a time; each program's GPU work is its own under the token,
-    so the samples are those of runs alone on the GPU. A run out of GPU memory beside the others
-    is taken again by `alone(tag)` (holding the GPU by itself) once they have ended; any other
-    failure (the first in the round's order) ends the round."""
-    def rounds(tags: Sequence[str], r: int, left: int) -> Callable[[], Ran]:
+class ConcurrentRuns:
+    """Rounds of whole runs taken at once (overlap mode): taking round r submits each job's run,
+    in the order rotated by r, to one pool of `workers` that every round shares, and returns at
+    once; the race takes the rounds up to its next look before it reads any (sweep.node.race.race),
+    so those rounds run together, not one after another. Each program's GPU work is its own
+    under the token, so the samples are those of runs alone on the GPU; the pool starts runs in
+    the order taken, so a round's runs run side by side, the pairing the race's statistics rest on.
+
+    Reading a round waits for every run taken so far (a run is a process: it ends by itself,
+    never abandoned); then a run of the round that ran out of GPU memory beside the others is
+    taken again by `alone(tag)`, holding the GPU by itself, as nothing else runs by then; any
+    other failure, the first in the round's order, is raised. Close it (or use it as a context
+    manager) to let the pool's threads go."""
+
+    def __init__(self, run: Callable[[str], Sequence[Measurement]], workers: int,
+                 alone: Callable[[str], Sequence[Measurement]] | None = None):
+        self._run, self._alone = run, alone
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="race-run")
+        self._taken: list[Future[Sequence[Measurement]]] = []
+
+    def __call__(self, tags: Sequence[str], r: int, left: int) -> Callable[[], Ran]:
         order = rotated(tags, r)
-        again = (lambda i: alone(order[i])) if alone is not None else None
-        got, _ = at_once([partial(run, tag) for tag in order], workers, again)
-        ran = dict(zip(order, got))
-        return lambda: ran
-    return rounds
+        futures = [self._pool.submit(self._run, tag) for tag in order]
+        self._taken.extend(futures)
+
+        def read() -> Ran:
+            wait(self._taken)
+            again = (lambda i: self._alone(order[i])) if self._alone is not None else None
+            got, _ = settled(futures, again)
+            return dict(zip(order, got))
+        return read
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "ConcurrentRuns":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def concurrent_runs(run: Callable[[str], Sequence[Measurement]], workers: int,
+                    alone: Callable[[str], Sequence[Measurement]] | None = None) -> ConcurrentRuns:
+    """Overlap mode's rounds (ConcurrentRuns): the runs of the rounds taken before a read, at most
+    `workers` at once."""
+    return ConcurrentRuns(run, workers, alone)
 
 
 def overlapping(job: Job) -> bool:

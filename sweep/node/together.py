@@ -9,13 +9,14 @@ beside the others. Such a run is run again alone once the others have ended (`at
 run never fails for sharing the GPU, and the caller records that it did.
 
     at_once(tasks, workers, again_alone)   the tasks at once; (results in order, which ran again alone)
+    settled(futures, again_alone)          the same for tasks already submitted and ended
     Together                               how a Sampler takes its repeated runs at once
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -37,6 +38,13 @@ def at_once(tasks: Sequence[Callable[[], T]], workers: int,
         return [], []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
         futures = [pool.submit(task) for task in tasks]
+    return settled(futures, again_alone)
+
+
+def settled(futures: Sequence[Future[T]], again_alone: Callable[[int], T] | None = None) -> tuple[list[T], list[int]]:
+    """Ended tasks' results in order, and the indices of those run again alone: a task that failed
+    out of GPU memory runs again by `again_alone(index)`, one after another (the caller makes sure
+    nothing else runs on the GPU by then); any other failure, the first in order, is raised."""
     errors = [f.exception() for f in futures]
     for error in errors:
         if error is not None and (again_alone is None or not overlap.out_of_memory(error)):

@@ -5,6 +5,7 @@ row, whichever is longer, instead of every run one after another."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -42,18 +43,45 @@ def test_a_rounds_runs_start_together_and_each_job_keeps_its_own_sample():
 
 def test_no_more_runs_than_workers_run_at_once():
     run, most = counting_runs(0.05, lambda tag: [])
-    concurrent_runs(run, workers=2)(list("ABCDE"), 1, 1)
+    with concurrent_runs(run, workers=2) as rounds:
+        rounds(list("ABCDE"), 1, 1)()
     assert most[0] == 2
 
 
-def test_a_failed_run_ends_the_round_with_its_error():
+def test_the_rounds_taken_before_a_read_run_together_and_each_read_gives_its_own_rounds_samples():
+    run, most = counting_runs(0.2, lambda tag: [tag])
+    with concurrent_runs(run, workers=6) as rounds:
+        reads = [rounds(["A", "B", "C"], r, 2 - r) for r in range(2)]
+        assert [read() for read in reads] == [{"A": ["A"], "B": ["B"], "C": ["C"]}] * 2
+    assert most[0] == 6                                   # both rounds' three runs at once
+
+
+def test_a_rounds_runs_start_before_the_next_rounds():
+    starts, lock = [], threading.Lock()
+
+    def run(tag: str) -> list:
+        with lock:
+            starts.append(tag)
+        time.sleep(0.05)
+        return []
+
+    with concurrent_runs(run, workers=3) as rounds:        # a round takes the whole pool: the next one waits
+        reads = [rounds(["A", "B", "C"], r, 3 - r) for r in range(3)]
+        for read in reads:
+            read()
+    assert [sorted(starts[i:i + 3]) for i in (0, 3, 6)] == [["A", "B", "C"]] * 3
+
+
+def test_a_failed_run_ends_the_race_with_its_error_when_its_round_is_read():
     def run(tag: str) -> list:
         if tag == "B":
             raise RuntimeError("B crashed")
         return []
 
-    with pytest.raises(RuntimeError, match="B crashed"):
-        concurrent_runs(run, workers=3)(list("ABC"), 0, 1)
+    with concurrent_runs(run, workers=3) as rounds:
+        read = rounds(list("ABC"), 0, 1)
+        with pytest.raises(RuntimeError, match="B crashed"):
+            read()
 
 
 def test_a_run_out_of_gpu_memory_beside_the_round_runs_again_alone_and_keeps_its_sample():
@@ -73,6 +101,33 @@ def test_a_run_out_of_gpu_memory_beside_the_round_runs_again_alone_and_keeps_its
 
     read = concurrent_runs(run, workers=3, alone=alone)(["A", "B", "C"], 0, 1)
     assert read() == {"A": ["A"], "B": ["B alone"], "C": ["C"]} and alone_ran == ["B"]
+
+
+def test_a_run_taken_again_alone_waits_for_the_runs_of_every_round_taken_to_end():
+    from sweep.node.process import JobFailed
+    from sweep.records import Status
+
+    running, lock, beside = [0], threading.Lock(), []
+
+    def run(tag: str) -> list:
+        if tag == "B":
+            raise JobFailed(Status.RUNTIME_FAILED, "profile", "prog exit 2: cudaMalloc: out of memory")
+        with lock:
+            running[0] += 1
+        time.sleep(0.3)                                   # the later round's runs are still going
+        with lock:
+            running[0] -= 1
+        return [tag]
+
+    def alone(tag: str) -> list:
+        beside.append(running[0])
+        return [f"{tag} alone"]
+
+    with concurrent_runs(run, workers=4, alone=alone) as rounds:
+        first = rounds(["B"], 0, 2)
+        rounds(["A", "C"], 1, 1)
+        assert first() == {"B": ["B alone"]}
+    assert beside == [0]
 
 
 def test_a_race_records_the_runs_it_took_again_alone():
@@ -98,13 +153,23 @@ def host_heavy(busy_s: float | None) -> Collected:
     return Collected(cf, pd.DataFrame(), None)
 
 
-def test_an_overlap_race_of_host_heavy_programs_costs_a_wave_of_runs_a_round_not_every_run():
+def test_an_overlap_race_of_host_heavy_programs_costs_its_runs_waves_or_their_gpu_work_not_every_run():
     first = race_cost.first_certifiable_round(3, 30)
-    exclusive = race_cost.cost_s(plan(False), host_heavy(0.8), 3)
-    shared = race_cost.cost_s(plan(True), host_heavy(0.8), 3)
-    assert exclusive == pytest.approx(first * 3 * 4.3)
-    assert shared == pytest.approx(first * 4.3)          # three runs in one wave: 4.3 s > 3 x 0.8 s of GPU work
-    assert race_cost.cost_s(plan(True), host_heavy(2.0), 3) == pytest.approx(first * 3 * 2.0)   # the GPU's work bounds it
+    assert first == 9
+    assert race_cost.cost_s(plan(False), host_heavy(0.8), 3) == pytest.approx(9 * 3 * 4.3)
+    # the rounds up to the look together: 27 runs in two waves of 16, 8.6 s, more than 27 x 0.1 s of GPU work
+    assert race_cost.cost_s(plan(True), host_heavy(0.1), 3) == pytest.approx(2 * 4.3)
+    assert race_cost.cost_s(plan(True), host_heavy(0.8), 3) == pytest.approx(27 * 0.8)    # the GPU's work bounds it
+    three_at_once = dataclasses.replace(plan(True), processes=3)                          # a wave a round
+    assert race_cost.cost_s(three_at_once, host_heavy(0.1), 3) == pytest.approx(9 * 4.3)
+
+
+def test_the_rounds_a_budget_buys_in_overlap_mode_count_the_waves_they_share():
+    p = dataclasses.replace(plan(True), budget_s=20.0)
+    # 21 rounds of 3: 63 runs, four waves of 16 at 4.3 s, 17.2 s; a 22nd round would need a fifth
+    assert race_cost.affordable_rounds(p, host_heavy(0.1), 3) == 21
+    assert race_cost.affordable_rounds(dataclasses.replace(p, overlap=False), host_heavy(0.1), 3) == \
+        pytest.approx(20.0 / (3 * 4.3))
 
 
 def test_without_gpu_busy_figures_an_overlap_race_is_estimated_as_runs_in_a_row():
