@@ -180,3 +180,24 @@ def test_a_plan_keeps_its_overlap_setting_and_one_without_it_keeps_its_digest():
     on, off = plan(True), plan(False)
     assert race.RacePlan.from_dict(on.to_dict()).overlap is True
     assert "overlap" not in off.to_dict() and on.digest() != off.digest()
+
+
+def test_a_race_of_concurrent_runs_takes_the_rounds_up_to_its_first_look_at_once_and_certifies_there():
+    import random
+
+    from sweep.profile.base import Measurement
+
+    noise = random.Random(7)
+
+    def sample(tag: str) -> list:
+        ns = (100_000 if tag == "P1" else 130_000) * noise.uniform(0.98, 1.02)
+        return [Measurement("k", (1, 1, 1), (32, 1, 1), 1, ns, ns, ns, ns, 0.0, (ns,))]
+
+    run, most = counting_runs(0.3, sample)
+    p = dataclasses.replace(plan(True), lanes=(dataclasses.replace(plan(True).lanes[0],
+                                                                    entrants=plan(True).lanes[0].entrants[:2]),))
+    with concurrent_runs(run, workers=16) as rounds:
+        raced = race.race(p, rounds)
+    result = raced.results[("P",)]
+    assert (result.status, result.pick, result.rounds, raced.rounds) == ("certified", "P1", 9, 9)
+    assert most[0] == 16                                  # the first look's 18 runs, 16 at once
