@@ -57,7 +57,7 @@ from sweep.node.job import Job
 from sweep.node.process import JobFailed, gpu_lock
 from sweep.node.lockstep import Lockstep, LockstepUnavailable, Program
 from sweep.node import gpus, overlap
-from sweep.node.race_runs import (GpuRace, Ran, Rounds, concurrent_runs, each_run, entrants, overlapping,  # noqa: F401
+from sweep.node.race_runs import (ConcurrentRuns, GpuRace, Ran, Rounds, each_run, entrants, overlapping,  # noqa: F401
                                   rerun, rotated)
 from sweep.profile import Measurement, cupti
 from sweep.space.workloads import DEFAULT
@@ -99,7 +99,7 @@ class RacePlan:
     lockstep: take the rounds in lockstep (sweep.node.lockstep), falling back to whole runs; turns:
     a lockstep process's turns (its sample their median); processes: most started at once.
     overlap: whole runs may share the GPU, each program holding it only for its GPU work
-    (sweep.node.race_runs.concurrent_runs, at most `processes` at once; where the job's GPU allows it)."""
+    (sweep.node.race_runs.ConcurrentRuns, at most `processes` at once; where the job's GPU allows it)."""
 
     lanes: tuple[Lane, ...]
     jobs: dict[str, str]
@@ -276,11 +276,11 @@ def in_runs(job: Job, plan: RacePlan, reader: clocks.Reader | None, facts: Mappi
     holding the GPU, or with `token` (overlap mode) the runs of the rounds up to each look at once,
     at most plan.processes, MAX_OVERLAP_SLOTS and this node's CPUs of them (each needs a core for
     its host work), each program holding the GPU's lock only for its GPU work
-    (sweep.node.race_runs.concurrent_runs)."""
+    (sweep.node.race_runs.ConcurrentRuns)."""
     g = GpuRace(job, plan, reader, facts, token)
     left = max(plan.budget_s - (time.monotonic() - held), 0.1 * plan.budget_s)
     workers = max(1, min(plan.processes, gpus.MAX_OVERLAP_SLOTS, len(os.sched_getaffinity(0))))
-    rounds = concurrent_runs(g.run, workers, partial(g.run, alone=True)) if token else each_run(g.run)
+    rounds = ConcurrentRuns(g.run, workers, partial(g.run, alone=True)) if token else each_run(g.run)
     # other jobs' NVML checks see these programs as cooperating
     with overlap.holding(token), (rounds if token else nullcontext()):
         raced = race(dataclasses.replace(plan, budget_s=left), rounds)

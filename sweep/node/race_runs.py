@@ -3,7 +3,7 @@ when programs cannot take turns): a run of each entrant's profiled program a rou
 
     rotated          a round's order: rotated by one each round, as stats.Race.order
     each_run         rounds that run each job once, one after another (the GPU held for the race)
-    concurrent_runs  overlap mode: the runs of every round up to the race's next look at once, at
+    ConcurrentRuns   overlap mode: the runs of every round up to the race's next look at once, at
                      most `workers` of them, each program holding the GPU's lock only around its GPU
                      work (sweep/profile/cupti_token.h), so rounds of host-heavy programs cost their
                      GPU work, not their runs; a run out of GPU memory beside the others runs again
@@ -16,8 +16,8 @@ when programs cannot take turns): a run of each entrant's profiled program a rou
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -88,13 +88,6 @@ class ConcurrentRuns:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def concurrent_runs(run: Callable[[str], Sequence[Measurement]], workers: int,
-                    alone: Callable[[str], Sequence[Measurement]] | None = None) -> ConcurrentRuns:
-    """Overlap mode's rounds (ConcurrentRuns): the runs of the rounds taken before a read, at most
-    `workers` at once."""
-    return ConcurrentRuns(run, workers, alone)
 
 
 def overlapping(job: Job) -> bool:

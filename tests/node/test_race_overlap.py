@@ -15,7 +15,7 @@ import pytest
 from sweep.decide import race_cost
 from sweep.decide.collect import Collected
 from sweep.node import race
-from sweep.node.race_runs import concurrent_runs
+from sweep.node.race_runs import ConcurrentRuns
 from sweep.stats import Entrant
 
 
@@ -37,20 +37,20 @@ def counting_runs(seconds: float, sample) -> tuple:
 
 def test_a_rounds_runs_start_together_and_each_job_keeps_its_own_sample():
     run, most = counting_runs(0.2, lambda tag: [tag])
-    read = concurrent_runs(run, workers=4)(["A", "B", "C"], 0, 1)
+    read = ConcurrentRuns(run, workers=4)(["A", "B", "C"], 0, 1)
     assert most[0] == 3 and read() == {"A": ["A"], "B": ["B"], "C": ["C"]}
 
 
 def test_no_more_runs_than_workers_run_at_once():
     run, most = counting_runs(0.05, lambda tag: [])
-    with concurrent_runs(run, workers=2) as rounds:
+    with ConcurrentRuns(run, workers=2) as rounds:
         rounds(list("ABCDE"), 1, 1)()
     assert most[0] == 2
 
 
 def test_the_rounds_taken_before_a_read_run_together_and_each_read_gives_its_own_rounds_samples():
     run, most = counting_runs(0.2, lambda tag: [tag])
-    with concurrent_runs(run, workers=6) as rounds:
+    with ConcurrentRuns(run, workers=6) as rounds:
         reads = [rounds(["A", "B", "C"], r, 2 - r) for r in range(2)]
         assert [read() for read in reads] == [{"A": ["A"], "B": ["B"], "C": ["C"]}] * 2
     assert most[0] == 6                                   # both rounds' three runs at once
@@ -65,7 +65,7 @@ def test_a_rounds_runs_start_before_the_next_rounds():
         time.sleep(0.05)
         return []
 
-    with concurrent_runs(run, workers=3) as rounds:        # a round takes the whole pool: the next one waits
+    with ConcurrentRuns(run, workers=3) as rounds:        # a round takes the whole pool: the next one waits
         reads = [rounds(["A", "B", "C"], r, 3 - r) for r in range(3)]
         for read in reads:
             read()
@@ -78,7 +78,7 @@ def test_a_failed_run_ends_the_race_with_its_error_when_its_round_is_read():
             raise RuntimeError("B crashed")
         return []
 
-    with concurrent_runs(run, workers=3) as rounds:
+    with ConcurrentRuns(run, workers=3) as rounds:
         read = rounds(list("ABC"), 0, 1)
         with pytest.raises(RuntimeError, match="B crashed"):
             read()
@@ -99,7 +99,7 @@ def test_a_run_out_of_gpu_memory_beside_the_round_runs_again_alone_and_keeps_its
         alone_ran.append(tag)
         return [f"{tag} alone"]
 
-    read = concurrent_runs(run, workers=3, alone=alone)(["A", "B", "C"], 0, 1)
+    read = ConcurrentRuns(run, workers=3, alone=alone)(["A", "B", "C"], 0, 1)
     assert read() == {"A": ["A"], "B": ["B alone"], "C": ["C"]} and alone_ran == ["B"]
 
 
@@ -123,7 +123,7 @@ def test_a_run_taken_again_alone_waits_for_the_runs_of_every_round_taken_to_end(
         beside.append(running[0])
         return [f"{tag} alone"]
 
-    with concurrent_runs(run, workers=4, alone=alone) as rounds:
+    with ConcurrentRuns(run, workers=4, alone=alone) as rounds:
         first = rounds(["B"], 0, 2)
         rounds(["A", "C"], 1, 1)
         assert first() == {"B": ["B alone"]}
@@ -196,7 +196,7 @@ def test_a_race_of_concurrent_runs_takes_the_rounds_up_to_its_first_look_at_once
     run, most = counting_runs(0.3, sample)
     p = dataclasses.replace(plan(True), lanes=(dataclasses.replace(plan(True).lanes[0],
                                                                     entrants=plan(True).lanes[0].entrants[:2]),))
-    with concurrent_runs(run, workers=16) as rounds:
+    with ConcurrentRuns(run, workers=16) as rounds:
         raced = race.race(p, rounds)
     result = raced.results[("P",)]
     assert (result.status, result.pick, result.rounds, raced.rounds) == ("certified", "P1", 9, 9)
