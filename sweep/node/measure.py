@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -150,6 +150,8 @@ class Measuring:
         self.untokened = False              # inside `alone`: its programs run without the GPU's token
         self.fell_back = False              # the backend's fallback window replaced its own
         self._runs_lock = threading.Lock()   # runs taken at once (overlap mode) count from several threads
+        self._window_lock = threading.Lock()  # once(apart=True): the first run finds the window before the others
+        self._apart = 0                       # once(apart=True): the last runs/<n>/ folder taken
 
     @property
     def seconds(self) -> float:
@@ -213,13 +215,35 @@ class Measuring:
         return Together(lambda: overlap.repeat_slots(token), self.capture_apart, self.alone,
                         first=self.inv is not None and self.inv.fallback is None)
 
-    def once(self, reader: clocks.Reader | None, facts: Mapping[str, Any]) -> tuple[list[Measurement], Sampled]:
-        """One profiled run (repeated while the GPU throttles) and its parse: a race round's sample."""
+    def once(self, reader: clocks.Reader | None, facts: Mapping[str, Any],
+             apart: bool = False) -> tuple[list[Measurement], Sampled]:
+        """One profiled run (repeated while the GPU throttles) and its parse: a race round's sample.
+        `apart`: runs of this Measuring may be running at once (a race's rounds in overlap mode), so
+        each run captures into files of its own (runs/<n>/: in the shared ones, a run starting
+        truncated the capture another was writing, and the race failed on an empty file, as on
+        an H200 on 2026-11-28); while its capture window is unknown (a backend with a fallback
+        window, before its first run), the first run takes its own files and the others wait for it."""
         inv = self.inv or self.invocation()
-        s = sampling.Sampler(sampling.Plan(iterations=inv.iterations or self.spec.iterations), self.capture_once,
+        if apart:
+            with self._window_lock:
+                if self.runs == 0 and inv.fallback is not None:
+                    return self._sampled_once(reader, facts, self.capture_once)
+            return self._sampled_once(reader, facts, self._capture_next_apart)
+        return self._sampled_once(reader, facts, self.capture_once)
+
+    def _sampled_once(self, reader: clocks.Reader | None, facts: Mapping[str, Any],
+                      capture: Callable[[], Captured]) -> tuple[list[Measurement], Sampled]:
+        inv = self.inv or self.invocation()
+        s = sampling.Sampler(sampling.Plan(iterations=inv.iterations or self.spec.iterations), capture,
                              self.parse_once, reader=reader, facts=facts)
         ms, sampled = s.finish(s.take())
         return self.named(ms), sampled
+
+    def _capture_next_apart(self) -> Captured:
+        with self._runs_lock:
+            self._apart += 1
+            n = self._apart
+        return self.capture_apart(n)
 
     def finish(self, taken: sampling.Taken) -> tuple[list[Measurement], Sampled]:
         """The pooled Measurements, named after the workload, and how they were sampled (off the GPU)."""
@@ -251,8 +275,9 @@ class Measuring:
         return Captured(p, self.inv)
 
     def capture_apart(self, n: int) -> Captured:
-        """Run n (2 or more) of several taken at once (overlap mode), in files of its own (runs/<n>/:
-        its capture and its log), unchecked (run 1 is the checked one), in the window the first run found."""
+        """Run n of several taken at once (overlap mode), in files of its own (runs/<n>/: its capture
+        and its log), unchecked (a job's run 1, in the workload's own files, is the checked one; a
+        race's runs are all unchecked), in the window the first run found."""
         d = self.out / RUNS / str(n)
         d.mkdir(parents=True, exist_ok=True)
         log = d / "profile.log"

@@ -131,6 +131,7 @@ class GpuRace:
         self.alone: list[str] = []              # entrants run again alone, out of GPU memory beside others
         self.entrants = entrants(job, plan)
         self._count = threading.Lock()          # runs may come from several threads (overlap mode)
+        self.apart = token is not None          # overlap mode: an entrant's runs at once, each in files of its own
         for tag, ms in self.entrants.items():
             be = ms[0].job.backend
             if be.tool and not job.tools.path(be.tool):
@@ -145,7 +146,7 @@ class GpuRace:
         ms: list[Measurement] = []
         for m in self.entrants[tag]:
             with m.alone() if alone else nullcontext():
-                got, sampled = m.once(self.reader, self.facts)
+                got, sampled = m.once(self.reader, self.facts, apart=self.apart and not alone)
             ms.extend(got)
             with self._count:
                 self.throttled_runs += sampled.throttled_runs

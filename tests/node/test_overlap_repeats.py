@@ -190,3 +190,40 @@ def test_repeat_slots_share_the_cpus_among_the_jobs_measuring_on_the_node(tmp_pa
         assert overlap.repeat_slots(lock, cpus=64) == 16      # the GPU's cap on programs at once
         Path(f"{lock}.{parent}{overlap.HOLDER}").touch()     # and on GPU 0 beside this one
         assert overlap.repeat_slots(lock, cpus=64) == overlap.gpus.MAX_OVERLAP_SLOTS // 2
+
+
+def race_entrant(tmp_path: Path, token: Path | None, fallback: bool = False) -> measure.Measuring:
+    """A race entrant's Measuring (unchecked), its backend with a fallback window where `fallback`."""
+    d = tmp_path / "race" / "T1"
+    m = measure.Measuring(FakeJob(d, token), measure.Spec(DEFAULT, 1, 1, 1, 0, (), ("prog",)), d, check=False)
+    m.program = lambda extra=(), iterations=None, warmup=None, check=None: []  # noqa: E731
+    if fallback:
+        def with_window(req: profile.Request) -> Invocation:
+            return dataclasses.replace(invocation(req), fallback=invocation(req))
+        m.job.backend = dataclasses.replace(BACKEND, invocation=with_window, timed=lambda inv: True)
+    return m
+
+
+def rounds_at_once(m: measure.Measuring, n: int, apart: bool = True) -> list:
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(lambda _: m.once(None, {}, apart=apart), range(n)))
+
+
+def test_a_race_entrants_runs_taken_at_once_each_capture_into_files_of_their_own(tmp_path, program):
+    m = race_entrant(tmp_path, token=program)
+    got = rounds_at_once(m, 4)
+    runs = records(tmp_path)
+    assert len(got) == 4 and all(ms for ms, _ in got)
+    assert len({r["out"] for r in runs}) == 4             # shared files: a run truncated another's capture (H200)
+    assert most_at_once(runs) == 4 and m.runs == 4
+    assert sorted(p.parent.name for p in (m.out / measure.RUNS).glob("*/capture.json")) == ["1", "2", "3", "4"]
+
+
+def test_a_race_entrant_whose_window_is_unknown_runs_first_alone_in_its_own_files_then_the_rest_at_once(
+        tmp_path, program):
+    m = race_entrant(tmp_path, token=program, fallback=True)
+    rounds_at_once(m, 4)
+    first, *rest = sorted(records(tmp_path), key=lambda r: r["start"])
+    assert first["out"] == str(m.out / "capture.json") and all(first["end"] <= r["start"] for r in rest)
+    assert most_at_once(rest) == 3 and len({r["out"] for r in rest}) == 3
