@@ -64,10 +64,13 @@ def gpu_cost_s(result: JobResult) -> float | None:
 def build_parallel(cpus: int, n_gpus: int, build_s: list[float], measure_s: list[float]) -> int:
     """Builds at once: enough that built jobs come at least as fast as the GPUs measure them
     (GPUs x build time / measure time, a quarter spare), at least a quarter of the CPUs (or one
-    a GPU) before anything was timed, at most the CPUs."""
+    a GPU), at most the CPUs. Until a measurement was timed, every CPU builds (make -j1 each):
+    nothing else needs them yet, and the GPUs wait for the first built jobs. Why: at a quarter of
+    16 CPUs (make -j4 each, which a one-file program cannot use) an H100 in overlap mode took 20 s
+    to reach 14 jobs measuring at once (examples/host_heavy, 5 s builds), a third of its phase."""
     floor = max(1, cpus // 4, n_gpus)
     if not build_s or not measure_s:
-        return min(cpus, floor) if cpus else 1
+        return max(1, cpus)
     b, m = sum(build_s) / len(build_s), max(sum(measure_s) / len(measure_s), 0.05)
     return max(1, min(cpus, max(floor, math.ceil(1.25 * n_gpus * b / m))))
 

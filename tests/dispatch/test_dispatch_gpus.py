@@ -101,7 +101,8 @@ def test_a_job_measured_in_overlap_mode_costs_its_gpu_the_token_time_of_its_runs
 
 
 def test_build_parallelism_keeps_the_gpus_fed_from_measured_build_and_measure_times():
-    assert build_parallel(16, 4, [], []) == 4                      # nothing timed yet: a quarter of the CPUs
+    assert build_parallel(16, 4, [], []) == 16                     # nothing measured yet: every CPU builds
+    assert build_parallel(16, 4, [6.0], []) == 16
     assert build_parallel(16, 4, [6.0], [1.0]) == 16               # 4 GPUs x 6 s builds / 1 s runs: all the CPUs
     assert build_parallel(16, 2, [1.0, 1.0], [2.0]) == 4           # cached builds: the floor
     assert build_parallel(16, 4, [4.0], [2.0]) == 10               # 1.25 x 4 x 4 / 2
