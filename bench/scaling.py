@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     ap.add_argument("--append", action="store_true", help="keep the runs already in --out (same space and GPU)")
     ap.add_argument("--warm-only", action="store_true", help="skip the cold runs (the cache is warmed by a first "
-                    "run that is not reported)")
+                    "run that is not reported, and copied to the later counts)")
     a = ap.parse_args(argv)
     try:
         counts = sorted({int(x) for x in a.gpus.split(",") if x.strip()})
@@ -167,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in skipped:
         print(f"skipping {n} GPU(s): {len(visible)} visible ({','.join(visible)})", file=sys.stderr)
     runs: list[dict[str, object]] = []
+    warmed: Path | None = None      # --warm-only: the object cache the first count's warm-up filled
     try:
         for n in [n for n in counts if n not in skipped]:
             devices, jobs = visible[:n], work / f"gpus{n}"
-            if a.warm_only:
+            if a.warm_only and warmed is None:
                 one(a.space, jobs, f"{base}-g{n}-warmup", devices)
+                warmed = jobs / "jobs" / pipeline.OBJECT_CACHE
+            elif a.warm_only:      # the objects do not depend on the GPU count: copied, not built again
+                shutil.copytree(warmed, jobs / "jobs" / pipeline.OBJECT_CACHE, dirs_exist_ok=True)
             for cache in (("warm",) if a.warm_only else ("cold", "warm")):
                 print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
                 runs.append({"gpus": n, "cache": cache,
