@@ -21,7 +21,11 @@ time is split by the jobs' own intervals (sweep.node.job mark(): epoch seconds):
 Categories overlap (builds run while GPUs measure), so they can sum past the wall time.
 The measuring phase's GPU occupancy is the sweep jobs' GPU time (their gpu intervals) over
 the measuring phase's wall time x GPUs (the phase: first job handed to a GPU to the last
-one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside it.
+one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside it. In overlap
+mode (cupti) several jobs hold a GPU at once, so that figure says the GPU was claimed, not used:
+"GPU work" is the jobs' programs' own GPU work (kernels, copies, memsets, context creation: the
+cupti token's busy seconds) over the same phase x GPUs, what the GPUs could give more of.
+--out is written after every run, so a command stopped at its time limit keeps what it measured.
 Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
 the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
 group it does not shrink, with several their races run side by side).
@@ -79,15 +83,36 @@ def split(sweep_dir: Path, lo: float, hi: float) -> dict[str, float]:
     return out
 
 
+def gpu_work_s(sweep_dir: Path) -> float | None:
+    """The sweep jobs' own GPU work (cupti's token: kernels, copies, memsets and context creation,
+    result.json's env["gpu_use"]["busy_s"] a run, times the job's runs); None when no job says."""
+    total, known = 0.0, False
+    for f in sweep_dir.glob("*/result.json"):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        busy = ((r.get("env") or {}).get("gpu_use") or {}).get("busy_s")
+        if (r.get("role") or "sweep") != "sweep" or not isinstance(busy, (int, float)):
+            continue
+        total, known = total + float(busy) * max(1, int((r.get("sampling") or {}).get("runs") or 1)), True
+    return round(total, 3) if known else None
+
+
 def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
-    """The measuring phase: its wall time, the sweep jobs' GPU time over it x GPUs, each GPU's share."""
+    """The measuring phase: its wall time, the sweep jobs' GPU time over it x GPUs, each GPU's share,
+    and the jobs' own GPU work over it x GPUs (in overlap mode several jobs hold a GPU at once, each
+    taking the GPU only for its GPU work: then the held time says the GPU was claimed, the work how
+    much of it was used)."""
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     occ = (manifest.get("runs") or [{}])[-1].get("gpu_occupancy") or {}
     wall = float(occ.get("measuring_s") or 0.0)
     per = occ.get("gpus") or {}
     busy = sum(float(g.get("busy_s", 0.0)) for g in per.values())
+    work = gpu_work_s(sweep_dir)
     return {"measuring_s": wall, "gpu_s": round(busy, 3),
             "occupancy": round(busy / (wall * n_gpus), 4) if wall > 0 else None,
+            "gpu_work_s": work, "gpu_work": round(work / (wall * n_gpus), 4) if wall > 0 and work is not None else None,
             "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
 
 
@@ -123,18 +148,34 @@ def gpu_name() -> str:
 
 def table(runs: list[dict[str, object]]) -> str:
     head = (f"{'GPUs':>4} {'cache':>5} {'wall s':>7} {'build':>6} {'measure':>7} {'race':>6} {'confirm':>7} "
-            f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'speedup':>7} {'w/o race':>8}  per GPU")
+            f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'GPU work':>8} {'speedup':>7} {'w/o race':>8}  per GPU")
     rows = [head]
     for r in runs:
         sp, occ = r["split"], r["occupancy"]
         per = ", ".join(f"{g} {v:.0%}" for g, v in r["per_gpu"].items() if v is not None)
         occ_text = f"{occ:.0%}" if occ is not None else "unknown"
+        work = f"{r['gpu_work']:.0%}" if r.get("gpu_work") is not None else "unknown"
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         bare = f"{r['speedup_without_race']:.2f}x" if r.get("speedup_without_race") else "-"
         rows.append(f"{r['gpus']:>4} {r['cache']:>5} {r['wall_s']:>7.1f} {sp['build']:>6.1f} {sp['measure']:>7.1f} "
                     f"{sp['race']:>6.1f} {sp['confirm']:>7.1f} {sp['framework']:>6.1f} {r['measuring_s']:>11.1f} "
-                    f"{occ_text:>9} {speedup:>7} {bare:>8}  {per}")
+                    f"{occ_text:>9} {work:>8} {speedup:>7} {bare:>8}  {per}")
     return "\n".join(rows)
+
+
+def merged(before: list[dict[str, object]], runs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """`runs` with those of an earlier command (--append) that they do not replace, in GPU-count
+    order, each with its speedups over one GPU's run of the same cache: wall time, and wall time
+    less the race's seconds (a group's race runs on one GPU whatever the count)."""
+    new = {(r["gpus"], r["cache"]) for r in runs}
+    out = sorted([r for r in before if (r["gpus"], r["cache"]) not in new] + runs,
+                 key=lambda r: (r["gpus"], r["cache"] != "cold"))
+    for r in out:
+        first = next((x for x in out if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
+        r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
+        rest, rest_1 = r["wall_s"] - r["split"]["race"], (first["wall_s"] - first["split"]["race"]) if first else 0
+        r["speedup_without_race"] = round(rest_1 / rest, 3) if first and rest > 0 else None
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [n for n in counts if n > len(visible) or n < 1]
     for n in skipped:
         print(f"skipping {n} GPU(s): {len(visible)} visible ({','.join(visible)})", file=sys.stderr)
+    before = json.loads(a.out.read_text()) if a.append and a.out and a.out.is_file() else {}
+    if before.get("space") != str(a.space) or before.get("gpu") != gpu_name():
+        before = {}
     runs: list[dict[str, object]] = []
     warmed: Path | None = None      # --warm-only: the object cache the first count's warm-up filled
     try:
@@ -180,24 +224,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
                 runs.append({"gpus": n, "cache": cache,
                              **one(a.space, jobs, f"{base}-g{n}-{cache}", devices, cold=cache == "cold")})
+                runs = merged(before.get("runs", []), runs)
+                if a.out:       # after every run: a command stopped by its time limit keeps the runs it made
+                    a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu_name(), "visible": visible,
+                                                 "skipped": skipped, "runs": runs}, indent=2) + "\n")
     except SweepError as e:
         print(f"bench/scaling.py: {e}", file=sys.stderr)
         return 1
     finally:
         if visible:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible)
-    if a.append and a.out and a.out.is_file():
-        before = json.loads(a.out.read_text())
-        if before.get("space") == str(a.space) and before.get("gpu") == gpu_name():
-            new = {(r["gpus"], r["cache"]) for r in runs}
-            runs = [r for r in before.get("runs", []) if (r["gpus"], r["cache"]) not in new] + runs
-            runs.sort(key=lambda r: (r["gpus"], r["cache"] != "cold"))
-    for r in runs:
-        first = next((x for x in runs if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
-        r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
-        # what the race (one group's on one GPU, whatever the count) leaves to scale
-        rest, rest_1 = r["wall_s"] - r["split"]["race"], (first["wall_s"] - first["split"]["race"]) if first else 0
-        r["speedup_without_race"] = round(rest_1 / rest, 3) if first and rest > 0 else None
     print(f"\n{base} on {gpu_name()} ({len(visible)} visible); jobs under {work}")
     print(table(runs))
     for r in runs:
@@ -206,10 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['gpus']} GPU(s) {r['cache']}: a job handed to a worker was taken up in {later.get('median', 'unknown')} s "
               f"(median; a fresh worker's first job: {first.get('median', 'unknown')} s, its start-up)")
     print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "
-          "occupancy: the sweep jobs' GPU time / (measuring phase x GPUs)")
+          "occupancy: the sweep jobs' GPU time / (measuring phase x GPUs); GPU work: their programs' own GPU work "
+          "(cupti) / (measuring phase x GPUs)")
     if a.out:
-        a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu_name(), "visible": visible, "skipped": skipped,
-                                     "runs": runs}, indent=2) + "\n")
         print(f"written: {a.out}")
     return 0
 

@@ -47,3 +47,25 @@ def test_a_reported_run_forgets_what_an_earlier_one_under_its_name_measured_and_
     assert (tmp_path / "jobs/_cache/objects/ab").is_dir()
     fresh(tmp_path, "q-g1-cold", cold=True)
     assert not (tmp_path / "jobs/_cache/objects").exists() and (tmp_path / "jobs/_cache/cupti").is_dir()
+
+
+def test_the_gpu_work_is_the_sweep_jobs_busy_seconds_times_their_runs_and_unknown_without_cupti(tmp_path):
+    from bench.scaling import gpu_work_s
+    for name, busy, runs, role in (("A", 0.25, 5, "sweep"), ("B", 0.5, 1, "sweep"), ("best", 9.0, 1, "best")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(
+            {"role": role, "env": {"gpu_use": {"busy_s": busy}}, "sampling": {"runs": runs}}))
+    assert gpu_work_s(tmp_path) == 1.75                      # the confirmation's run is not the sweep's
+    _result(tmp_path / "nsys" / "C", {"gpu": [0, 1]})
+    assert gpu_work_s(tmp_path / "nsys") is None
+
+
+def test_runs_of_an_earlier_command_are_kept_unless_replaced_and_speedups_are_over_one_gpu():
+    from bench.scaling import merged
+
+    def run(gpus, wall, race=0.0):
+        return {"gpus": gpus, "cache": "warm", "wall_s": wall, "split": {"race": race}}
+    out = merged([run(1, 100.0, 20.0), run(2, 80.0, 20.0)], [run(2, 60.0, 20.0), run(4, 40.0, 20.0)])
+    assert [(r["gpus"], r["wall_s"]) for r in out] == [(1, 100.0), (2, 60.0), (4, 40.0)]
+    assert [r["speedup"] for r in out] == [1.0, 1.667, 2.5]
+    assert [r["speedup_without_race"] for r in out] == [1.0, 2.0, 4.0]
