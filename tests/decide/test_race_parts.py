@@ -1,7 +1,7 @@
 """Races side by side (sweep.decide.race_parts): a round runs each of a race's jobs once for every
 group it serves, so groups are split into at most one race a GPU only when that shortens a round
 without adding more than half again the job runs; independent groups are packed balanced by jobs
-a round; a resumed sweep finds the parts' outcomes."""
+a round, each part's budget its share of the jobs a round; a resumed sweep finds the parts' outcomes."""
 
 from __future__ import annotations
 
@@ -64,3 +64,12 @@ def test_a_resumed_sweep_finds_the_outcomes_of_the_parts_its_first_run_raced(tmp
     assert [x for x, _ in found] == ran
     atomic.write_json(folder(p) / race.OUTCOME, {"schema": race.OUTCOME_SCHEMA, "plan_digest": p.digest()})
     assert [x for x, _ in race_parts.recorded_parts(p, folder)] == [p]      # the whole plan's race comes first
+
+
+def test_a_parts_budget_is_its_share_of_the_jobs_a_round_so_its_groups_get_the_rounds_the_one_race_gave():
+    p = _plan(("A", "B", "C"), ("D", "E"), ("F", "G"), ("H",))          # 8 jobs a round, 60 s
+    assert [x.budget_s for x in race_parts.parts(p, 2, combined=False)] == [30.0, 30.0]    # 4 of 8 jobs each
+    apart = race_parts.parts(_plan(("A", "B"), ("A", "C")), 2, combined=False)
+    assert [x.budget_s for x in apart] == [40.0, 40.0]                                      # 2 of 3 jobs each
+    four = race_parts.parts(p, 4, combined=False)
+    assert [x.budget_s for x in four] == [22.5, 15.0, 15.0, 15.0]       # 3, 2, 2 of 8; 1 of 8 gets an even share
