@@ -25,7 +25,8 @@ one's end, sweep.json's runs[].gpu_occupancy), with each GPU's own share beside 
 mode (cupti) several jobs hold a GPU at once, so that figure says the GPU was claimed, not used:
 "GPU work" is the jobs' programs' own GPU work (kernels, copies, memsets, context creation: the
 cupti token's busy seconds) over the same phase x GPUs, what the GPUs could give more of.
---out is written after every run, so a command stopped at its time limit keeps what it measured.
+--out is written after every run, so a command stopped at its time limit keeps what it measured,
+with every job's intervals (its "timeline") for reading where the time went later.
 Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
 the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
 group it does not shrink, with several their races run side by side).
@@ -99,6 +100,25 @@ def gpu_work_s(sweep_dir: Path) -> float | None:
     return round(total, 3) if known else None
 
 
+def timeline(sweep_dir: Path, lo: float) -> list[dict[str, object]]:
+    """Every job of the run (sweep jobs, races, confirmations): its tag, role, status, GPU-busy
+    seconds a run and runs, and its intervals in seconds from the run's start, so that where the
+    wall time went can be read again later from --out alone."""
+    out = []
+    for f in sorted(sweep_dir.glob("**/result.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        iv = {k: [round(v[0] - lo, 3), round(v[1] - lo, 3)] for k, v in (r.get("intervals") or {}).items()
+              if isinstance(v, list) and len(v) == 2}
+        env = r.get("env") or {}
+        out.append({"tag": r.get("tag"), "role": r.get("role") or "sweep", "status": r.get("status"),
+                    "gpu": env.get("gpu_uuid"), "busy_s": (env.get("gpu_use") or {}).get("busy_s"),
+                    "runs": (r.get("sampling") or {}).get("runs"), "intervals": iv})
+    return out
+
+
 def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
     """The measuring phase: its wall time, the sweep jobs' GPU time over it x GPUs, each GPU's share,
     and the jobs' own GPU work over it x GPUs (in overlap mode several jobs hold a GPU at once, each
@@ -134,7 +154,7 @@ def one(space: Path, jobs_root: Path, name: str, devices: list[str], cold: bool 
                                              results_root=jobs_root / "results", report=False), name=name)
     wall, hi = time.monotonic() - t0, time.time()
     return {"wall_s": round(wall, 3), "counts": s.counts, "split": split(s.sweep_dir, lo, hi),
-            **occupancy(s.sweep_dir, len(devices))}
+            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo)}
 
 
 def gpu_name() -> str:

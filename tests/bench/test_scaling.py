@@ -69,3 +69,12 @@ def test_runs_of_an_earlier_command_are_kept_unless_replaced_and_speedups_are_ov
     assert [(r["gpus"], r["wall_s"]) for r in out] == [(1, 100.0), (2, 60.0), (4, 40.0)]
     assert [r["speedup"] for r in out] == [1.0, 1.667, 2.5]
     assert [r["speedup_without_race"] for r in out] == [1.0, 2.0, 4.0]
+
+
+def test_the_timeline_keeps_every_jobs_intervals_from_the_runs_start(tmp_path):
+    from bench.scaling import timeline
+    _result(tmp_path / "A1", {"build": [100, 102], "gpu": [102, 105]})
+    _result(tmp_path / "_races" / "abc", {"race": [109, 112]}, role="race")
+    got = {t["tag"] or t["role"]: t for t in timeline(tmp_path, 100.0)}
+    assert got["sweep"]["intervals"] == {"build": [0.0, 2.0], "gpu": [2.0, 5.0]}
+    assert got["race"]["intervals"] == {"race": [9.0, 12.0]} and got["race"]["busy_s"] is None
