@@ -8,7 +8,6 @@ script that sleeps as host work and records when it ran."""
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import sys
