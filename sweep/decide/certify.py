@@ -340,8 +340,13 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
     """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
     p = shared(space, best, c, sweep_dir, p) or p
-    found = race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x)) if p is not None else []
+    found = race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x), part_first_look(c)) if p is not None else []
     return {k: v for part, out in found for k, v in certifications(part, out).items()}
+
+
+def part_first_look(c: Collected) -> Callable[[RacePlan], float]:
+    """A split race's part's estimated seconds to its first decisive look (its own jobs a round)."""
+    return lambda part: cost_s(part, c, len(part.tags()))
 
 
 def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") \
@@ -366,8 +371,8 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
         c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
-    ran = race_parts.run_parts(space, sw, race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks)),
-                               lambda x: race_dir(sw.sweep_dir, x), cost, partition)
+    races = race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks), first_look_s=part_first_look(c))
+    ran = race_parts.run_parts(space, sw, races, lambda x: race_dir(sw.sweep_dir, x), cost, partition)
     failed = [why for _, out, why in ran if out is None]
     if failed:
         print(f"warning: the certification race failed ({failed[0]}); the sweep's own evidence stands", file=sys.stderr)

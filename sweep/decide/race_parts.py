@@ -11,9 +11,11 @@ taken when its largest part runs fewer jobs a round than the whole plan, and all
 at most SPLIT_WORK times as many. The parts are dispatched together, so the local executor runs
 them on different GPUs at once and Slurm as tasks of one array; each part is one job, so one
 group's entrants always run on one GPU. A part's budget is the whole plan's times its share of
-the plan's jobs a round (at least an even share among the parts): a round's time goes with the
-jobs it runs, so each group gets about the rounds the one race would have given it, and the
-race's wall time shrinks to its largest part's share. (With the whole budget each, two parts of
+the plan's jobs a round (at least an even share among the parts, and at least FIRST_LOOK_MARGIN
+times what reaching its own first decisive look costs, `first_look_s`, since start-ups do not
+shrink with the jobs; never more than the whole): a round's time goes with the jobs it runs, so
+each group gets about the rounds the one race would have given it, and the race's wall time
+shrinks to its largest part's share. (With the whole budget each, two parts of
 the seed space's race on two H200s ran 59 s against 50 s for the one race on one GPU: parts that
 do not separate their entrants run to their cap.) Outcomes are read back in the plan's group order,
 whatever order the races ended in.
@@ -36,20 +38,24 @@ from sweep.space import Space
 
 
 SPLIT_WORK = 1.5     # a split's job runs a round, at most, over the whole plan's (GPU time for wall time)
+FIRST_LOOK_MARGIN = 1.5     # a part's budget, at least, over its estimated cost to its first decisive look
+FirstLook = Callable[[RacePlan], float]     # a plan's estimated seconds to its first decisive look (race_cost.cost_s)
 
 
-def _part(p: RacePlan, lanes: list[int], n_parts: int) -> RacePlan:
+def _part(p: RacePlan, lanes: list[int], n_parts: int, first_look_s: FirstLook | None) -> RacePlan:
     part = dataclasses.replace(p, lanes=tuple(p.lanes[i] for i in sorted(lanes)))
     tags = part.tags()
-    share = max(len(tags) / len(p.tags()), 1 / n_parts)
-    return dataclasses.replace(part, jobs={t: p.jobs[t] for t in tags}, hashes={t: p.hashes[t] for t in tags},
-                               budget_s=round(p.budget_s * share, 3))
+    part = dataclasses.replace(part, jobs={t: p.jobs[t] for t in tags}, hashes={t: p.hashes[t] for t in tags})
+    budget = p.budget_s * max(len(tags) / len(p.tags()), 1 / n_parts)
+    if first_look_s is not None:
+        budget = max(budget, FIRST_LOOK_MARGIN * first_look_s(part))
+    return dataclasses.replace(part, budget_s=round(min(budget, p.budget_s), 1))
 
 
-def parts(p: RacePlan, gpus_at_once: int, combined: bool) -> list[RacePlan]:
+def parts(p: RacePlan, gpus_at_once: int, combined: bool, first_look_s: FirstLook | None = None) -> list[RacePlan]:
     """The races to run: the plan's groups in at most `gpus_at_once` parts when that shortens a
-    round (see the module's text); else the plan itself, as when one GPU takes it or the groups
-    race combined configurations."""
+    round (see the module's text), each part's budget its share; else the plan itself, as when
+    one GPU takes it or the groups race combined configurations."""
     if gpus_at_once < 2 or len(p.lanes) < 2 or combined:
         return [p]
     jobs = [{e.id for e in lane.entrants} for lane in p.lanes]
@@ -62,19 +68,21 @@ def parts(p: RacePlan, gpus_at_once: int, combined: bool) -> list[RacePlan]:
     whole = len(set().union(*jobs))
     if len(used) < 2 or max(len(t) for t, _ in used) >= whole or sum(len(t) for t, _ in used) > SPLIT_WORK * whole:
         return [p]
-    return [_part(p, members, len(used)) for _, members in sorted(used, key=lambda b: min(b[1]))]
+    return [_part(p, members, len(used), first_look_s) for _, members in sorted(used, key=lambda b: min(b[1]))]
 
 
-def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path]) -> list[tuple[RacePlan, dict[str, Any]]]:
+def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path],
+                   first_look_s: FirstLook | None = None) -> list[tuple[RacePlan, dict[str, Any]]]:
     """The races already run for this plan: the whole plan's, else those of the split (into as many
-    parts as the run that made them had GPUs) whose outcomes cover the most groups."""
+    parts as the run that made them had GPUs, budgets as `parts` gives them) whose outcomes cover
+    the most groups."""
     whole = read_outcome(race_dir(p))
     if whole is not None and whole.get("plan_digest") == p.digest():
         return [(p, whole)]
     best: list[tuple[RacePlan, dict[str, Any]]] = []
     for gpus in range(len(p.lanes), 1, -1):
         found = []
-        for part in parts(p, gpus, combined=False):
+        for part in parts(p, gpus, combined=False, first_look_s=first_look_s):
             out = read_outcome(race_dir(part))
             if out is not None and out.get("plan_digest") == part.digest():
                 found.append((part, out))

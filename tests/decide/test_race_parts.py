@@ -73,3 +73,10 @@ def test_a_parts_budget_is_its_share_of_the_jobs_a_round_so_its_groups_get_the_r
     assert [x.budget_s for x in apart] == [40.0, 40.0]                                      # 2 of 3 jobs each
     four = race_parts.parts(p, 4, combined=False)
     assert [x.budget_s for x in four] == [22.5, 15.0, 15.0, 15.0]       # 3, 2, 2 of 8; 1 of 8 gets an even share
+
+
+def test_a_part_keeps_enough_budget_to_reach_its_own_first_decisive_look_and_never_more_than_the_whole():
+    p = _plan(("A", "B", "C"), ("D", "E"), ("F", "G"), ("H",))
+    start_ups = race_parts.parts(p, 4, combined=False, first_look_s=lambda part: 10.0 + 2.0 * len(part.tags()))
+    assert [x.budget_s for x in start_ups] == [24.0, 21.0, 21.0, 18.0]   # 1.5 x (10 s + 2 s a job) over the shares
+    assert [x.budget_s for x in race_parts.parts(p, 2, combined=False, first_look_s=lambda part: 90.0)] == [60.0, 60.0]
