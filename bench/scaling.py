@@ -45,7 +45,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -61,14 +63,19 @@ CONFIRM_TAGS = ("default", "best")
 CATEGORIES = ("build", "measure", "race", "confirm")
 
 
+def results(sweep_dir: Path, pattern: str = "**/result.json") -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Each readable result.json under the sweep folder matching `pattern`: (its path, its JSON)."""
+    for f in sorted(sweep_dir.glob(pattern)):
+        try:
+            yield f, json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+
+
 def split(sweep_dir: Path, lo: float, hi: float) -> dict[str, float]:
     """Seconds of [lo, hi] in each category (module docstring), and framework: what none covers."""
     spans: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
-    for f in sweep_dir.glob("**/result.json"):
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for f, r in results(sweep_dir):
         iv = {k: v for k, v in (r.get("intervals") or {}).items() if isinstance(v, list) and len(v) == 2}
         role = (r.get("role") or "")
         if f.parent.parent.name == "_races" or role == "entrant":
@@ -88,11 +95,7 @@ def gpu_work_s(sweep_dir: Path) -> float | None:
     """The sweep jobs' own GPU work (cupti's token: kernels, copies, memsets and context creation,
     result.json's env["gpu_use"]["busy_s"] a run, times the job's runs); None when no job says."""
     total, known = 0.0, False
-    for f in sweep_dir.glob("*/result.json"):
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for _, r in results(sweep_dir, "*/result.json"):
         busy = ((r.get("env") or {}).get("gpu_use") or {}).get("busy_s")
         if (r.get("role") or "sweep") != "sweep" or not isinstance(busy, (int, float)):
             continue
@@ -105,11 +108,7 @@ def timeline(sweep_dir: Path, lo: float) -> list[dict[str, object]]:
     seconds a run and runs, and its intervals in seconds from the run's start, so that where the
     wall time went can be read again later from --out alone."""
     out = []
-    for f in sorted(sweep_dir.glob("**/result.json")):
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for _, r in results(sweep_dir):
         iv = {k: [round(v[0] - lo, 3), round(v[1] - lo, 3)] for k, v in (r.get("intervals") or {}).items()
               if isinstance(v, list) and len(v) == 2}
         env = r.get("env") or {}
@@ -227,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [n for n in counts if n > len(visible) or n < 1]
     for n in skipped:
         print(f"skipping {n} GPU(s): {len(visible)} visible ({','.join(visible)})", file=sys.stderr)
+    gpu = gpu_name()
     before = json.loads(a.out.read_text()) if a.append and a.out and a.out.is_file() else {}
-    if before.get("space") != str(a.space) or before.get("gpu") != gpu_name():
+    if before.get("space") != str(a.space) or before.get("gpu") != gpu:
         before = {}
     runs: list[dict[str, object]] = []
     warmed: Path | None = None      # --warm-only: the object cache the first count's warm-up filled
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                              **one(a.space, jobs, f"{base}-g{n}-{cache}", devices, cold=cache == "cold")})
                 runs = merged(before.get("runs", []), runs)
                 if a.out:       # after every run: a command stopped by its time limit keeps the runs it made
-                    a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu_name(), "visible": visible,
+                    a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu, "visible": visible,
                                                  "skipped": skipped, "runs": runs}, indent=2) + "\n")
     except SweepError as e:
         print(f"bench/scaling.py: {e}", file=sys.stderr)
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if visible:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible)
-    print(f"\n{base} on {gpu_name()} ({len(visible)} visible); jobs under {work}")
+    print(f"\n{base} on {gpu} ({len(visible)} visible); jobs under {work}")
     print(table(runs))
     for r in runs:
         st = r.get("startup_s") or {}

@@ -68,9 +68,9 @@ def build_parallel(cpus: int, n_gpus: int, build_s: list[float], measure_s: list
     nothing else needs them yet, and the GPUs wait for the first built jobs. Why: at a quarter of
     16 CPUs (make -j4 each, which a one-file program cannot use) an H100 in overlap mode took 20 s
     to reach 14 jobs measuring at once (examples/host_heavy, 5 s builds), a third of its phase."""
-    floor = max(1, cpus // 4, n_gpus)
     if not build_s or not measure_s:
         return max(1, cpus)
+    floor = max(1, cpus // 4, n_gpus)
     b, m = sum(build_s) / len(build_s), max(sum(measure_s) / len(measure_s), 0.05)
     return max(1, min(cpus, max(floor, math.ceil(1.25 * n_gpus * b / m))))
 
