@@ -30,6 +30,9 @@ with every job's intervals (its "timeline") for reading where the time went late
 Speedup: a count's wall time against one GPU's, cold with cold and warm with warm; "w/o race"
 the same less the race's seconds (a group's race runs on one GPU whatever the count: with one
 group it does not shrink, with several their races run side by side).
+--warm-only skips the cold runs: a first run fills the object cache (not reported; skipped where
+the first count's folder under --work already has one, from an earlier command) and the later
+counts get a copy of it and of the engine's exported weights.
 --append keeps the runs already in --out (the same space on the same GPU model) beside the new
 ones, so the counts can run as separate commands (each under a time limit) on one machine, and
 the speedups are taken over all of them.
@@ -197,6 +200,18 @@ def merged(before: list[dict[str, object]], runs: list[dict[str, object]]) -> li
     return out
 
 
+# What --warm-only copies from the first count's jobs folder to the later counts': the object
+# cache, and the engine's exported weights (gpt2_engine.model_dir: minutes of CPU to export again).
+KEPT_BETWEEN_COUNTS = (pipeline.OBJECT_CACHE, "_models")
+
+
+def carry_warm(src: Path, dst: Path) -> None:
+    """What a warm run of another GPU count may reuse, copied from jobs folder `src` to `dst`."""
+    for kept in KEPT_BETWEEN_COUNTS:
+        if (src / kept).is_dir():
+            shutil.copytree(src / kept, dst / kept, dirs_exist_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("space", nargs="?", type=Path, default=DEFAULT_SPACE)
@@ -205,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     ap.add_argument("--append", action="store_true", help="keep the runs already in --out (same space and GPU)")
     ap.add_argument("--warm-only", action="store_true", help="skip the cold runs (the cache is warmed by a first "
-                    "run that is not reported, and copied to the later counts)")
+                    "run that is not reported, or reused from --work, and copied to the later counts)")
     a = ap.parse_args(argv)
     try:
         counts = sorted({int(x) for x in a.gpus.split(",") if x.strip()})
@@ -236,10 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         for n in [n for n in counts if n not in skipped]:
             devices, jobs = visible[:n], work / f"gpus{n}"
             if a.warm_only and warmed is None:
-                one(a.space, jobs, f"{base}-g{n}-warmup", devices)
-                warmed = jobs / "jobs" / pipeline.OBJECT_CACHE
-            elif a.warm_only:      # the objects do not depend on the GPU count: copied, not built again
-                shutil.copytree(warmed, jobs / "jobs" / pipeline.OBJECT_CACHE, dirs_exist_ok=True)
+                if (jobs / "jobs" / pipeline.OBJECT_CACHE).is_dir():   # an earlier command's warm-up, same --work
+                    print(f"--- {n} GPU(s): reusing the object cache under {jobs} (no warm-up run)", file=sys.stderr)
+                else:
+                    one(a.space, jobs, f"{base}-g{n}-warmup", devices)
+                warmed = jobs / "jobs"
+            elif a.warm_only:      # the objects and exported models do not depend on the GPU count: copied
+                carry_warm(warmed, jobs / "jobs")
             for cache in (("warm",) if a.warm_only else ("cold", "warm")):
                 print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
                 runs.append({"gpus": n, "cache": cache,

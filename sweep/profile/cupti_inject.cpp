@@ -22,6 +22,12 @@
 //                     every measurement that trusts the lock.
 //   SWEEP_GPU_TOKEN_LINGER_US  how long a drained token is kept for more work before it is
 //                     given back (default 2000; 0: at once). See cupti_token.h.
+//   SWEEP_GPU_TOKEN_CONTEXT  1 (default): creating the CUDA context takes the token, as GPU
+//                     work does; 0: it runs beside the other programs' GPU work. The driver
+//                     serialises context creation across the whole node, so with several GPUs
+//                     a program holding its GPU's token waits there for another GPU's
+//                     programs: measured on four H200s, 0.2 s a context alone, 0.48 s with
+//                     four GPUs' programs starting (docs/benchmarks.md).
 //   SWEEP_GPU_TOKEN_HOLD_AT_EXIT  1: at a clean exit, after the last window is written, take
 //                     the token again and keep it until the process ends, so the CUDA
 //                     runtime's teardown (the context's destruction, after this library's
@@ -159,6 +165,7 @@ uint64_t g_kernels = 0, g_calls = 0, g_marks = 0, g_dropped = 0, g_fails = 0;
 bool g_limits_written = false;
 std::atomic<bool> g_done{false};              // the final flush ran (atexit or a signal)
 bool g_hold_at_exit = false;                  // SWEEP_GPU_TOKEN_HOLD_AT_EXIT=1 (see the header)
+bool g_token_contexts = true;                 // SWEEP_GPU_TOKEN_CONTEXT: context creation under the token
 std::vector<bool> g_launch_runtime, g_launch_driver;  // by callback id: a launch function?
 sweep_token::Token* g_token = nullptr;        // overlap mode's GPU token (SWEEP_GPU_TOKEN); null: none
 
@@ -682,7 +689,7 @@ bool enable_driver_callbacks(CUpti_SubscriberHandle subscriber) {
         const char* name = nullptr;
         if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS || !name) continue;
         uint8_t use = token_use(name);
-        if (!g_token) use &= kContext;
+        if (!g_token || (!g_token_contexts && (use & kContext))) use &= kContext;   // the ctx record only
         if (!use) continue;
         g_token_use[cbid] = use;
         ok = cupti_ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid),
@@ -715,6 +722,8 @@ sweep_token::Token* open_token() {
     }
     const char* hold = getenv("SWEEP_GPU_TOKEN_HOLD_AT_EXIT");
     g_hold_at_exit = hold && strcmp(hold, "1") == 0;
+    const char* contexts = getenv("SWEEP_GPU_TOKEN_CONTEXT");
+    g_token_contexts = !(contexts && strcmp(contexts, "0") == 0);
     // SWEEP_GPU_TOKEN_LINGER_US: how long a drained token waits for more work (cupti_token.h).
     const char* linger = getenv("SWEEP_GPU_TOKEN_LINGER_US");
     long linger_us = linger && *linger ? strtol(linger, nullptr, 10) : kTokenLingerUs;

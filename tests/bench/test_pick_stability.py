@@ -45,3 +45,15 @@ def test_a_certified_pick_inside_another_reruns_tied_set_agrees_with_it_and_the_
     assert s["tie_picks"] == 3 and s["tie_repeat"] == 2 / 3
     # inside the other three verdicts: a's X 3 times, d's X 3, b's and c's Y twice each (not in a's {X})
     assert s["verdict_pairs"] == 12 and s["verdict_agreement"] == (3 + 3 + 2 + 2) / 12
+
+
+H100_K5_CONCURRENT = H100_K5.with_name("host_heavy_k5_concurrent.json")
+
+
+def test_the_h100_reruns_of_host_heavy_with_concurrent_race_rounds_all_certify_one_pick():
+    runs = json.loads(H100_K5_CONCURRENT.read_text())["runs"]
+    s = analyze(runs)
+    assert len(runs) == 5 and s["certified_picks"] == 5 and s["certified_repeat"] == 1.0
+    assert s["tie_picks"] == 0 and s["verdict_agreement"] == 1.0
+    assert all(r["sampling"]["runs_median"] >= 5 and r["sampling"]["sources"] == {"runs": 24} for r in runs)
+    assert "certified picks: 5, repeat 100% (target >= 95%)" in report(s, runs)

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.scaling import split  # noqa: E402
+from bench.scaling import carry_warm, split  # noqa: E402
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_1():
@@ -78,3 +78,14 @@ def test_the_timeline_keeps_every_jobs_intervals_from_the_runs_start(tmp_path):
     got = {t["tag"] or t["role"]: t for t in timeline(tmp_path, 100.0)}
     assert got["sweep"]["intervals"] == {"build": [0.0, 2.0], "gpu": [2.0, 5.0]}
     assert got["race"]["intervals"] == {"race": [9.0, 12.0]} and got["race"]["busy_s"] is None
+
+
+def test_a_warm_run_of_another_gpu_count_gets_the_object_cache_and_the_exported_weights_not_the_sweeps(tmp_path):
+    src, dst = tmp_path / "gpus1" / "jobs", tmp_path / "gpus2" / "jobs"
+    for f in ("_cache/objects/ab/obj.o", "_models/124M-seed0/weights.bin", "quick-check-g1-warm/B128/result.json"):
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
+        (src / f).write_text(f)
+    carry_warm(src, dst)
+    assert (dst / "_cache/objects/ab/obj.o").read_text() == "_cache/objects/ab/obj.o"
+    assert (dst / "_models/124M-seed0/weights.bin").is_file()
+    assert not (dst / "quick-check-g1-warm").exists()

@@ -102,3 +102,24 @@ def test_the_backends_invocation_carries_the_requests_token(tmp_path, monkeypatc
     assert cupti.BACKEND.invocation(req).env["SWEEP_GPU_TOKEN"] == str(tmp_path / "g.lock")
     req = Request(tmp_path, lambda extra=(), iterations=None: ["prog"])
     assert "SWEEP_GPU_TOKEN" not in cupti.BACKEND.invocation(req).env
+
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+
+def _inside_a_window(cap, start: int, end: int) -> bool:
+    return any(w.acquired <= start and end <= w.released for w in cap.tokens)
+
+
+def test_by_default_a_real_programs_context_creation_runs_inside_a_token_window():
+    cap = read_capture(H200 / "overlap" / "host-heavy" / "overlap" / "T32x8_P0_U0.txt")
+    assert cap.contexts and all(_inside_a_window(cap, c.start, c.end) for c in cap.contexts)
+    assert outside(cap) == []
+
+
+def test_with_SWEEP_GPU_TOKEN_CONTEXT_0_the_context_is_created_outside_every_window_and_still_counted_busy():
+    cap = read_capture(H200 / "context_token" / "host-heavy_T32x8_P0_U0_context_outside.txt")
+    assert cap.contexts and not any(_inside_a_window(cap, c.start, c.end) for c in cap.contexts)
+    assert outside(cap) == []            # the GPU work itself still all ran under the token
+    s = summary(cap)
+    assert s["context_s"] > 1.0 and s["busy_s"] > s["context_s"]
