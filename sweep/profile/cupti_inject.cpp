@@ -23,11 +23,13 @@
 //   SWEEP_GPU_TOKEN_LINGER_US  how long a drained token is kept for more work before it is
 //                     given back (default 2000; 0: at once). See cupti_token.h.
 //   SWEEP_GPU_TOKEN_CONTEXT  1 (default): creating the CUDA context takes the token, as GPU
-//                     work does; 0: it runs beside the other programs' GPU work. The driver
-//                     serialises context creation across the whole node, so with several GPUs
-//                     a program holding its GPU's token waits there for another GPU's
-//                     programs: measured on four H200s, 0.2 s a context alone, 0.48 s with
-//                     four GPUs' programs starting (docs/benchmarks.md).
+//                     work does; 0: it runs beside the other programs' GPU work; gate: beside
+//                     it, one context at a time on the whole node (cupti_token.h's Gate, the
+//                     file cuda-contexts.lock beside the token's). The driver serialises
+//                     context creation across the whole node, so with several GPUs a program
+//                     holding its GPU's token waits there for another GPU's programs:
+//                     measured on four H200s, 0.2 s a context alone, 0.48 s with four GPUs'
+//                     programs starting (docs/benchmarks.md).
 //   SWEEP_GPU_TOKEN_HOLD_AT_EXIT  1: at a clean exit, after the last window is written, take
 //                     the token again and keep it until the process ends, so the CUDA
 //                     runtime's teardown (the context's destruction, after this library's
@@ -166,6 +168,7 @@ bool g_limits_written = false;
 std::atomic<bool> g_done{false};              // the final flush ran (atexit or a signal)
 bool g_hold_at_exit = false;                  // SWEEP_GPU_TOKEN_HOLD_AT_EXIT=1 (see the header)
 bool g_token_contexts = true;                 // SWEEP_GPU_TOKEN_CONTEXT: context creation under the token
+sweep_token::Gate* g_gate = nullptr;          // SWEEP_GPU_TOKEN_CONTEXT=gate: the node's context gate
 std::vector<bool> g_launch_runtime, g_launch_driver;  // by callback id: a launch function?
 sweep_token::Token* g_token = nullptr;        // overlap mode's GPU token (SWEEP_GPU_TOKEN); null: none
 
@@ -655,7 +658,10 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     t_token_busy = true;     // cuCtxSynchronize below comes back here: ignored
     if (info->callbackSite == CUPTI_API_ENTER) {
         if (token && (use & (kQueues | kTouches))) g_token->enter(use & kQueues);
-        if (use & kContext) cuptiGetTimestamp(&t_context_ns);
+        if (use & kContext) {
+            if (g_gate) g_gate->take();        // the node's other contexts first, holding no token
+            cuptiGetTimestamp(&t_context_ns);
+        }
     } else {
         if (use & kContext && g_fd >= 0) {
             std::string out = "ctx";
@@ -667,6 +673,7 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
             std::lock_guard<std::mutex> lock(g_mutex);
             write_all(out);
         }
+        if (use & kContext && g_gate) g_gate->give();
         if (!token) {
             t_token_busy = false;
             return;
@@ -705,25 +712,40 @@ bool enable_driver_callbacks(CUpti_SubscriberHandle subscriber) {
 // synchronisation together (microseconds apart), short against host work worth overlapping.
 constexpr long kTokenLingerUs = 2000;
 
+// A node-wide lock file, opened (created 0666 if missing) for flock; ends the program if it cannot.
+int open_lock(const std::string& path, const char* what) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) {
+        fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0666);
+        if (fd >= 0) fchmod(fd, 0666);
+        else if (errno == EEXIST) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "sweep-cupti: cannot open %s %s: %s; set SWEEP_LOCK_DIR to a folder every user can write, "
+                        "or turn overlap off (profile: {overlap: false})\n",
+                what, path.c_str(), strerror(errno));
+        _exit(70);
+    }
+    return fd;
+}
+
 sweep_token::Token* open_token() {
     const char* path = getenv("SWEEP_GPU_TOKEN");
     if (!path || !*path) return nullptr;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 && errno == ENOENT) {
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_CREAT | O_EXCL, 0666);
-        if (fd >= 0) fchmod(fd, 0666);
-        else if (errno == EEXIST) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    }
-    if (fd < 0) {
-        fprintf(stderr, "sweep-cupti: cannot open the GPU token SWEEP_GPU_TOKEN=%s: %s; set SWEEP_LOCK_DIR to a "
-                        "folder every user can write, or turn overlap off (profile: {overlap: false})\n",
-                path, strerror(errno));
-        _exit(70);
-    }
+    int fd = open_lock(path, "the GPU token SWEEP_GPU_TOKEN=");
     const char* hold = getenv("SWEEP_GPU_TOKEN_HOLD_AT_EXIT");
     g_hold_at_exit = hold && strcmp(hold, "1") == 0;
+    // SWEEP_GPU_TOKEN_CONTEXT: 1 (default) context creation under the token; 0 beside the others'
+    // GPU work; gate: beside it, one context at a time on the node (cupti_token.h's Gate), through
+    // a lock file beside the GPUs' own.
     const char* contexts = getenv("SWEEP_GPU_TOKEN_CONTEXT");
-    g_token_contexts = !(contexts && strcmp(contexts, "0") == 0);
+    std::string how = contexts ? contexts : "1";
+    g_token_contexts = how != "0" && how != "gate";
+    if (how == "gate") {
+        std::string dir(path);
+        dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/'));
+        g_gate = new sweep_token::Gate(open_lock(dir + "/cuda-contexts.lock", "the node's context gate"));
+    }
     // SWEEP_GPU_TOKEN_LINGER_US: how long a drained token waits for more work (cupti_token.h).
     const char* linger = getenv("SWEEP_GPU_TOKEN_LINGER_US");
     long linger_us = linger && *linger ? strtol(linger, nullptr, 10) : kTokenLingerUs;

@@ -1,6 +1,8 @@
-"""The GPU token's policy (sweep/profile/cupti_token.h), compiled with g++ into a small
-program (tests/profile/token/harness.cpp) and run without a GPU: when it is taken and
-given back, and that processes holding it never hold it at once."""
+"""The GPU token's policy and the node's context gate (sweep/profile/cupti_token.h), compiled
+with g++ into a small program (tests/profile/token/harness.cpp) and run without a GPU: when
+the token is taken and given back, that processes holding it never hold it at once, and that
+context creations through the gate run one at a time on the node without a deadlock against
+the tokens."""
 
 from __future__ import annotations
 
@@ -50,3 +52,28 @@ def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_pat
         assert a0 < b0 <= a1, f"process {p0}'s window {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
     switches = sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1)
     assert switches >= 3, "the processes never took turns: nothing was tested"
+
+
+def test_the_context_gate_is_held_until_the_outermost_context_call_on_a_thread_ends(harness, tmp_path):
+    r = subprocess.run([str(harness), "gate-policy", str(tmp_path / "cuda-contexts.lock")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_context_creations_through_the_gate_run_one_at_a_time_also_beside_token_holders_without_deadlock(harness,
+                                                                                                         tmp_path):
+    gate, lock = tmp_path / "cuda-contexts.lock", tmp_path / "gpu.lock"
+    # Two processes create contexts holding nothing; two hold their GPU's token around theirs
+    # (the order a program creating a second context takes them in: token, then gate).
+    procs = [subprocess.Popen([str(harness), "context", str(gate), str(lock), "15", "2000", under],
+                              stdout=subprocess.PIPE, text=True) for under in ("0", "1", "0", "1")]
+    windows = []
+    for n, p in enumerate(procs):
+        out, _ = p.communicate(timeout=60)      # a deadlock would end here, by the timeout
+        assert p.returncode == 0
+        windows += [(int(a), int(b), n) for a, b in (line.split() for line in out.splitlines())]
+    assert len(windows) == 60
+    windows.sort()
+    for (a0, b0, p0), (a1, b1, p1) in zip(windows, windows[1:]):
+        assert a0 < b0 <= a1, f"process {p0}'s context {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
+    assert sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1) >= 3, "never interleaved"

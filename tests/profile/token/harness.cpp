@@ -4,6 +4,12 @@
 //   harness linger                       the same for a lingering token (given back by its watcher)
 //   harness hold <lock> <rounds> <us>    takes the token <rounds> times around a fake <us> of
 //                                        "GPU work" and prints each window, CLOCK_MONOTONIC ns
+//   harness gate-policy <gate>           the context gate's re-entrance; prints "ok" or what broke
+//   harness context <gate> <lock> <rounds> <us> <under-token>
+//                                        <rounds> fake context creations of <us> through the gate,
+//                                        each inside the token when <under-token> is 1 (a program
+//                                        creating a context while it holds its GPU); prints each
+//                                        gate window, CLOCK_MONOTONIC ns
 #include "cupti_token.h"
 
 #include <fcntl.h>
@@ -106,12 +112,51 @@ int hold(const char* path, int rounds, int us) {
     return 0;
 }
 
+int gate_policy(const char* path) {
+    int fd = open(path, O_RDONLY | O_CREAT, 0666);
+    sweep_token::Gate gate(fd);
+    if (!free_for_others(path)) return fail("the gate is taken before anyone took it");
+    gate.take();
+    gate.take();                            // a context call inside another, on one thread
+    if (free_for_others(path)) return fail("the gate is free while a context is being created");
+    gate.give();
+    if (free_for_others(path)) return fail("the inner call's end gave the gate back before the outer one's");
+    gate.give();
+    if (!free_for_others(path)) return fail("the gate stayed taken after the outer call ended");
+    printf("ok\n");
+    return 0;
+}
+
+int context(const char* gate_path, const char* lock, int rounds, int us, bool under_token) {
+    sweep_token::Gate gate(open(gate_path, O_RDONLY | O_CREAT, 0666));
+    sweep_token::Token token(open(lock, O_RDONLY | O_CREAT, 0666), now_ns);
+    for (int i = 0; i < rounds; ++i) {
+        if (under_token) token.enter(false);
+        gate.take();
+        uint64_t a = now_ns();
+        std::this_thread::sleep_for(std::chrono::microseconds(us));   // the driver's context creation
+        uint64_t b = now_ns();
+        gate.give();
+        if (under_token) {
+            token.exit();
+            token.settle([] { return true; });
+        }
+        printf("%llu %llu\n", (unsigned long long)a, (unsigned long long)b);
+        std::this_thread::sleep_for(std::chrono::microseconds(us / 2));
+    }
+    token.release();
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "policy") return policy(argv[2]);
     if (argc == 3 && std::string(argv[1]) == "linger") return linger(argv[2]);
     if (argc == 5 && std::string(argv[1]) == "hold") return hold(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc == 3 && std::string(argv[1]) == "gate-policy") return gate_policy(argv[2]);
+    if (argc == 7 && std::string(argv[1]) == "context")
+        return context(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), std::string(argv[6]) == "1");
     fprintf(stderr, "usage: harness policy <lock> | harness hold <lock> <rounds> <us>\n");
     return 2;
 }
