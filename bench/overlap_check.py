@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
+from agreement import agreement  # noqa: E402  (bench/agreement.py: medians and picks side by side)
 from held import space_for  # noqa: E402  (bench/held.py: the same configurations for every run)
 from sweep.node import gpus  # noqa: E402
 from sweep.node.job import run_job  # noqa: E402
@@ -61,7 +62,6 @@ from sweep.space import target  # noqa: E402
 
 MODES = ("exclusive", "overlap")
 TARGET_RATIO = 1.5          # issue 34: host_heavy's measuring wall per configuration <= 1.5 x its GPU-busy time
-SAME = 0.01                 # medians within 1% (or within the measured noise)
 PAIRS = 3                   # capture pairs kept for tests/data
 
 
@@ -118,21 +118,6 @@ def sweep_mode(space: Path, mode: str, configs: int, slots: int, jobs: Path, res
             "ratio": wall / busy if busy else None, "rows": rows, "results": str(results / name)}
 
 
-def medians(results: Path) -> pd.DataFrame:
-    m = pd.read_csv(results / "measurements.csv")
-    m = m[(m["status"] == "ok") & (m["role"] == "sweep")]
-    key = [c for c in m.columns if c.isupper()] + ["kernel", "grid", "block"]
-    return m[key + ["median_ns", "noise"]].set_index(key)
-
-
-def picks(results: Path) -> dict[str, Any]:
-    """The combined pick (best.json's config: every macro), {} when the sweep picked nothing."""
-    try:
-        return json.loads((results / "best.json").read_text()).get("config", {})
-    except OSError:
-        return {}
-
-
 def captures(d: Path) -> list[Path]:
     return sorted(d.rglob(CAPTURE_FILE))
 
@@ -166,21 +151,16 @@ def keep_pairs(space_name: str, modes: dict[str, dict], out: Path) -> list[str]:
 
 def compare(space: Path, configs: int, slots: int, jobs: Path, results: Path, lock: Path, out: Path) -> dict:
     modes = {mode: sweep_mode(space, mode, configs, slots, jobs, results, lock) for mode in MODES}
-    a, b = (medians(Path(modes[m]["results"])) for m in ("overlap", "exclusive"))
-    j = a.merge(b, left_index=True, right_index=True, suffixes=("_overlap", "_exclusive"), how="inner")
-    j["rel"] = j["median_ns_overlap"] / j["median_ns_exclusive"] - 1
-    j["allowed"] = j[["noise_overlap", "noise_exclusive"]].fillna(0).max(axis=1).clip(lower=SAME)
-    j["same"] = j["rel"].abs() <= j["allowed"]
-    p_over, p_excl = (picks(Path(modes[m]["results"])) for m in ("overlap", "exclusive"))
+    agreed, j = agreement(Path(modes["overlap"]["results"]), Path(modes["exclusive"]["results"]),
+                          ("overlap", "exclusive"))
     alone = modes["exclusive"]["busy_per_config_s"]
     name = yaml.safe_load(space.read_text()).get("name", space.stem)
     result = {"space": str(space),
               "modes": {m: {**{k: v for k, v in s.items() if k != "rows"},
                             "repeats_at_once": sum(x["repeats_at_once"] for x in s["rows"])} for m, s in modes.items()},
-              "medians": {"pairs": len(j), "same": int(j["same"].sum()), "rel_median": float(j["rel"].median()),
-                          "rel_max_abs": float(j["rel"].abs().max()),
+              "medians": {**{k: v for k, v in agreed.items() if k != "picks"},
                           "detail": j.reset_index().astype(str).to_dict(orient="records")},
-              "picks": {"overlap": p_over, "exclusive": p_excl, "same": p_over == p_excl},
+              "picks": agreed["picks"],
               # GPU-busy time grows beside other programs (context creation above all): the overlap
               # phase against the GPU work the same configurations asked for alone as well
               "ratio_to_exclusive_busy": modes["overlap"]["wall_per_config_s"] / alone if alone else None,

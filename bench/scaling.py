@@ -33,6 +33,11 @@ group it does not shrink, with several their races run side by side).
 --warm-only skips the cold runs: a first run fills the object cache (not reported; skipped where
 the first count's folder under --work already has one, from an earlier command) and the later
 counts get a copy of it and of the engine's exported weights.
+--variant NAME:VAR=VALUE[,VAR=VALUE...] (repeatable) runs every count once per variant, each with
+those variables in the sweep's environment (a bare NAME: the environment as it is), e.g.
+--variant default --variant gate:SWEEP_GPU_TOKEN_CONTEXT=gate: speedups are over one GPU of the
+same variant, and each variant's per-launch medians and picks are set against the first
+variant's at the same count (bench/agreement.py: within the larger of 1% and the noise).
 --append keeps the runs already in --out (the same space on the same GPU model) beside the new
 ones, so the counts can run as separate commands (each under a time limit) on one machine, and
 the speedups are taken over all of them.
@@ -42,8 +47,10 @@ Targets (issue 33, H100s): occupancy >= 90% on one GPU warm; 2 GPUs >= 1.9x, 4 G
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +62,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from agreement import agreement  # noqa: E402  (bench/agreement.py)
 from sweep.core.spans import covered  # noqa: E402
 from sweep.core.errors import SweepError  # noqa: E402
 from sweep.dispatch import visible_gpus, workers  # noqa: E402
@@ -169,9 +179,13 @@ def gpu_name() -> str:
 
 
 def table(runs: list[dict[str, object]]) -> str:
+    width = max([len(str(r.get("variant", ""))) for r in runs] + [0])
+
+    def named(text: str, r: dict[str, object]) -> str:      # a variant column where variants ran
+        return f"{str(r.get('variant', '')):<{max(width, 7)}} {text}" if width else text
     head = (f"{'GPUs':>4} {'cache':>5} {'wall s':>7} {'build':>6} {'measure':>7} {'race':>6} {'confirm':>7} "
             f"{'frame':>6} {'meas. phase':>11} {'occupancy':>9} {'GPU work':>8} {'speedup':>7} {'w/o race':>8}  per GPU")
-    rows = [head]
+    rows = [named(head, {"variant": "variant"})]
     for r in runs:
         sp, occ = r["split"], r["occupancy"]
         per = ", ".join(f"{g} {v:.0%}" for g, v in r["per_gpu"].items() if v is not None)
@@ -179,21 +193,25 @@ def table(runs: list[dict[str, object]]) -> str:
         work = f"{r['gpu_work']:.0%}" if r.get("gpu_work") is not None else "unknown"
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         bare = f"{r['speedup_without_race']:.2f}x" if r.get("speedup_without_race") else "-"
-        rows.append(f"{r['gpus']:>4} {r['cache']:>5} {r['wall_s']:>7.1f} {sp['build']:>6.1f} {sp['measure']:>7.1f} "
-                    f"{sp['race']:>6.1f} {sp['confirm']:>7.1f} {sp['framework']:>6.1f} {r['measuring_s']:>11.1f} "
-                    f"{occ_text:>9} {work:>8} {speedup:>7} {bare:>8}  {per}")
+        rows.append(named(f"{r['gpus']:>4} {r['cache']:>5} {r['wall_s']:>7.1f} {sp['build']:>6.1f} "
+                          f"{sp['measure']:>7.1f} {sp['race']:>6.1f} {sp['confirm']:>7.1f} {sp['framework']:>6.1f} "
+                          f"{r['measuring_s']:>11.1f} {occ_text:>9} {work:>8} {speedup:>7} {bare:>8}  {per}", r))
     return "\n".join(rows)
+
+
+def _key(r: dict[str, object]) -> tuple[object, ...]:
+    return r.get("variant", ""), r["gpus"], r["cache"]
 
 
 def merged(before: list[dict[str, object]], runs: list[dict[str, object]]) -> list[dict[str, object]]:
     """`runs` with those of an earlier command (--append) that they do not replace, in GPU-count
-    order, each with its speedups over one GPU's run of the same cache: wall time, and wall time
-    less the race's seconds (a group's race runs on one GPU whatever the count)."""
-    new = {(r["gpus"], r["cache"]) for r in runs}
-    out = sorted([r for r in before if (r["gpus"], r["cache"]) not in new] + runs,
-                 key=lambda r: (r["gpus"], r["cache"] != "cold"))
+    order, each with its speedups over one GPU's run of the same cache and variant: wall time, and
+    wall time less the race's seconds (a group's race runs on one GPU whatever the count)."""
+    new = {_key(r) for r in runs}
+    out = sorted([r for r in before if _key(r) not in new] + runs,
+                 key=lambda r: (r["gpus"], r["cache"] != "cold", str(r.get("variant", ""))))
     for r in out:
-        first = next((x for x in out if x["gpus"] == 1 and x["cache"] == r["cache"]), None)
+        first = next((x for x in out if _key(x) == (r.get("variant", ""), 1, r["cache"])), None)
         r["speedup"] = round(first["wall_s"] / r["wall_s"], 3) if first and r["wall_s"] else None
         rest, rest_1 = r["wall_s"] - r["split"]["race"], (first["wall_s"] - first["split"]["race"]) if first else 0
         r["speedup_without_race"] = round(rest_1 / rest, 3) if first and rest > 0 else None
@@ -203,6 +221,62 @@ def merged(before: list[dict[str, object]], runs: list[dict[str, object]]) -> li
 # What --warm-only copies from the first count's jobs folder to the later counts': the object
 # cache, and the engine's exported weights (gpt2_engine.model_dir: minutes of CPU to export again).
 KEPT_BETWEEN_COUNTS = (pipeline.OBJECT_CACHE, "_models")
+
+
+VARIANT = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?::(?P<env>[A-Z_][A-Z0-9_]*=[^,]*(?:,[A-Z_][A-Z0-9_]*=[^,]*)*))?$")
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """--variant NAME or NAME:VAR=VALUE[,VAR=VALUE...]: (NAME, the variables)."""
+    m = VARIANT.match(text)
+    if not m:
+        raise ValueError(f"--variant {text!r}: give NAME or NAME:VAR=VALUE[,VAR=VALUE...], e.g. "
+                         "gate:SWEEP_GPU_TOKEN_CONTEXT=gate")
+    pairs = (m.group("env") or "").split(",") if m.group("env") else []
+    return m.group("name"), dict(p.split("=", 1) for p in pairs)
+
+
+@contextlib.contextmanager
+def environment(extra: dict[str, str]) -> Iterator[None]:
+    """This process's environment (which the sweep's workers and programs inherit) with `extra` set."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def agreements(runs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each later variant's run against the first variant's at the same count and cache: its
+    per-launch medians and picks (bench/agreement.py)."""
+    names = list(dict.fromkeys(str(r.get("variant", "")) for r in runs))
+    out = []
+    for r in runs:
+        if len(names) < 2 or r.get("variant", "") == names[0]:
+            continue
+        ref = next((x for x in runs if _key(x) == (names[0], r["gpus"], r["cache"])), None)
+        if ref is None or not ref.get("results") or not r.get("results"):
+            continue
+        try:
+            summary, _ = agreement(Path(str(r["results"])), Path(str(ref["results"])), (str(r["variant"]), names[0]))
+        except (OSError, KeyError, ValueError) as e:
+            summary = {"error": f"{type(e).__name__}: {e}"}
+        out.append({"variant": r["variant"], "against": names[0], "gpus": r["gpus"], "cache": r["cache"], **summary})
+    return out
+
+
+def agreement_line(g: dict[str, object]) -> str:
+    head = f"{g['variant']} against {g['against']}, {g['gpus']} GPU(s) {g['cache']}: "
+    if "error" in g or not g.get("pairs"):
+        return head + f"medians not compared ({g.get('error', 'no launch shape measured by both')})"
+    picks = "the same" if isinstance(g.get("picks"), dict) and g["picks"]["same"] else "DIFFERENT"
+    return (head + f"per-launch medians within max(1%, noise) {g['same']} of {g['pairs']} "
+            f"(median {g['rel_median']:+.2%}, largest {g['rel_max_abs']:.2%}); picks {picks}")
 
 
 def carry_warm(src: Path, dst: Path) -> None:
@@ -219,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="folder for the jobs (default: a fresh one under /tmp)")
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     ap.add_argument("--append", action="store_true", help="keep the runs already in --out (same space and GPU)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME[:VAR=VALUE,...]",
+                    help="run every count once per variant, with these variables set (repeatable)")
     ap.add_argument("--warm-only", action="store_true", help="skip the cold runs (the cache is warmed by a first "
                     "run that is not reported, or reused from --work, and copied to the later counts)")
     a = ap.parse_args(argv)
@@ -226,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         counts = sorted({int(x) for x in a.gpus.split(",") if x.strip()})
     except ValueError:
         print(f"bench/scaling.py: --gpus {a.gpus!r}: give GPU counts such as 1,2,4", file=sys.stderr)
+        return 1
+    try:
+        variants = [parse_variant(v) for v in a.variant] or [("", {})]
+    except ValueError as e:
+        print(f"bench/scaling.py: {e}", file=sys.stderr)
         return 1
     visible = visible_gpus()
     if not visible:
@@ -259,13 +340,20 @@ def main(argv: list[str] | None = None) -> int:
             elif a.warm_only:      # the objects and exported models do not depend on the GPU count: copied
                 carry_warm(warmed, jobs / "jobs")
             for cache in (("warm",) if a.warm_only else ("cold", "warm")):
-                print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache", file=sys.stderr)
-                runs.append({"gpus": n, "cache": cache,
-                             **one(a.space, jobs, f"{base}-g{n}-{cache}", devices, cold=cache == "cold")})
-                runs = merged(before.get("runs", []), runs)
-                if a.out:       # after every run: a command stopped by its time limit keeps the runs it made
-                    a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu, "visible": visible,
-                                                 "skipped": skipped, "runs": runs}, indent=2) + "\n")
+                for variant, extra in variants:
+                    settings = ",".join(f"{k}={v}" for k, v in extra.items()) or "the environment as it is"
+                    label = f" {variant} ({settings})" if variant else ""
+                    print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache{label}", file=sys.stderr)
+                    name = f"{base}-g{n}-{cache}" + (f"-{variant}" if variant else "")
+                    with environment(extra):
+                        r = one(a.space, jobs, name, devices, cold=cache == "cold")
+                    runs.append({"variant": variant, "gpus": n, "cache": cache, "results": str(jobs / "results" / name),
+                                 **r})
+                    runs = merged(before.get("runs", []), runs)
+                    if a.out:       # after every run: a command stopped by its time limit keeps the runs it made
+                        a.out.write_text(json.dumps({"space": str(a.space), "gpu": gpu, "visible": visible,
+                                                     "skipped": skipped, "runs": runs,
+                                                     "agreement": agreements(runs)}, indent=2) + "\n")
     except SweepError as e:
         print(f"bench/scaling.py: {e}", file=sys.stderr)
         return 1
@@ -277,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         st = r.get("startup_s") or {}
         first, later = st.get("first", {}), st.get("next", {})
-        print(f"{r['gpus']} GPU(s) {r['cache']}: a job handed to a worker was taken up in {later.get('median', 'unknown')} s "
-              f"(median; a fresh worker's first job: {first.get('median', 'unknown')} s, its start-up)")
+        print(f"{r['gpus']} GPU(s) {r['cache']}{' ' + str(r['variant']) if r.get('variant') else ''}: a job handed to "
+              f"a worker was taken up in {later.get('median', 'unknown')} s (median; a fresh worker's first job: "
+              f"{first.get('median', 'unknown')} s, its start-up)")
+    for g in agreements(runs):
+        print(agreement_line(g))
     print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "
           "occupancy: the sweep jobs' GPU time / (measuring phase x GPUs); GPU work: their programs' own GPU work "
           "(cupti) / (measuring phase x GPUs)")

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import bench.overlap_check as oc  # noqa: E402
+import agreement  # noqa: E402  (bench/agreement.py, as bench/overlap_check.py imports it)
 
 
 def test_the_comparison_prints_and_returns_each_modes_ratio_medians_picks_and_repeats_at_once(monkeypatch, tmp_path,
@@ -29,9 +30,9 @@ def test_the_comparison_prints_and_returns_each_modes_ratio_medians_picks_and_re
                                       names=["T", "kernel", "grid", "block"])
     times = {"overlap": [1000.0, 10500.0], "exclusive": [1000.0, 10000.0]}
     monkeypatch.setattr(oc, "sweep_mode", sweep_mode)
-    monkeypatch.setattr(oc, "medians", lambda results: pd.DataFrame(
+    monkeypatch.setattr(agreement, "medians", lambda results: pd.DataFrame(
         {"median_ns": times[Path(results).name], "noise": [0.002, 0.002]}, index=index))
-    monkeypatch.setattr(oc, "picks", lambda results: {"T": 32})
+    monkeypatch.setattr(agreement, "picks", lambda results: {"T": 32})
     monkeypatch.setattr(oc, "keep_pairs", lambda *args: ["T32"])
     monkeypatch.setattr(oc, "token_check", lambda rows: {"captures": 1, "outside_token": 0,
                                                          "cross_process_overlaps": 0, "windows": 3})

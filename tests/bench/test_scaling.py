@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.scaling import carry_warm, split  # noqa: E402
+from bench.scaling import agreement_line, agreements, carry_warm, merged, parse_variant, split, table  # noqa: E402
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_1():
@@ -89,3 +89,50 @@ def test_a_warm_run_of_another_gpu_count_gets_the_object_cache_and_the_exported_
     assert (dst / "_cache/objects/ab/obj.o").read_text() == "_cache/objects/ab/obj.o"
     assert (dst / "_models/124M-seed0/weights.bin").is_file()
     assert not (dst / "quick-check-g1-warm").exists()
+
+
+def test_a_variant_is_a_name_with_optional_variables_and_a_malformed_one_is_refused_in_one_line():
+    assert parse_variant("default") == ("default", {})
+    assert parse_variant("gate:SWEEP_GPU_TOKEN_CONTEXT=gate,X_Y=") == ("gate", {"SWEEP_GPU_TOKEN_CONTEXT": "gate",
+                                                                            "X_Y": ""})
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "scaling.py"), "--variant", "gate:lower=1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == ["bench/scaling.py: --variant 'gate:lower=1': give NAME or "
+                                             "NAME:VAR=VALUE[,VAR=VALUE...], e.g. gate:SWEEP_GPU_TOKEN_CONTEXT=gate"]
+
+
+def _variant_run(variant, gpus, wall, results=""):
+    return {"variant": variant, "gpus": gpus, "cache": "warm", "wall_s": wall, "results": results,
+            "split": {"build": 1.0, "measure": 2.0, "race": 0.0, "confirm": 0.5, "framework": 0.5},
+            "measuring_s": 2.0, "occupancy": 1.0, "gpu_work": 0.5, "per_gpu": {"0": 1.0}}
+
+
+def test_each_variants_speedup_is_over_one_gpu_of_the_same_variant_and_the_table_names_it():
+    out = merged([], [_variant_run("default", 1, 30.0), _variant_run("gate", 1, 20.0),
+                      _variant_run("default", 4, 15.0), _variant_run("gate", 4, 5.0)])
+    assert [(r["variant"], r["gpus"], r["speedup"]) for r in out] == [("default", 1, 1.0), ("gate", 1, 1.0),
+                                                                      ("default", 4, 2.0), ("gate", 4, 4.0)]
+    lines = table(out).splitlines()
+    assert lines[0].startswith("variant GPUs") and lines[4].startswith("gate       4  warm     5.0")
+
+
+def _results(folder: Path, medians: list[float], pick: int) -> Path:
+    folder.mkdir(parents=True)
+    rows = ["T,kernel,grid,block,median_ns,noise,status,role"]
+    rows += [f"{32 * (i + 1)},k,[4 4 1],[32 1 1],{m},0.002,ok,sweep" for i, m in enumerate(medians)]
+    (folder / "measurements.csv").write_text("\n".join(rows) + "\n")
+    (folder / "best.json").write_text(json.dumps({"config": {"T": pick}}))
+    return folder
+
+
+def test_a_later_variants_medians_and_picks_are_set_against_the_first_variants_at_the_same_count(tmp_path):
+    a = _results(tmp_path / "default", [1000.0, 2000.0, 3000.0], 32)
+    b = _results(tmp_path / "gate", [1005.0, 2100.0, 3000.0], 32)
+    runs = [_variant_run("default", 1, 30.0, str(a)), _variant_run("gate", 1, 20.0, str(b)),
+            _variant_run("gate", 4, 5.0, str(b))]          # no default run at 4 GPUs: nothing to set it against
+    [g] = agreements(runs)
+    assert (g["variant"], g["against"], g["gpus"], g["pairs"], g["same"]) == ("gate", "default", 1, 3, 2)
+    assert g["picks"]["same"] and round(g["rel_max_abs"], 3) == 0.05
+    assert agreement_line(g) == ("gate against default, 1 GPU(s) warm: per-launch medians within max(1%, noise) 2 of 3 "
+                                 "(median +0.50%, largest 5.00%); picks the same")
