@@ -47,7 +47,6 @@ Targets (issue 33, H100s): occupancy >= 90% on one GPU warm; 2 GPUs >= 1.9x, 4 G
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -55,97 +54,21 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
 sys.path.insert(0, str(ROOT / "bench"))
 
 from agreement import agreement  # noqa: E402  (bench/agreement.py)
-from sweep.core.spans import covered  # noqa: E402
+from sweep_times import handover, handover_line, occupancy, split, timeline  # noqa: E402  (bench/sweep_times.py)
 from sweep.core.errors import SweepError  # noqa: E402
 from sweep.dispatch import visible_gpus, workers  # noqa: E402
 from sweep.pipeline import driver as pipeline  # noqa: E402
 from sweep.space import target  # noqa: E402
 
 DEFAULT_SPACE = ROOT / "examples" / "quick_check" / "space.yaml"
-CONFIRM_TAGS = ("default", "best")
-CATEGORIES = ("build", "measure", "race", "confirm")
-
-
-def results(sweep_dir: Path, pattern: str = "**/result.json") -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Each readable result.json under the sweep folder matching `pattern`: (its path, its JSON)."""
-    for f in sorted(sweep_dir.glob(pattern)):
-        try:
-            yield f, json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-
-
-def split(sweep_dir: Path, lo: float, hi: float) -> dict[str, float]:
-    """Seconds of [lo, hi] in each category (module docstring), and framework: what none covers."""
-    spans: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
-    for f, r in results(sweep_dir):
-        iv = {k: v for k, v in (r.get("intervals") or {}).items() if isinstance(v, list) and len(v) == 2}
-        role = (r.get("role") or "")
-        if f.parent.parent.name == "_races" or role == "entrant":
-            spans["race"] += [tuple(v) for v in iv.values()]
-        elif f.parent.name in CONFIRM_TAGS:
-            spans["confirm"] += [tuple(v) for v in iv.values()]
-        else:
-            spans["build"] += [tuple(iv["build"])] if "build" in iv else []
-            spans["measure"] += [tuple(iv["gpu"])] if "gpu" in iv else []
-    out = {c: round(covered(spans[c], lo, hi), 3) for c in CATEGORIES}
-    in_any = covered([s for c in CATEGORIES for s in spans[c]], lo, hi)
-    out["framework"] = round(max(0.0, (hi - lo) - in_any), 3)
-    return out
-
-
-def gpu_work_s(sweep_dir: Path) -> float | None:
-    """The sweep jobs' own GPU work (cupti's token: kernels, copies, memsets and context creation,
-    result.json's env["gpu_use"]["busy_s"] a run, times the job's runs); None when no job says."""
-    total, known = 0.0, False
-    for _, r in results(sweep_dir, "*/result.json"):
-        busy = ((r.get("env") or {}).get("gpu_use") or {}).get("busy_s")
-        if (r.get("role") or "sweep") != "sweep" or not isinstance(busy, (int, float)):
-            continue
-        total, known = total + float(busy) * max(1, int((r.get("sampling") or {}).get("runs") or 1)), True
-    return round(total, 3) if known else None
-
-
-def timeline(sweep_dir: Path, lo: float) -> list[dict[str, object]]:
-    """Every job of the run (sweep jobs, races, confirmations): its tag, role, status, GPU-busy
-    seconds a run and runs, and its intervals in seconds from the run's start, so that where the
-    wall time went can be read again later from --out alone."""
-    out = []
-    for _, r in results(sweep_dir):
-        iv = {k: [round(v[0] - lo, 3), round(v[1] - lo, 3)] for k, v in (r.get("intervals") or {}).items()
-              if isinstance(v, list) and len(v) == 2}
-        env = r.get("env") or {}
-        out.append({"tag": r.get("tag"), "role": r.get("role") or "sweep", "status": r.get("status"),
-                    "gpu": env.get("gpu_uuid"), "busy_s": (env.get("gpu_use") or {}).get("busy_s"),
-                    "runs": (r.get("sampling") or {}).get("runs"), "intervals": iv})
-    return out
-
-
-def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
-    """The measuring phase: its wall time, the sweep jobs' GPU time over it x GPUs, each GPU's share,
-    and the jobs' own GPU work over it x GPUs (in overlap mode several jobs hold a GPU at once, each
-    taking the GPU only for its GPU work: then the held time says the GPU was claimed, the work how
-    much of it was used)."""
-    manifest = json.loads((sweep_dir / "sweep.json").read_text())
-    occ = (manifest.get("runs") or [{}])[-1].get("gpu_occupancy") or {}
-    wall = float(occ.get("measuring_s") or 0.0)
-    per = occ.get("gpus") or {}
-    busy = sum(float(g.get("busy_s", 0.0)) for g in per.values())
-    work = gpu_work_s(sweep_dir)
-    return {"measuring_s": wall, "gpu_s": round(busy, 3),
-            "occupancy": round(busy / (wall * n_gpus), 4) if wall > 0 else None,
-            "gpu_work_s": work, "gpu_work": round(work / (wall * n_gpus), 4) if wall > 0 and work is not None else None,
-            "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
 
 
 def fresh(jobs_root: Path, name: str, cold: bool) -> None:
@@ -166,7 +89,8 @@ def one(space: Path, jobs_root: Path, name: str, devices: list[str], cold: bool 
                                              results_root=jobs_root / "results", report=False), name=name)
     wall, hi = time.monotonic() - t0, time.time()
     return {"wall_s": round(wall, 3), "counts": s.counts, "split": split(s.sweep_dir, lo, hi),
-            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo)}
+            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo),
+            "handover": handover(s.sweep_dir, lo)}
 
 
 def gpu_name() -> str:
@@ -234,21 +158,6 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
                          "gate:SWEEP_GPU_TOKEN_CONTEXT=gate")
     pairs = (m.group("env") or "").split(",") if m.group("env") else []
     return m.group("name"), dict(p.split("=", 1) for p in pairs)
-
-
-@contextlib.contextmanager
-def environment(extra: dict[str, str]) -> Iterator[None]:
-    """This process's environment (which the sweep's workers and programs inherit) with `extra` set."""
-    saved = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def agreements(runs: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -345,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                     label = f" {variant} ({settings})" if variant else ""
                     print(f"--- {n} GPU(s) ({','.join(devices)}), {cache} cache{label}", file=sys.stderr)
                     name = f"{base}-g{n}-{cache}" + (f"-{variant}" if variant else "")
-                    with environment(extra):
+                    with mock.patch.dict(os.environ, extra):    # the sweep's workers and programs inherit it
                         r = one(a.space, jobs, name, devices, cold=cache == "cold")
                     runs.append({"variant": variant, "gpus": n, "cache": cache, "results": str(jobs / "results" / name),
                                  **r})
@@ -368,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['gpus']} GPU(s) {r['cache']}{' ' + str(r['variant']) if r.get('variant') else ''}: a job handed to "
               f"a worker was taken up in {later.get('median', 'unknown')} s (median; a fresh worker's first job: "
               f"{first.get('median', 'unknown')} s, its start-up)")
+        print(f"  {handover_line(r)}")
     for g in agreements(runs):
         print(agreement_line(g))
     print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "

@@ -9,10 +9,15 @@ measurements and no GPU waits while another has a queue. A GPU admits measuring_
 jobs measuring (one; several in overlap mode) plus one started and waiting at its lock; one spare worker a GPU holds the
 next job ready. A strategy is asked again as each job ends (stream), never batch by batch.
 Jobs write their own result.json: a killed driver loses nothing (a worker finishes its job).
+Where the time between a build and a GPU went is logged in jobs/<sweep>/_dispatch/handover.jsonl
+(HANDOVER_LOG): when the workers were started, and per measured job when its build was done here,
+when it was handed to a worker, and when that worker took it up (after its imports, for its first
+job), was admitted to a GPU and ended (epoch seconds; bench/scaling.py reads it).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -33,6 +38,7 @@ from sweep.node.job import Job
 from sweep.records import JobResult, Status
 
 SPARE = 1               # workers a GPU beyond its admission slots: the next job, ready for whichever GPU frees
+HANDOVER_LOG = "handover.jsonl"
 EXCEPTION_LINE = re.compile(r"^\w+(Error|Exception|Interrupt|Exit)\b.*")
 
 
@@ -93,6 +99,8 @@ class LocalExecutor(Executor):
         self._ask: Ask | None = None
         self._started = 0           # workers started (their logs are numbered)
         self._builds_now = 0        # builds at once, as last sized (build_parallel)
+        self._ready_at: dict[str, float] = {}   # job tag -> when its build was done here (epoch seconds)
+        self._log: Path | None = None           # the hand-over log (HANDOVER_LOG)
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -156,10 +164,13 @@ class LocalExecutor(Executor):
             locks = self.lock_paths()
             offer = {"gpus": self.gpus, "locks": [str(locks[g]) for g in self.gpus],
                      "slots": self.slots() + STAGED}
+            self._log = folder / HANDOVER_LOG
             # Started now, their start-up (the framework's imports) overlaps the first builds
             most = len(self.gpus) * workers_per_gpu(self.slots())
+            began = time.time()
             for _ in range(most if self._ask else min(most, len(self.queued))):
                 self._spawn(offer, folder)
+            self._record({"event": "workers", "from": began, "to": time.time(), "workers": len(self.workers)})
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, cpus))
@@ -192,6 +203,7 @@ class LocalExecutor(Executor):
                     result = fut.result()
                     if result is None:
                         ready.append(j)
+                        self._ready_at[j.tag] = time.time()
                     else:  # a failed build, or a dry run's end
                         on_result(result)
                         since_ask = True
@@ -221,6 +233,16 @@ class LocalExecutor(Executor):
             workers.keep(w)        # the next dispatch (the race, the confirmations) takes them
         progress.show(busy=self.occupancy.line() if offer else None)
 
+    def _record(self, line: dict[str, Any]) -> None:
+        """A line of the hand-over log; a log that cannot be written costs the sweep nothing."""
+        if self._log is None:
+            return
+        try:
+            with open(self._log, "a") as f:
+                f.write(json.dumps(line) + "\n")
+        except OSError:
+            self._log = None
+
     def _spawn(self, offer: dict[str, Any], folder: Path) -> Worker:
         w = workers.reuse(offer, job_environment())
         if w is None:
@@ -249,6 +271,9 @@ class LocalExecutor(Executor):
             return record_lost(j, f"the job process failed: {why}", w.log)
         result = JobResult.from_dict(got["result"])
         self.ran_on[result.tag] = got["gpu"]
+        self._record({"tag": j.tag, "gpu": got["gpu"], "ready": self._ready_at.pop(j.tag, None), "sent": w.sent_at,
+                      **{k: got.get(k) for k in ("received", "admitted", "ended")},
+                      "worker_started": w.started_at, "worker_jobs_before": w.done})
         self.occupancy.ended(got["gpu"], result.intervals, got.get("ended"), started=got.get("received", 0) - w.sent_at,
                              first=w.done == 0)
         w.done += 1

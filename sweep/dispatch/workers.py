@@ -105,6 +105,7 @@ class Worker:
             self.proc = subprocess.Popen([sys.executable, "-m", "sweep.dispatch.workers", json.dumps(offer)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                          env=environment, text=True, bufsize=1)
+        self.started_at = time.time()   # epoch seconds it was started (sweep.dispatch.local's hand-over log)
         self.job: Any = None            # the PendingJob it runs, or None: idle
         self.sent = 0.0                 # when it was handed over (time.monotonic)
         self.sent_at = 0.0              # the same, epoch seconds (the worker's replies are stamped so)

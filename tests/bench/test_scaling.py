@@ -1,5 +1,6 @@
-"""bench/scaling.py: refuses to run without a GPU in one line, and splits a run's wall time by
-the jobs' own intervals (sweep jobs' builds and GPU holds, races, confirmations, the rest)."""
+"""bench/scaling.py and its readers (bench/sweep_times.py): refuses to run without a GPU in one
+line, splits a run's wall time by the jobs' own intervals (sweep jobs' builds and GPU holds, races,
+confirmations, the rest), reads the hand-over log, and sets variants side by side."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.scaling import agreement_line, agreements, carry_warm, merged, parse_variant, split, table  # noqa: E402
+from bench.scaling import agreement_line, agreements, carry_warm, merged, parse_variant, table  # noqa: E402
+from bench.sweep_times import gpu_work_s, handover, handover_line, split, timeline  # noqa: E402
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_1():
@@ -50,7 +52,6 @@ def test_a_reported_run_forgets_what_an_earlier_one_under_its_name_measured_and_
 
 
 def test_the_gpu_work_is_the_sweep_jobs_busy_seconds_times_their_runs_and_unknown_without_cupti(tmp_path):
-    from bench.scaling import gpu_work_s
     for name, busy, runs, role in (("A", 0.25, 5, "sweep"), ("B", 0.5, 1, "sweep"), ("best", 9.0, 1, "best")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(
@@ -72,7 +73,6 @@ def test_runs_of_an_earlier_command_are_kept_unless_replaced_and_speedups_are_ov
 
 
 def test_the_timeline_keeps_every_jobs_intervals_from_the_runs_start(tmp_path):
-    from bench.scaling import timeline
     _result(tmp_path / "A1", {"build": [100, 102], "gpu": [102, 105]})
     _result(tmp_path / "_races" / "abc", {"race": [109, 112]}, role="race")
     got = {t["tag"] or t["role"]: t for t in timeline(tmp_path, 100.0)}
@@ -136,3 +136,23 @@ def test_a_later_variants_medians_and_picks_are_set_against_the_first_variants_a
     assert g["picks"]["same"] and round(g["rel_max_abs"], 3) == 0.05
     assert agreement_line(g) == ("gate against default, 1 GPU(s) warm: per-launch medians within max(1%, noise) 2 of 3 "
                                  "(median +0.50%, largest 5.00%); picks the same")
+
+
+def test_the_hand_over_log_adds_each_sweep_jobs_wait_for_the_driver_and_for_its_worker(tmp_path):
+    folder = tmp_path / "A1"
+    folder.mkdir()
+    intervals = {"build": [100, 102], "gpu": [104, 105]}
+    (folder / "result.json").write_text(json.dumps({"tag": "A1", "intervals": intervals}))
+    (tmp_path / "_dispatch").mkdir()
+    (tmp_path / "_dispatch" / "handover.jsonl").write_text(
+        json.dumps({"event": "workers", "from": 100.5, "to": 101.0, "workers": 18}) + "\n"
+        + json.dumps({"tag": "A1", "gpu": "0", "ready": 102.1, "sent": 103.0, "received": 103.9, "admitted": 104.0,
+                      "ended": 105.1, "worker_started": 100.6, "worker_jobs_before": 0}) + "\n")
+    h = handover(tmp_path, 100.0)
+    assert h["workers"] == [0.5, 1.0] and h["jobs"]["A1"]["first_of_worker"]
+    [job] = timeline(tmp_path, 100.0)
+    assert job["intervals"]["waiting"] == [2.1, 3.0] and job["intervals"]["handover"] == [3.0, 3.9]
+    assert handover_line({"handover": h}) == ("built to handed over: median 0.90 s, max 0.90 s; handed over to taken "
+                                              "up: median 0.90 s, max 0.90 s (1 job); workers started from 0.5 s "
+                                              "to 1.0 s")
+    assert handover_line({"handover": handover(tmp_path / "none", 0.0)}) == "hand-over: unknown (no hand-over log)"

@@ -72,6 +72,22 @@ def test_jobs_go_to_the_gpu_that_frees_first_and_no_gpu_measures_two_at_once(tmp
     assert shares["1"]["share"] == pytest.approx(held / run["gpu_occupancy"]["measuring_s"], abs=0.01)
 
 
+def test_the_hand_over_log_says_when_each_job_was_built_handed_to_a_worker_taken_up_and_ended(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS", "50")
+    space = py_space_dict("hand", ALPHA_BLOCK={"tag": "A", "values": [32, 64, 128], "default": 256, "kernels": ["k_a"]})
+    assert _run(tmp_path, space, monkeypatch).counts == {"ok": 3}
+    lines = [json.loads(x) for x in (tmp_path / "jobs" / "hand" / "_dispatch" / "handover.jsonl").read_text().splitlines()]
+    workers = [x for x in lines if x.get("event") == "workers"]
+    assert workers and workers[0]["from"] <= workers[0]["to"] and workers[0]["workers"] >= 2
+    jobs = {x["tag"]: x for x in lines if "tag" in x}
+    runs = {r["tag"]: r for r in _measured(tmp_path / "jobs", "hand")}
+    assert set(jobs) == set(runs) and len(runs) == 3
+    for tag, x in jobs.items():
+        assert x["worker_started"] <= x["received"] and x["ready"] <= x["sent"] <= x["received"] <= x["admitted"]
+        held = runs[tag]["intervals"]["gpu"]
+        assert x["admitted"] <= held[0] <= held[1] <= x["ended"] and x["gpu"] in ("0", "1")
+
+
 def test_two_jobs_handed_over_together_measure_on_two_gpus_at_once(tmp_path, monkeypatch):
     """What the finishing stage relies on: the baseline and the combined best, dispatched together,
     run side by side on different GPUs (slot 0 of every GPU is tried before slot 1 of any)."""

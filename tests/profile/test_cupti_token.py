@@ -37,21 +37,26 @@ def test_a_drained_token_lingers_for_more_work_and_goes_back_after_the_linger(ha
     assert r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
-def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_path):
-    lock = tmp_path / "gpu.lock"
-    procs = [subprocess.Popen([str(harness), "hold", str(lock), "20", "1000"], stdout=subprocess.PIPE, text=True)
-             for _ in range(3)]
+def one_at_a_time(commands: list[list[str]], windows_each: int) -> None:
+    """Runs the harness processes at once; the windows they print (a b, one a line) never overlap
+    across processes, and the processes took turns (else nothing was tested). A deadlock between
+    them ends in communicate's timeout."""
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True) for c in commands]
     windows = []
     for n, p in enumerate(procs):
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0
         windows += [(int(a), int(b), n) for a, b in (line.split() for line in out.splitlines())]
-    assert len(windows) == 60
+    assert len(windows) == windows_each * len(commands)
     windows.sort()
     for (a0, b0, p0), (a1, b1, p1) in zip(windows, windows[1:]):
         assert a0 < b0 <= a1, f"process {p0}'s window {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
     switches = sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1)
     assert switches >= 3, "the processes never took turns: nothing was tested"
+
+
+def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_path):
+    one_at_a_time([[str(harness), "hold", str(tmp_path / "gpu.lock"), "20", "1000"]] * 3, 20)
 
 
 def test_the_context_gate_is_held_until_the_outermost_context_call_on_a_thread_ends(harness, tmp_path):
@@ -65,15 +70,5 @@ def test_context_creations_through_the_gate_run_one_at_a_time_also_beside_token_
     gate, lock = tmp_path / "cuda-contexts.lock", tmp_path / "gpu.lock"
     # Two processes create contexts holding nothing; two hold their GPU's token around theirs
     # (the order a program creating a second context takes them in: token, then gate).
-    procs = [subprocess.Popen([str(harness), "context", str(gate), str(lock), "15", "2000", under],
-                              stdout=subprocess.PIPE, text=True) for under in ("0", "1", "0", "1")]
-    windows = []
-    for n, p in enumerate(procs):
-        out, _ = p.communicate(timeout=60)      # a deadlock would end here, by the timeout
-        assert p.returncode == 0
-        windows += [(int(a), int(b), n) for a, b in (line.split() for line in out.splitlines())]
-    assert len(windows) == 60
-    windows.sort()
-    for (a0, b0, p0), (a1, b1, p1) in zip(windows, windows[1:]):
-        assert a0 < b0 <= a1, f"process {p0}'s context {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
-    assert sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1) >= 3, "never interleaved"
+    one_at_a_time([[str(harness), "context", str(gate), str(lock), "15", "2000", under]
+                   for under in ("0", "1", "0", "1")], 15)
