@@ -39,6 +39,7 @@ from sweep.records import JobResult, Status
 
 SPARE = 1               # workers a GPU beyond its admission slots: the next job, ready for whichever GPU frees
 HANDOVER_LOG = "handover.jsonl"
+SPAWN_BATCH = 8         # workers started a look of the dispatch loop (each start costs this loop a fork and exec)
 EXCEPTION_LINE = re.compile(r"^\w+(Error|Exception|Interrupt|Exit)\b.*")
 
 
@@ -101,6 +102,7 @@ class LocalExecutor(Executor):
         self._builds_now = 0        # builds at once, as last sized (build_parallel)
         self._ready_at: dict[str, float] = {}   # job tag -> when its build was done here (epoch seconds)
         self._log: Path | None = None           # the hand-over log (HANDOVER_LOG)
+        self.builds_started = 0                 # builds handed to the pool, over the executor's dispatches
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -165,12 +167,12 @@ class LocalExecutor(Executor):
             offer = {"gpus": self.gpus, "locks": [str(locks[g]) for g in self.gpus],
                      "slots": self.slots() + STAGED}
             self._log = folder / HANDOVER_LOG
-            # Started now, their start-up (the framework's imports) overlaps the first builds
-            most = len(self.gpus) * workers_per_gpu(self.slots())
-            began = time.time()
-            for _ in range(most if self._ask else min(most, len(self.queued))):
-                self._spawn(offer, folder)
-            self._record({"event": "workers", "from": began, "to": time.time(), "workers": len(self.workers)})
+        # Workers are started a few a look, after that look's builds were handed to the pool: their
+        # start-up (the framework's imports) overlaps the first builds instead of delaying them (72
+        # started at once, for four GPUs, took 4 s of this loop on a 2-core machine)
+        most = len(self.gpus) * workers_per_gpu(self.slots()) if offer else 0
+        wanted = most if self._ask else min(most, len(self.queued))
+        began = time.time()
         ready: list[PendingJob] = []
         building: dict[Future, PendingJob] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, cpus))
@@ -198,6 +200,12 @@ class LocalExecutor(Executor):
                 while self.queued and len(building) < parallel:
                     j = self.queued.pop(0)
                     building[pool.submit(build_one, j, max(1, cpus // parallel))] = j
+                    self.builds_started += 1
+                if len(self.workers) < wanted:
+                    for _ in range(min(SPAWN_BATCH, wanted - len(self.workers))):
+                        self._spawn(offer, folder)
+                    if len(self.workers) == wanted:
+                        self._record({"event": "workers", "from": began, "to": time.time(), "workers": wanted})
                 for fut in [f for f in building if f.done()]:
                     j = building.pop(fut)
                     result = fut.result()
@@ -209,8 +217,8 @@ class LocalExecutor(Executor):
                         since_ask = True
                 while ready and ctx.ready_to_measure():
                     idle = next((w for w in self.workers if w.job is None), None)
-                    if idle is None and len(self.workers) < len(self.gpus) * workers_per_gpu(self.slots()):
-                        idle = self._spawn(offer, folder)      # one that died was replaced
+                    if idle is None and len(self.workers) < most:
+                        idle = self._spawn(offer, folder)      # one that died was replaced, or not yet started
                     if idle is None:
                         break
                     self.occupancy.started()

@@ -88,6 +88,25 @@ def test_the_hand_over_log_says_when_each_job_was_built_handed_to_a_worker_taken
         assert x["admitted"] <= held[0] <= held[1] <= x["ended"] and x["gpu"] in ("0", "1")
 
 
+def test_workers_start_after_the_first_builds_were_handed_out_a_few_a_look(tmp_path, monkeypatch):
+    """Starting every worker first (72 for four GPUs) delayed the first builds by seconds."""
+    from sweep.dispatch import local
+    seen: list[int] = []
+    spawn = local.LocalExecutor._spawn
+
+    def counting(self, offer, folder):
+        seen.append(self.builds_started)
+        return spawn(self, offer, folder)
+    monkeypatch.setattr(local.LocalExecutor, "_spawn", counting)
+    monkeypatch.setattr(local, "SPAWN_BATCH", 2)
+    monkeypatch.setenv("PY_BENCH_SLEEP_MS", "50")
+    space = py_space_dict("late", ALPHA_BLOCK={"tag": "A", "values": [32, 64, 128, 256], "default": 256,
+                                               "kernels": ["k_a"]})
+    assert _run(tmp_path, space, monkeypatch).counts == {"ok": 4}
+    assert seen and seen[0] >= 1, seen           # the first look's builds went out before any worker started
+    assert seen == sorted(seen)
+
+
 def test_two_jobs_handed_over_together_measure_on_two_gpus_at_once(tmp_path, monkeypatch):
     """What the finishing stage relies on: the baseline and the combined best, dispatched together,
     run side by side on different GPUs (slot 0 of every GPU is tried before slot 1 of any)."""
