@@ -721,7 +721,7 @@ int open_lock(const std::string& path, const char* what) {
         else if (errno == EEXIST) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     }
     if (fd < 0) {
-        fprintf(stderr, "sweep-cupti: cannot open %s %s: %s; set SWEEP_LOCK_DIR to a folder every user can write, "
+        fprintf(stderr, "sweep-cupti: cannot open %s%s: %s; set SWEEP_LOCK_DIR to a folder every user can write, "
                         "or turn overlap off (profile: {overlap: false})\n",
                 what, path.c_str(), strerror(errno));
         _exit(70);
@@ -744,7 +744,7 @@ sweep_token::Token* open_token() {
     if (how == "gate") {
         std::string dir(path);
         dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/'));
-        g_gate = new sweep_token::Gate(open_lock(dir + "/cuda-contexts.lock", "the node's context gate"));
+        g_gate = new sweep_token::Gate(open_lock(dir + "/cuda-contexts.lock", "the node's context gate "));
     }
     // SWEEP_GPU_TOKEN_LINGER_US: how long a drained token waits for more work (cupti_token.h).
     const char* linger = getenv("SWEEP_GPU_TOKEN_LINGER_US");
