@@ -91,17 +91,17 @@ def test_concurrent_measurements_of_one_sweep_alone_on_the_gpu_are_never_flagged
     assert modes == {"overlap"}
 
 
-def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both(tmp_path, sweep_roots):
-    """Issue 34's exclusion, checked on the GPU's own timeline: the jobs of an overlap-mode sweep
-    ran at the same time (their measuring intervals overlap on the wall clock), yet no kernel,
-    copy or memset of one ran while another's did, and every one ran inside its token window."""
+def overlap_sweep_captures(tmp_path, sweep_roots, name: str) -> list:
+    """An overlap-mode sweep whose jobs measured at the same time, with the checks of issue 34's
+    exclusion on the GPU's own timeline: no kernel, copy or memset of one program ran while
+    another's did, and every one ran inside its token window. Its captures."""
     from itertools import combinations
 
     from sweep.profile.cupti import CAPTURE_FILE
     from sweep.profile.cupti_file import read_capture
     from sweep.profile.cupti_tokens import cross_overlaps, outside
 
-    space = example_space(tmp_path, "timelines-overlap", profile={"backend": "cupti"})
+    space = example_space(tmp_path, name, profile={"backend": "cupti"})
     s = run(space, sweep_roots, confirm=False, certify=False)
     assert s.counts == {"ok": len(ROWS)}
     spans = []
@@ -116,3 +116,32 @@ def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both
     assert sum(len(outside(c)) for c in caps) == 0
     crossing = [(i, j, cross_overlaps(a, b)) for (i, a), (j, b) in combinations(enumerate(caps), 2)]
     assert [x for x in crossing if x[2]] == []
+    return caps
+
+
+def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both(tmp_path, sweep_roots):
+    """Issue 34's exclusion, checked on the GPU's own timeline (overlap_sweep_captures); by default
+    each program creates its context under the token."""
+    caps = overlap_sweep_captures(tmp_path, sweep_roots, "timelines-overlap")
+    inside = [any(w.acquired <= c.start and c.end <= w.released for w in cap.tokens) for cap in caps
+              for c in cap.contexts]
+    assert inside and all(inside)
+
+
+def test_through_the_context_gate_contexts_are_made_one_at_a_time_outside_the_token(tmp_path, sweep_roots,
+                                                                                   monkeypatch):
+    """SWEEP_GPU_TOKEN_CONTEXT=gate: each program creates its context beside the others' GPU work,
+    holding no token, but one at a time on the node; their GPU work is excluded as by default."""
+    monkeypatch.setenv("SWEEP_GPU_TOKEN_CONTEXT", "gate")
+    caps = overlap_sweep_captures(tmp_path, sweep_roots, "timelines-gate")
+    made = []
+    for cap in caps:
+        to_wall = cap.realtime()
+        assert to_wall is not None
+        for c in cap.contexts:
+            assert not any(w.acquired <= c.start and c.end <= w.released for w in cap.tokens)
+            made.append((to_wall(c.start), to_wall(c.end)))
+    made.sort()
+    assert len(made) >= len(ROWS)
+    slack_ns = 1_000_000       # the two clocks' mapping: well under a context's 0.1-0.3 s
+    assert all(b0 >= a1 - slack_ns for (_, a1), (b0, _) in zip(made, made[1:])), made
