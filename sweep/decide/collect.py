@@ -159,6 +159,7 @@ def collect(sweep_dir: Path, keep: Callable[[JobConfig], bool] | None = None) ->
             "parse_s": r.timings.get("parse"), "total_s": r.timings.get("total"),
             "gpu_mode": env.get("gpu_mode", "exclusive"), "gpu_interval": r.intervals.get("gpu"),
             "gpu_busy_s": (env.get("gpu_use") or {}).get("busy_s"), "gpu_outside": (env.get("gpu_use") or {}).get("outside"),
+            "gpu_wait_s": (env.get("gpu_use") or {}).get("wait_s"),
             "objects_compiled": len(r.build.get("compiled", [])), "objects_cached": len(r.build.get("cached", [])),
             "finished_at": r.finished_at, "build_digest": build_digest(r.build.get("objects")),
             "resources": resources_text(r.build),

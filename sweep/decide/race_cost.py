@@ -68,6 +68,19 @@ def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
     return configs["profile_s"].fillna(0) / runs
 
 
+def own_seconds_per_run(configs: pd.DataFrame) -> pd.Series:
+    """seconds_per_run less what the run waited for the GPU's token (overlap mode: up to 15 other
+    programs' GPU work, gpu_wait_s): about what the run takes without them. A race's runs queue
+    only behind each other, which the estimates count apart (their GPU work in a row). Without a
+    recorded wait (exclusive mode, older tables), seconds_per_run itself. Measured: quick_check's
+    16 jobs started at once on one H200 took 10-14 s each for a run of about a second, and the
+    race planned from them was estimated at 66 s where it ran in 32 s."""
+    per_run = seconds_per_run(configs)
+    if "gpu_wait_s" not in configs:
+        return per_run
+    return (per_run - configs["gpu_wait_s"].astype(float).fillna(0.0)).clip(lower=0.0)
+
+
 def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float:
     """Seconds one round should take: each job's profiled run of every workload, from the sweep's own
     profile time per run (a job's runs count every workload's, so a round takes `workloads` of them)."""
@@ -79,14 +92,15 @@ def round_s(configs: pd.DataFrame, tags: list[str], workloads: int = 1) -> float
 
 def lockstep_costs(p: RacePlan, c: Collected) -> tuple[float, float]:
     """A lockstep race's (start-up, round) seconds: the start-up of one process, bounded by the
-    quickest profiled run among the entrants less its profiler's share (PROGRAM_SHARE: a lockstep
+    quickest profiled run among the entrants, less its waits for the token (own_seconds_per_run)
+    and its profiler's share (PROGRAM_SHARE: a lockstep
     process runs under the CUPTI library, whatever the sweep's backend); a round `turns` timed
     iterations of each entrant's every workload, from the sweep's own kernel times per iteration,
     plus TURN_OVERHEAD_S a turn."""
     cf = c.configs
     runs = cf[cf["tag"].isin(p.tags())] if not cf.empty and "profile_s" in cf else cf.iloc[0:0]
     own = runs["backend"].map(PROGRAM_SHARE).fillna(1.0) if "backend" in runs else 1.0
-    start_s = float((seconds_per_run(runs) * own).min()) if not runs.empty else 0.0
+    start_s = float((own_seconds_per_run(runs) * own).min()) if not runs.empty else 0.0
     m = c.measurements
     if m.empty or "total_median_ns" not in m:
         return start_s, 0.0
@@ -125,7 +139,8 @@ def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
 
 def runs_rounds_s(p: RacePlan, c: Collected, jobs_per_round: int, rounds: int) -> float | None:
     """`rounds` rounds of whole runs, `jobs_per_round` jobs each running every workload once, at the
-    sweep's median seconds per profiled run: one after another; or in overlap mode, where the
+    sweep's median seconds per profiled run (less its waits for the token, own_seconds_per_run):
+    one after another; or in overlap mode, where the
     rounds up to a look run together (sweep.node.race_runs.ConcurrentRuns), the longer of their
     runs' waves (at most plan.processes, and MAX_OVERLAP_SLOTS, at once) and their GPU-busy
     seconds in a row. None: the tables cannot say."""
@@ -133,7 +148,7 @@ def runs_rounds_s(p: RacePlan, c: Collected, jobs_per_round: int, rounds: int) -
     ok = configs[(configs["status"] == "ok") & (configs["role"] == "sweep")] if not configs.empty else configs
     if ok.empty or "profile_s" not in ok:
         return None
-    per_run = float(seconds_per_run(ok).median())
+    per_run = float(own_seconds_per_run(ok).median())
     runs = rounds * jobs_per_round * max(1, len(p.weights))
     busy = ok["gpu_busy_s"].dropna() if "gpu_busy_s" in ok else ok.iloc[0:0]
     if not p.overlap or busy.empty:

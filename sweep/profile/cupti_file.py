@@ -117,6 +117,7 @@ class TokenWindow:
 
     acquired: int
     released: int
+    requested: int | None = None       # when it was asked for (libraries before the wait was recorded: None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +343,7 @@ class _Reader:
                 raise ValueError(f[1])
             self.copies.append(CopyRecord(f[1], *(int(x) for x in f[2:9])))
         elif tag == "tok":
-            self.tokens.append(TokenWindow(int(f[1]), int(f[2])))
+            self.tokens.append(TokenWindow(int(f[1]), int(f[2]), int(f[3]) if len(f) > 3 else None))
         elif tag == "ctx":
             self.contexts.append(ContextRecord(int(f[1]), int(f[2])))
         elif tag == "end":

@@ -104,7 +104,9 @@
 //                                                    a launch the runtime refused, with the error it returned
 //   copy   <M|S> <corr> <start_ns> <end_ns> <device> <context> <stream> <bytes>
 //                                                    a memcpy (M) or memset (S) on the GPU timeline
-//   tok    <acquired_ns> <released_ns>               overlap mode: a window the process held the GPU's token
+//   tok    <acquired_ns> <released_ns> <requested_ns>
+//                                                    overlap mode: a window the process held the GPU's token,
+//                                                    and when the call that took it asked for it
 //   ctx    <start_ns> <end_ns>                       a context created (cuCtxCreate*, cuDevicePrimaryCtxRetain):
 //                                                    the call's entry and exit, less any wait for the token
 //   turn   <n> <go_ns> <done_ns>                    turn mode: iteration n ran from go (the turn given) to done
@@ -422,6 +424,7 @@ void write_windows() {
         out += "tok";
         field(out, w.acquired);
         field(out, w.released);
+        field(out, w.requested);
         out += '\n';
     }
     if (out.empty()) return;

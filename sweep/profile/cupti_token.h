@@ -25,9 +25,10 @@
 //     cold, slower than alone (measured on an H100 with examples/host_heavy: +5% to
 //     +29% on kernels of 10-40 us without it). A program back in host code for longer
 //     than `linger` lets the GPU go; the cost is at most `linger` a release;
-//   - records each window it held the token (acquired, released), in the caller's
-//     clock, for the capture: the parser checks that every kernel, copy and memset
-//     of the process ran inside one.
+//   - records each window it held the token (acquired, released, and when it was asked
+//     for), in the caller's clock, for the capture: the parser checks that every kernel,
+//     copy and memset of the process ran inside one, and sums the waits (a run's wall
+//     time less them is what it would take alone, for the race's estimate).
 // A process that dies holding it lets it go with its file descriptor (flock).
 
 #pragma once
@@ -47,6 +48,7 @@ namespace sweep_token {
 struct Window {
     uint64_t acquired;
     uint64_t released;
+    uint64_t requested;     // when the call that took it asked: acquired - requested is the wait
 };
 
 class Token {
@@ -143,6 +145,7 @@ class Token {
     }
 
     void take() {
+        requested_ = now_();
         while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
         }
         held_ = true;
@@ -150,7 +153,7 @@ class Token {
     }
 
     void give() {
-        closed_.push_back({acquired_, now_()});   // stamped before unlocking: the window covers the work
+        closed_.push_back({acquired_, now_(), requested_});   // stamped before unlocking: the window covers the work
         flock(fd_, LOCK_UN);
         held_ = false;
         queued_ = false;
@@ -170,6 +173,7 @@ class Token {
     bool queued_ = false;       // work was queued since the token was taken
     int in_progress_ = 0;       // calls between enter and exit, all threads
     uint64_t acquired_ = 0;
+    uint64_t requested_ = 0;
     std::vector<Window> closed_;
 };
 

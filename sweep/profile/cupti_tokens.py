@@ -4,8 +4,9 @@ records; cupti_inject.cpp documents them):
     summary(capture)         what a capture says of the GPU's use, for result.json's env["gpu_use"]:
                              GPU-busy seconds
                              (kernels, copies and memsets on the GPU timeline, merged, plus context
-                             creation); in overlap mode, token windows, the seconds they held the GPU, and how
-                             many GPU records ran outside every window (0, or the token missed work)
+                             creation); in overlap mode, token windows, the seconds they held the GPU, the
+                             seconds the run waited for it (other programs' GPU work), and how many GPU
+                             records ran outside every window (0, or the token missed work)
     outside(capture)         the kernels, copies and memsets that ran outside every token window
     cross_overlaps(a, b)     GPU work of one capture that overlapped the other's in time, on the
                              wall clock (each capture's clock pairs place its CUPTI times there)
@@ -17,7 +18,6 @@ token, and the token is the GPU's node-wide lock: `outside` is the per-process c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Callable
 
 from sweep.core.spans import covered
@@ -48,6 +48,8 @@ def summary(cap: Capture) -> dict[str, Any]:
         late = outside(cap)
         out.update(windows=len(cap.tokens), held_s=round(sum(w.released - w.acquired for w in cap.tokens) / 1e9, 6),
                    outside=len(late))
+        if all(w.requested is not None for w in cap.tokens):   # the run's waits for other programs' GPU work
+            out["wait_s"] = round(sum(max(0, w.acquired - w.requested) for w in cap.tokens) / 1e9, 6)
         if late:
             out["outside_first"] = late[0][2]
     return out

@@ -407,6 +407,16 @@ def test_a_lockstep_race_costs_a_start_up_a_batch_of_rounds_and_its_turns_whatev
     assert race_cost.affordable_rounds(short, c, 4) == 7                           # the 2nd batch fits 3 rounds
 
 
+def test_a_lockstep_start_up_leaves_out_what_the_sweeps_runs_waited_for_other_programs_gpu_work():
+    p, c = _lockstep_plan(25.0, backend="cupti")
+    before, _ = race_cost.lockstep_costs(p, c)
+    c.configs["gpu_wait_s"] = [4.0, 1.0, None, 0.2]     # overlap mode: queued behind other programs at the token
+    after, _ = race_cost.lockstep_costs(p, c)
+    assert before == pytest.approx(5.3 * race_cost.PROGRAM_SHARE["cupti"])
+    assert after == pytest.approx(1.3 * race_cost.PROGRAM_SHARE["cupti"])     # a: 5.3 s less its 4 s of waiting
+    assert list(race_cost.own_seconds_per_run(c.configs)) == pytest.approx([1.3, 4.4, 6.0, 5.3])
+
+
 def test_a_race_goes_in_lockstep_only_where_every_entrant_measured_per_iteration_samples(write_space):
     from sweep.space import target
 

@@ -172,6 +172,12 @@ def test_the_rounds_a_budget_buys_in_overlap_mode_count_the_waves_they_share():
         pytest.approx(20.0 / (3 * 4.3))
 
 
+def test_an_overlap_races_waves_are_its_runs_without_the_sweeps_waits_for_other_programs():
+    c = host_heavy(0.1)
+    c.configs["gpu_wait_s"] = 2.3           # each of the sweep's runs queued 2.3 s behind up to 15 others
+    assert race_cost.cost_s(plan(True), c, 3) == pytest.approx(2 * 2.0)     # two waves of a 2.0 s run
+
+
 def test_without_gpu_busy_figures_an_overlap_race_is_estimated_as_runs_in_a_row():
     assert race_cost.cost_s(plan(True), host_heavy(None), 3) == race_cost.cost_s(plan(False), host_heavy(None), 3)
 

@@ -37,26 +37,31 @@ def test_a_drained_token_lingers_for_more_work_and_goes_back_after_the_linger(ha
     assert r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
-def one_at_a_time(commands: list[list[str]], windows_each: int) -> None:
-    """Runs the harness processes at once; the windows they print (a b, one a line) never overlap
-    across processes, and the processes took turns (else nothing was tested). A deadlock between
-    them ends in communicate's timeout."""
+def one_at_a_time(commands: list[list[str]], windows_each: int) -> list[list[int]]:
+    """Runs the harness processes at once; the windows they print (a b ..., one a line) never
+    overlap across processes, and the processes took turns (else nothing was tested). A deadlock
+    between them ends in communicate's timeout. Every line printed, as numbers."""
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True) for c in commands]
-    windows = []
+    windows, lines = [], []
     for n, p in enumerate(procs):
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0
-        windows += [(int(a), int(b), n) for a, b in (line.split() for line in out.splitlines())]
+        lines += [[int(x) for x in line.split()] for line in out.splitlines()]
+        windows += [(int(a), int(b), n) for a, b, *_ in (line.split() for line in out.splitlines())]
     assert len(windows) == windows_each * len(commands)
     windows.sort()
     for (a0, b0, p0), (a1, b1, p1) in zip(windows, windows[1:]):
         assert a0 < b0 <= a1, f"process {p0}'s window {a0}-{b0} overlaps process {p1}'s {a1}-{b1}"
     switches = sum(1 for (*_, p0), (*_, p1) in zip(windows, windows[1:]) if p0 != p1)
     assert switches >= 3, "the processes never took turns: nothing was tested"
+    return lines
 
 
-def test_three_processes_taking_one_token_never_hold_it_at_once(harness, tmp_path):
-    one_at_a_time([[str(harness), "hold", str(tmp_path / "gpu.lock"), "20", "1000"]] * 3, 20)
+def test_three_processes_taking_one_token_never_hold_it_at_once_and_each_window_says_how_long_it_waited(
+        harness, tmp_path):
+    lines = one_at_a_time([[str(harness), "hold", str(tmp_path / "gpu.lock"), "20", "1000"]] * 3, 20)
+    assert all(requested <= acquired < released for acquired, released, requested in lines)
+    assert any(acquired - requested > 100_000 for acquired, _, requested in lines), "nobody ever waited"
 
 
 def test_the_context_gate_is_held_until_the_outermost_context_call_on_a_thread_ends(harness, tmp_path):

@@ -22,7 +22,7 @@ def capture(path: Path, *, kernels=(), copies=(), tokens=(), contexts=(), wall_o
     lines += [f"ctx\t{a}\t{b}" for a, b in contexts]
     lines += [f"kern\t{n}\t{a}\t{b}\t0\t1\t7\t1\t1\t1\t32\t1\t1\t16\t0\t0\t0\t0" for n, (a, b) in enumerate(kernels, 1)]
     lines += [f"copy\t{kind}\t{n}\t{a}\t{b}\t0\t1\t7\t4096" for n, (kind, a, b) in enumerate(copies, 100)]
-    lines += [f"tok\t{a}\t{b}" for a, b in tokens]
+    lines += ["tok\t" + "\t".join(map(str, t)) for t in tokens]      # (acquired, released[, requested])
     lines += [f"clock\t2000000000\t{2000000000 + wall_offset}", "end\tkernels=1\tcalls=0\tmarks=0\tdropped=0\tfails=0"]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -123,3 +123,12 @@ def test_with_SWEEP_GPU_TOKEN_CONTEXT_0_the_context_is_created_outside_every_win
     assert outside(cap) == []            # the GPU work itself still all ran under the token
     s = summary(cap)
     assert s["context_s"] > 1.0 and s["busy_s"] > s["context_s"]
+
+
+def test_a_runs_waits_for_the_token_are_summed_from_its_windows_and_unknown_from_an_older_library(tmp_path):
+    cap = read_capture(capture(tmp_path / "new.txt", tokens=[(1000000000, 1100000000, 400000000),
+                                                             (2000000000, 2050000000, 2000000000)]))
+    assert [w.requested for w in cap.tokens] == [400000000, 2000000000]
+    assert summary(cap)["wait_s"] == 0.6
+    old = read_capture(capture(tmp_path / "old.txt", tokens=[(1000000000, 1100000000)]))
+    assert old.tokens[0].requested is None and "wait_s" not in summary(old)

@@ -3,7 +3,8 @@
 //   harness policy                       checks the release rules; prints "ok" or what broke
 //   harness linger                       the same for a lingering token (given back by its watcher)
 //   harness hold <lock> <rounds> <us>    takes the token <rounds> times around a fake <us> of
-//                                        "GPU work" and prints each window, CLOCK_MONOTONIC ns
+//                                        "GPU work" and prints each window (acquired, released,
+//                                        requested), CLOCK_MONOTONIC ns
 //   harness gate-policy <gate>           the context gate's re-entrance; prints "ok" or what broke
 //   harness context <gate> <lock> <rounds> <us> <under-token>
 //                                        <rounds> fake context creations of <us> through the gate,
@@ -108,7 +109,8 @@ int hold(const char* path, int rounds, int us) {
         std::this_thread::sleep_for(std::chrono::microseconds(us));   // host work: no token
     }
     for (const sweep_token::Window& w : token.take_windows())
-        printf("%llu %llu\n", (unsigned long long)w.acquired, (unsigned long long)w.released);
+        printf("%llu %llu %llu\n", (unsigned long long)w.acquired, (unsigned long long)w.released,
+               (unsigned long long)w.requested);
     return 0;
 }
 
