@@ -88,9 +88,9 @@ def one(space: Path, jobs_root: Path, name: str, devices: list[str], cold: bool 
     s = pipeline.run(space, pipeline.Options(executor="local", jobs_root=jobs_root / "jobs",
                                              results_root=jobs_root / "results", report=False), name=name)
     wall, hi = time.monotonic() - t0, time.time()
+    handed = handover(s.sweep_dir, lo)
     return {"wall_s": round(wall, 3), "counts": s.counts, "split": split(s.sweep_dir, lo, hi),
-            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo),
-            "handover": handover(s.sweep_dir, lo)}
+            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo, handed), "handover": handed}
 
 
 def gpu_name() -> str:

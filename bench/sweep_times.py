@@ -100,18 +100,18 @@ def handover_line(r: dict[str, Any]) -> str:
             f"up: median {take[len(take) // 2]:.2f} s, max {take[-1]:.2f} s ({count}){spawned}")
 
 
-def timeline(sweep_dir: Path, lo: float) -> list[dict[str, object]]:
+def timeline(sweep_dir: Path, lo: float, handed: dict[str, Any] | None = None) -> list[dict[str, object]]:
     """Every job of the run (sweep jobs, races, confirmations): its tag, role, status, GPU-busy
     seconds a run and runs, and its intervals in seconds from the run's start (with the hand-over
-    log's "waiting" and "handover" for the sweep's jobs), so that where the wall time went can be
-    read again later from --out alone."""
+    log's "waiting" and "handover" for the sweep's jobs: `handed`, handover()'s, read here when not
+    given), so that where the wall time went can be read again later from --out alone."""
     out = []
-    handed = handover(sweep_dir, lo)["jobs"]
+    jobs = (handover(sweep_dir, lo) if handed is None else handed)["jobs"]
     for f, r in results(sweep_dir):
         iv = {k: [round(v[0] - lo, 3), round(v[1] - lo, 3)] for k, v in (r.get("intervals") or {}).items()
               if isinstance(v, list) and len(v) == 2}
-        if f.parent.parent == sweep_dir and r.get("tag") in handed:
-            iv.update({k: v for k, v in handed[r["tag"]].items() if k != "first_of_worker"})
+        if f.parent.parent == sweep_dir and r.get("tag") in jobs:
+            iv.update({k: v for k, v in jobs[r["tag"]].items() if k != "first_of_worker"})
         env = r.get("env") or {}
         out.append({"tag": r.get("tag"), "role": r.get("role") or "sweep", "status": r.get("status"),
                     "gpu": env.get("gpu_uuid"), "busy_s": (env.get("gpu_use") or {}).get("busy_s"),
