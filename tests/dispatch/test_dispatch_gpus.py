@@ -76,7 +76,8 @@ def test_the_hand_over_log_says_when_each_job_was_built_handed_to_a_worker_taken
     monkeypatch.setenv("PY_BENCH_SLEEP_MS", "50")
     space = py_space_dict("hand", ALPHA_BLOCK={"tag": "A", "values": [32, 64, 128], "default": 256, "kernels": ["k_a"]})
     assert _run(tmp_path, space, monkeypatch).counts == {"ok": 3}
-    lines = [json.loads(x) for x in (tmp_path / "jobs" / "hand" / "_dispatch" / "handover.jsonl").read_text().splitlines()]
+    log = tmp_path / "jobs" / "hand" / "_dispatch" / "handover.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
     workers = [x for x in lines if x.get("event") == "workers"]
     assert workers and workers[0]["from"] <= workers[0]["to"] and workers[0]["workers"] >= 2
     jobs = {x["tag"]: x for x in lines if "tag" in x}
