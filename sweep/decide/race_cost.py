@@ -69,8 +69,9 @@ def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
 
 
 def own_seconds_per_run(configs: pd.DataFrame) -> pd.Series:
-    """seconds_per_run less what the run waited for the GPU's token (overlap mode: up to 15 other
-    programs' GPU work, gpu_wait_s): about what the run takes without them. A race's runs queue
+    """seconds_per_run less what the run waited for the GPU's token and the node's context gate
+    (overlap mode: up to 15 other programs' GPU work and contexts, gpu_wait_s): about what the
+    run takes without them. A race's runs queue
     only behind each other, which the estimates count apart (their GPU work in a row). Without a
     recorded wait (exclusive mode, older tables), seconds_per_run itself. Measured: quick_check's
     16 jobs started at once on one H200 took 10-14 s each for a run of about a second, and the

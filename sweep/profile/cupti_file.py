@@ -122,10 +122,12 @@ class TokenWindow:
 
 @dataclass(frozen=True, slots=True)
 class ContextRecord:
-    """A context created (cuCtxCreate*, cuDevicePrimaryCtxRetain): its call's entry and exit, CUPTI ns."""
+    """A context created (cuCtxCreate*, cuDevicePrimaryCtxRetain): its call's entry and exit, CUPTI ns,
+    and when the call asked for the node's context gate (None from a library before the field)."""
 
     start: int
     end: int
+    requested: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +347,7 @@ class _Reader:
         elif tag == "tok":
             self.tokens.append(TokenWindow(int(f[1]), int(f[2]), int(f[3]) if len(f) > 3 else None))
         elif tag == "ctx":
-            self.contexts.append(ContextRecord(int(f[1]), int(f[2])))
+            self.contexts.append(ContextRecord(int(f[1]), int(f[2]), int(f[3]) if len(f) > 3 else None))
         elif tag == "end":
             self.complete = True
         # other tags: records a later library of this format may add; skipped

@@ -22,14 +22,16 @@
 //                     every measurement that trusts the lock.
 //   SWEEP_GPU_TOKEN_LINGER_US  how long a drained token is kept for more work before it is
 //                     given back (default 2000; 0: at once). See cupti_token.h.
-//   SWEEP_GPU_TOKEN_CONTEXT  1 (default): creating the CUDA context takes the token, as GPU
-//                     work does; 0: it runs beside the other programs' GPU work; gate: beside
-//                     it, one context at a time on the whole node (cupti_token.h's Gate, the
-//                     file cuda-contexts.lock beside the token's). The driver serialises
-//                     context creation across the whole node, so with several GPUs a program
-//                     holding its GPU's token waits there for another GPU's programs:
-//                     measured on four H200s, 0.2 s a context alone, 0.48 s with four GPUs'
-//                     programs starting (docs/benchmarks.md).
+//   SWEEP_GPU_TOKEN_CONTEXT  gate (default): the CUDA context is created beside the other
+//                     programs' GPU work, holding no token, one context at a time on the whole
+//                     node (cupti_token.h's Gate, the file cuda-contexts.lock beside the
+//                     token's); 1: creating it takes the token, as GPU work does; 0: beside the
+//                     others' GPU work with no gate. The driver serialises context creation
+//                     across the whole node, so under the token a program waits there holding
+//                     its GPU idle (on four H200s a context took 0.2 s with one GPU measuring,
+//                     0.48 s with four), and with no gate sixteen at once took 1.8 s each. On
+//                     one H200 the gate cut quick_check's measuring phase from 22.8 s to 16.4 s
+//                     and host_heavy's from 52-55 s to 47 s, picks unchanged (docs/benchmarks.md).
 //   SWEEP_GPU_TOKEN_HOLD_AT_EXIT  1: at a clean exit, after the last window is written, take
 //                     the token again and keep it until the process ends, so the CUDA
 //                     runtime's teardown (the context's destruction, after this library's
@@ -107,8 +109,10 @@
 //   tok    <acquired_ns> <released_ns> <requested_ns>
 //                                                    overlap mode: a window the process held the GPU's token,
 //                                                    and when the call that took it asked for it
-//   ctx    <start_ns> <end_ns>                       a context created (cuCtxCreate*, cuDevicePrimaryCtxRetain):
+//   ctx    <start_ns> <end_ns> <requested_ns>        a context created (cuCtxCreate*, cuDevicePrimaryCtxRetain):
 //                                                    the call's entry and exit, less any wait for the token
+//                                                    or the context gate; requested: when the call began, so
+//                                                    requested..start is the wait for the node's gate
 //   turn   <n> <go_ns> <done_ns>                    turn mode: iteration n ran from go (the turn given) to done
 //                                                    (its work finished)
 //   signal <number>                                  a fatal signal arrived; what was buffered was flushed
@@ -652,6 +656,7 @@ bool never_idle() {
 }
 
 thread_local uint64_t t_context_ns = 0;       // when this thread's context call began (after any token wait)
+thread_local uint64_t t_context_asked_ns = 0; // when it asked for the context gate (= t_context_ns without one)
 
 void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     if (cbid >= g_token_use.size() || t_token_busy) return;
@@ -662,6 +667,7 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
     if (info->callbackSite == CUPTI_API_ENTER) {
         if (token && (use & (kQueues | kTouches))) g_token->enter(use & kQueues);
         if (use & kContext) {
+            cuptiGetTimestamp(&t_context_asked_ns);
             if (g_gate) g_gate->take();        // the node's other contexts first, holding no token
             cuptiGetTimestamp(&t_context_ns);
         }
@@ -672,6 +678,7 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
             cuptiGetTimestamp(&now);
             field(out, t_context_ns);
             field(out, now);
+            field(out, t_context_asked_ns);
             out += '\n';
             std::lock_guard<std::mutex> lock(g_mutex);
             write_all(out);
@@ -738,11 +745,11 @@ sweep_token::Token* open_token() {
     int fd = open_lock(path, "the GPU token SWEEP_GPU_TOKEN=");
     const char* hold = getenv("SWEEP_GPU_TOKEN_HOLD_AT_EXIT");
     g_hold_at_exit = hold && strcmp(hold, "1") == 0;
-    // SWEEP_GPU_TOKEN_CONTEXT: 1 (default) context creation under the token; 0 beside the others'
-    // GPU work; gate: beside it, one context at a time on the node (cupti_token.h's Gate), through
-    // a lock file beside the GPUs' own.
+    // SWEEP_GPU_TOKEN_CONTEXT: gate (default) context creation beside the others' GPU work, one
+    // context at a time on the node (cupti_token.h's Gate), through a lock file beside the GPUs'
+    // own; 1 under the token; 0 beside the others' GPU work with no gate.
     const char* contexts = getenv("SWEEP_GPU_TOKEN_CONTEXT");
-    std::string how = contexts ? contexts : "1";
+    std::string how = contexts && *contexts ? contexts : "gate";
     g_token_contexts = how != "0" && how != "gate";
     if (how == "gate") {
         std::string dir(path);

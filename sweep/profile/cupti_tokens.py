@@ -5,8 +5,9 @@ records; cupti_inject.cpp documents them):
                              GPU-busy seconds
                              (kernels, copies and memsets on the GPU timeline, merged, plus context
                              creation); in overlap mode, token windows, the seconds they held the GPU, the
-                             seconds the run waited for it (other programs' GPU work), and how many GPU
-                             records ran outside every window (0, or the token missed work)
+                             seconds the run waited for it (other programs' GPU work) and for the node's
+                             context gate (other programs' contexts), and how many GPU records ran
+                             outside every window (0, or the token missed work)
     outside(capture)         the kernels, copies and memsets that ran outside every token window
     cross_overlaps(a, b)     GPU work of one capture that overlapped the other's in time, on the
                              wall clock (each capture's clock pairs place its CUPTI times there)
@@ -49,7 +50,9 @@ def summary(cap: Capture) -> dict[str, Any]:
         out.update(windows=len(cap.tokens), held_s=round(sum(w.released - w.acquired for w in cap.tokens) / 1e9, 6),
                    outside=len(late))
         if all(w.requested is not None for w in cap.tokens):   # the run's waits for other programs' GPU work
-            out["wait_s"] = round(sum(max(0, w.acquired - w.requested) for w in cap.tokens) / 1e9, 6)
+            waits = sum(max(0, w.acquired - w.requested) for w in cap.tokens)
+            waits += sum(max(0, c.start - c.requested) for c in cap.contexts if c.requested is not None)
+            out["wait_s"] = round(waits / 1e9, 6)                 # ... and for their contexts (the gate)
         if late:
             out["outside_first"] = late[0][2]
     return out

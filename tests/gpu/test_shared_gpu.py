@@ -119,20 +119,22 @@ def overlap_sweep_captures(tmp_path, sweep_roots, name: str) -> list:
     return caps
 
 
-def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both(tmp_path, sweep_roots):
-    """Issue 34's exclusion, checked on the GPU's own timeline (overlap_sweep_captures); by default
-    each program creates its context under the token."""
+def test_overlapping_jobs_gpu_work_never_overlaps_on_the_cupti_timelines_of_both(tmp_path, sweep_roots, monkeypatch):
+    """Issue 34's exclusion, checked on the GPU's own timeline (overlap_sweep_captures); with
+    SWEEP_GPU_TOKEN_CONTEXT=1 each program creates its context under the token."""
+    monkeypatch.setenv("SWEEP_GPU_TOKEN_CONTEXT", "1")
     caps = overlap_sweep_captures(tmp_path, sweep_roots, "timelines-overlap")
     inside = [any(w.acquired <= c.start and c.end <= w.released for w in cap.tokens) for cap in caps
               for c in cap.contexts]
     assert inside and all(inside)
 
 
-def test_through_the_context_gate_contexts_are_made_one_at_a_time_outside_the_token(tmp_path, sweep_roots,
-                                                                                   monkeypatch):
-    """SWEEP_GPU_TOKEN_CONTEXT=gate: each program creates its context beside the others' GPU work,
-    holding no token, but one at a time on the node; their GPU work is excluded as by default."""
-    monkeypatch.setenv("SWEEP_GPU_TOKEN_CONTEXT", "gate")
+def test_by_default_contexts_are_made_through_the_gate_one_at_a_time_outside_the_token(tmp_path, sweep_roots,
+                                                                                      monkeypatch):
+    """The default (SWEEP_GPU_TOKEN_CONTEXT=gate): each program creates its context beside the
+    others' GPU work, holding no token, but one at a time on the node; their GPU work is still
+    excluded."""
+    monkeypatch.delenv("SWEEP_GPU_TOKEN_CONTEXT", raising=False)
     caps = overlap_sweep_captures(tmp_path, sweep_roots, "timelines-gate")
     made = []
     for cap in caps:

@@ -11,7 +11,7 @@ from sweep.profile import cupti
 from sweep.profile.cupti_file import read_capture
 from sweep.profile.cupti_parse import parse
 from sweep.core.spans import covered
-from sweep.profile.cupti_tokens import cross_overlaps, outside, summary
+from sweep.profile.cupti_tokens import cross_overlaps, gpu_spans, outside, summary
 
 
 def capture(path: Path, *, kernels=(), copies=(), tokens=(), contexts=(), wall_offset: int = 0) -> Path:
@@ -19,7 +19,7 @@ def capture(path: Path, *, kernels=(), copies=(), tokens=(), contexts=(), wall_o
     creations (start, end); its CUPTI clock reads the wall clock minus `wall_offset`."""
     lines = ["sweep-cupti/2\tpid=7\tcupti_api=1\tstart_ns=0\texe=/x",
              f"clock\t1000\t{1000 + wall_offset}", "name\t0\t_Z1kv\tk()"]
-    lines += [f"ctx\t{a}\t{b}" for a, b in contexts]
+    lines += ["ctx\t" + "\t".join(map(str, c)) for c in contexts]      # (start, end[, requested])
     lines += [f"kern\t{n}\t{a}\t{b}\t0\t1\t7\t1\t1\t1\t32\t1\t1\t16\t0\t0\t0\t0" for n, (a, b) in enumerate(kernels, 1)]
     lines += [f"copy\t{kind}\t{n}\t{a}\t{b}\t0\t1\t7\t4096" for n, (kind, a, b) in enumerate(copies, 100)]
     lines += ["tok\t" + "\t".join(map(str, t)) for t in tokens]      # (acquired, released[, requested])
@@ -111,7 +111,7 @@ def _inside_a_window(cap, start: int, end: int) -> bool:
     return any(w.acquired <= start and end <= w.released for w in cap.tokens)
 
 
-def test_by_default_a_real_programs_context_creation_runs_inside_a_token_window():
+def test_with_SWEEP_GPU_TOKEN_CONTEXT_1_a_real_programs_context_creation_runs_inside_a_token_window():
     cap = read_capture(H200 / "overlap" / "host-heavy" / "overlap" / "T32x8_P0_U0.txt")
     assert cap.contexts and all(_inside_a_window(cap, c.start, c.end) for c in cap.contexts)
     assert outside(cap) == []
@@ -123,6 +123,37 @@ def test_with_SWEEP_GPU_TOKEN_CONTEXT_0_the_context_is_created_outside_every_win
     assert outside(cap) == []            # the GPU work itself still all ran under the token
     s = summary(cap)
     assert s["context_s"] > 1.0 and s["busy_s"] > s["context_s"]
+
+
+def test_through_the_gate_the_default_real_contexts_never_overlap_and_none_is_made_under_a_token():
+    """host_heavy's programs on one H200 (tests/data/h200/context_token/README.md): thirteen contexts
+    made back to back, each holding no token, some beside another program's GPU work."""
+    caps = [read_capture(p) for p in sorted((H200 / "context_token" / "gate").glob("*.txt"))]
+    assert len(caps) == 13
+    made, work = [], []
+    for n, cap in enumerate(caps):
+        to_wall = cap.realtime()
+        assert outside(cap) == [] and cap.contexts
+        assert not any(_inside_a_window(cap, c.start, c.end) for c in cap.contexts)
+        made += [(to_wall(c.start), to_wall(c.end), n) for c in cap.contexts]
+        work += [(to_wall(a), to_wall(b), n) for a, b, _ in gpu_spans(cap)]
+    made.sort()
+    slack_ns = 1_000_000       # the clocks' mapping: well under a context's 0.2-0.4 s
+    assert all(b0 >= a1 - slack_ns for (_, a1, _), (b0, _, _) in zip(made, made[1:]))
+    beside = [c for c in made if any(w0 < c[1] and c[0] < w1 and m != c[2] for w0, w1, m in work)]
+    assert len(beside) >= 5
+    assert all(not cross_overlaps(a, b) for i, a in enumerate(caps) for b in caps[i + 1:])
+
+
+def test_a_runs_wait_for_the_context_gate_is_added_to_its_token_waits(tmp_path):
+    cap = read_capture(capture(tmp_path / "gate.txt", contexts=[(500000000, 700000000, 200000000)],
+                               tokens=[(1000000000, 1100000000, 900000000)]))
+    assert cap.contexts[0].requested == 200000000
+    s = summary(cap)
+    assert s["wait_s"] == 0.4 and s["context_s"] == 0.2
+    old = read_capture(capture(tmp_path / "old.txt", contexts=[(500000000, 700000000)],
+                               tokens=[(1000000000, 1100000000, 900000000)]))
+    assert old.contexts[0].requested is None and summary(old)["wait_s"] == 0.1
 
 
 def test_a_runs_waits_for_the_token_are_summed_from_its_windows_and_unknown_from_an_older_library(tmp_path):

@@ -175,7 +175,7 @@ NSYS_EXPORTS = sorted(p for p in DATA.rglob("*.sqlite") if OVERLAPPING not in p.
 
 
 def test_the_committed_captures_are_all_found():
-    assert len(NSYS_EXPORTS) == 3 and len([p for p in CUPTI_CAPTURES if has_finished_kernel(p)]) == 19  # h100/lockstep: 2, h200/overlap: 6, h200/context_token: 1
+    assert len(NSYS_EXPORTS) == 3 and len([p for p in CUPTI_CAPTURES if has_finished_kernel(p)]) == 32  # h100/lockstep: 2, h200/overlap: 6, h200/context_token: 14
 
 
 # (capture, the module whose `clip` to undo, its reader, the reader's launches)
