@@ -87,7 +87,7 @@ def main(argv=None) -> None:
         for seed in range(a.seeds):
             run_best: dict[tuple, float] = {}
             strategies.Evaluator.last = None
-            strategies.run_one((a.space, a.runs, seed, a.budget))
+            strategies.run_one((a.space, a.runs, seed, a.budget, True))
             if strategies.Evaluator.last is None:
                 sys.exit(f"error: {a.runs} does not run through bench/strategies.py's Evaluator "
                          f"(ours, ours_batchN, random, tpe do)")

@@ -13,7 +13,11 @@ failed (compile/runtime failures in the cache) count as evaluations.  Revisits o
 measured configuration and proposals outside the legal set are not counted (they cost no GPU
 time).  Kernel Tuner strategies run in its simulation mode on the same cache file, with
 max_fevals = the largest budget; their evaluation order is the order of the results list it
-returns (distinct configurations, failures included).
+returns (distinct configurations, failures included). A Kernel Tuner strategy that ends before
+the budget (dual and simulated annealing do) is started again with the next seed until the budget
+is spent, the configurations already measured free, as a user with that budget would
+(--no-kt-restart: the run ends where the strategy does, and is left out of the budgets it did
+not reach).
 
 Columns: best-found/optimum (median and quartiles over seeds) per budget; evaluations needed to
 get within 1% / 5% of the optimum (median over seeds; ">B" when the median run did not reach it
@@ -194,8 +198,19 @@ def run_tpe(space, seed, limit, multivariate=False):
 
 
 # -- Kernel Tuner (simulation mode) --------------------------------------------------------
-def run_kt(space, seed, limit, strategy):
+KT_RESTARTS_IDLE = 3   # restarts in a row that add no new configuration end the run
+
+
+def run_kt(space, seed, limit, strategy, restart=True):
+    """One Kernel Tuner run; with `restart`, a strategy that ends before the budget (dual and
+    simulated annealing do) is started again with the next seed until `limit` distinct
+    configurations are measured, as a user with that budget would: the configurations earlier
+    starts measured stay free (the user's cache), so only new ones count.  Without it the run ends
+    where the strategy does, and the summary leaves it out of the budgets it did not reach."""
     import kernel_tuner
+    import random
+    import io
+    import contextlib
     keys = space["keys"]
     tune_params = {k: space["params"][k] for k in keys}
     legal = {",".join(str(v) for v in cfg) for cfg in space["table"]}
@@ -203,33 +218,41 @@ def run_kt(space, seed, limit, strategy):
     def restrict(p):
         return ",".join(str(p[k]) for k in keys) in legal
 
+    warnings.simplefilter("ignore", RuntimeWarning)   # overflows inside Kernel Tuner's and scipy's annealing
+    ev = Evaluator(space, limit)
+    cpu, starts, idle = 0.0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache.json"
         cache.write_text(json.dumps(space["data"]))
-        np.random.seed(seed)
-        import random
-        random.seed(seed)
-        t0 = time.process_time()
-        import io, contextlib
-        with contextlib.redirect_stdout(io.StringIO()):
-            results, env = kernel_tuner.tune_kernel(
-                space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
-                space["data"].get("problem_size", (1,)), [], tune_params,
-                restrictions=restrict, cache=str(cache), simulation_mode=True, strategy=strategy,
-                strategy_options={"max_fevals": limit}, verbose=False, quiet=True)
-        cpu = time.process_time() - t0
-    ev = Evaluator(space, limit)
-    for r in results:
-        cfg = tuple(r[k] for k in keys)
-        if cfg in space["table"] and not ev.done:
-            ev(cfg)
-    return ev.trace, cpu / max(1, len(ev.trace))
+        while not ev.done and idle < KT_RESTARTS_IDLE:
+            start_seed = seed if starts == 0 else seed + 100_003 * starts   # the first start is the seed's own
+            np.random.seed(start_seed % 2**32)
+            random.seed(start_seed)
+            before = len(ev.trace)
+            t0 = time.process_time()
+            with contextlib.redirect_stdout(io.StringIO()):
+                results, env = kernel_tuner.tune_kernel(
+                    space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
+                    space["data"].get("problem_size", (1,)), [], tune_params,
+                    restrictions=restrict, cache=str(cache), simulation_mode=True, strategy=strategy,
+                    strategy_options={"max_fevals": limit}, verbose=False, quiet=True)
+            cpu += time.process_time() - t0
+            starts += 1
+            for r in results:
+                cfg = tuple(r[k] for k in keys)
+                if cfg in space["table"] and not ev.done:
+                    ev(cfg)
+            idle = idle + 1 if len(ev.trace) == before else 0
+            if not restart:
+                break
+    return ev.trace, cpu / max(1, len(ev.trace)), starts
 
 
 def run_one(args):
-    path, strategy, seed, limit = args
+    path, strategy, seed, limit, restart = args
     space = load_space(path)
     t0 = time.time()
+    starts = 1
     if strategy == "ours":
         trace, cpu = run_ours(space, seed, limit)
     elif strategy.startswith("ours_batch"):
@@ -241,11 +264,12 @@ def run_one(args):
     elif strategy == "tpe_multivariate":
         trace, cpu = run_tpe(space, seed, limit, multivariate=True)
     elif strategy.startswith("kt_"):
-        trace, cpu = run_kt(space, seed, limit, strategy[3:])
+        trace, cpu, starts = run_kt(space, seed, limit, strategy[3:], restart=restart)
     else:
         raise ValueError(f"unknown strategy {strategy}")
     return {"space": space["name"], "strategy": strategy, "seed": seed, "trace": trace,
-            "optimum": space["optimum"], "cpu_per_suggestion": cpu, "wall": time.time() - t0}
+            "optimum": space["optimum"], "cpu_per_suggestion": cpu, "wall": time.time() - t0,
+            "starts": starts, "restart": restart}
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -278,6 +302,7 @@ def summarize(runs, budgets):
             row[f"evals_to_{int(tol * 100)}pct"] = float(np.median(e))
         row["cpu_per_suggestion_s"] = float(np.median([r["cpu_per_suggestion"] for r in rs]))
         row["short_runs"] = sum(len(r["trace"]) < max(budgets) for r in rs)
+        row["restarted_runs"] = sum(r.get("starts", 1) > 1 for r in rs)
         rows.append(row)
     return rows
 
@@ -312,6 +337,10 @@ def main(argv=None):
                     help="comma list; 'kt' = every Kernel Tuner one; also: " + ",".join(ALL))
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--no-kt-restart", dest="kt_restart", action="store_false",
+                    help="end a Kernel Tuner run where its strategy ends, short of the budget (default: start it "
+                         "again with the next seed until the budget is spent, the configurations already measured "
+                         "free, as a user with that budget would)")
     ap.add_argument("--log", help="append every finished run (its trace) to this JSON-lines file")
     ap.add_argument("--merge", nargs="*", help="JSON-lines run logs of earlier invocations to include (not rerun)")
     ap.add_argument("--summarize-only", action="store_true", help="run nothing: tabulate the --merge logs")
@@ -328,13 +357,16 @@ def main(argv=None):
             sys.exit(f"error: {', '.join(wanted)} need the {module} package, not installed here: {what}, "
                      f"or leave them out (--strategies ours,random)")
     files = space_files(a.spaces)
-    tasks = [(str(f), s, seed, max(budgets)) for s in strategies for seed in range(a.seeds) for f in files]
+    tasks = [(str(f), s, seed, max(budgets), a.kt_restart)
+             for s in strategies for seed in range(a.seeds) for f in files]
     runs = []
     for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
         with open(m) as f:
             runs += [json.loads(line) for line in f if line.strip()]
     for r in runs:
         r["trace"] = [None if t is None else float(t) for t in r["trace"]]
+    # a Kernel Tuner run logged in the other restart mode is not this one (logs before the option: no restarts)
+    runs = [r for r in runs if not r["strategy"].startswith("kt_") or r.get("restart", False) == a.kt_restart]
     have = {(r["space"], r["strategy"], r["seed"]) for r in runs}
     tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2]) not in have]
     if a.summarize_only:
@@ -360,6 +392,9 @@ def main(argv=None):
     runs = [r for r in runs if r["strategy"] in strategies and r["seed"] < a.seeds]
     rows = summarize(runs, budgets)
     print(fmt_table(rows, budgets))
+    restarted = [f"{r['space']} {r['strategy']} {r['restarted_runs']} of {r['seeds']}" for r in rows if r["restarted_runs"]]
+    if restarted:
+        print("\nruns started again after their strategy ended short of the budget: " + "; ".join(restarted))
     print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds")
     if a.out:
         out = Path(a.out)

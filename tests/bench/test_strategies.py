@@ -1,0 +1,55 @@
+"""bench/strategies.py: Kernel Tuner's runs that end short of the budget are started again; the
+summary's budgets and the merging of earlier logs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import strategies
+
+SPACE = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces" / "convolution_A4000.json.gz"
+
+
+@pytest.fixture(scope="module")
+def space() -> dict:
+    return strategies.load_space(SPACE)
+
+
+def test_a_kernel_tuner_strategy_that_ends_short_is_started_again_until_the_budget_is_spent(space):
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
+    alone, _, starts_alone = strategies.run_kt(space, 0, 100, "dual_annealing", restart=False)
+    assert starts_alone == 1 and len(alone) < 100            # dual annealing stops by itself
+    trace, _, starts = strategies.run_kt(space, 0, 100, "dual_annealing")
+    assert starts > 1 and len(trace) == 100
+    assert trace[: len(alone)] == alone                      # the first start is the seed's own run
+    assert len(strategies.Evaluator.last.seen) == 100        # distinct configurations only: earlier ones free
+
+
+def _run(strategy: str, trace: list, **extra) -> dict:
+    return {"space": "s", "strategy": strategy, "seed": 0, "trace": trace, "optimum": 1.0,
+            "cpu_per_suggestion": 0.0, **extra}
+
+
+def test_a_run_shorter_than_a_budget_is_left_out_of_that_budget_and_restarted_runs_are_counted():
+    runs = [_run("kt_x", [2.0, 1.5], starts=1), _run("kt_x", [3.0, 1.2, 1.1, 1.0], starts=3)]
+    (row,) = strategies.summarize(runs, (2, 4))
+    assert row["best@2"][1] == pytest.approx((1.5 + 1.2) / 2)
+    assert row["best@4"] == [1.0, 1.0, 1.0]                 # the short run is not in it
+    assert row["short_runs"] == 1 and row["restarted_runs"] == 1
+    assert strategies.best_at([None, None], 1.0, 2) == math.inf   # only failures: nothing found
+
+
+def test_merged_kernel_tuner_runs_of_the_other_restart_mode_are_run_again_not_reused(tmp_path, space, monkeypatch):
+    pytest.importorskip("kernel_tuner", reason="the bench refuses Kernel Tuner's strategies without it")
+    log = tmp_path / "old.jsonl"
+    old = _run("kt_dual_annealing", [None], space=space["name"])      # a log from before the option
+    log.write_text(json.dumps(old) + "\n" + json.dumps(_run("random", [5.0], space=space["name"])) + "\n")
+    made = []
+    monkeypatch.setattr(strategies, "run_one", lambda t: made.append(t) or _run(t[1], [1.0], space=space["name"]))
+    strategies.main(["--spaces", str(SPACE), "--strategies", "kt_dual_annealing,random", "--seeds", "1",
+                     "--budgets", "1", "--merge", str(log)])
+    assert [(t[1], t[4]) for t in made] == [("kt_dual_annealing", True)]   # random's logged run is reused
