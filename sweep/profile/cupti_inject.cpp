@@ -24,7 +24,7 @@
 //                     given back (default 2000; 0: at once). See cupti_token.h.
 //   SWEEP_GPU_TOKEN_CONTEXT  gate (default): the CUDA context is created beside the other
 //                     programs' GPU work, holding no token, one context at a time on the whole
-//                     node (cupti_token.h's Gate, the file cuda-contexts.lock beside the
+//                     node (cupti_token.h's Gate, the file cuda-contexts.<host>.lock beside the
 //                     token's); 1: creating it takes the token, as GPU work does; 0: beside the
 //                     others' GPU work with no gate. The driver serialises context creation
 //                     across the whole node, so under the token a program waits there holding
@@ -754,7 +754,12 @@ sweep_token::Token* open_token() {
     if (how == "gate") {
         std::string dir(path);
         dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/'));
-        g_gate = new sweep_token::Gate(open_lock(dir + "/cuda-contexts.lock", "the node's context gate "));
+        // named after the host: a lock folder set on a shared file system (SWEEP_LOCK_DIR) must not
+        // make one gate of every node's contexts
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) != 0 || !*host) strcpy(host, "node");
+        g_gate = new sweep_token::Gate(
+            open_lock(dir + "/cuda-contexts." + host + ".lock", "the node's context gate "));
     }
     // SWEEP_GPU_TOKEN_LINGER_US: how long a drained token waits for more work (cupti_token.h).
     const char* linger = getenv("SWEEP_GPU_TOKEN_LINGER_US");

@@ -7,6 +7,8 @@ mode several at once, are never taken for strangers)."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -147,3 +149,5 @@ def test_by_default_contexts_are_made_through_the_gate_one_at_a_time_outside_the
     assert len(made) >= len(ROWS)
     slack_ns = 1_000_000       # the two clocks' mapping: well under a context's 0.1-0.3 s
     assert all(b0 >= a1 - slack_ns for (_, a1), (b0, _) in zip(made, made[1:])), made
+    # the gate's lock is the host's own, beside the GPUs' (a shared lock folder keeps nodes apart)
+    assert (Path(os.environ["SWEEP_LOCK_DIR"]) / f"cuda-contexts.{socket.gethostname()}.lock").is_file()
