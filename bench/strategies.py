@@ -46,6 +46,9 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from strategy_table import fmt_table, summarize  # noqa: E402  (bench/strategy_table.py)
 
 DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
 BUDGETS = (25, 50, 100, 200)
@@ -270,62 +273,6 @@ def run_one(args):
     return {"space": space["name"], "strategy": strategy, "seed": seed, "trace": trace,
             "optimum": space["optimum"], "cpu_per_suggestion": cpu, "wall": time.time() - t0,
             "starts": starts, "restart": restart}
-
-
-# -- summary -----------------------------------------------------------------------------
-def best_at(trace, optimum, b):
-    vals = [t for t in trace[:b] if t is not None]
-    return min(vals) / optimum if vals else math.inf
-
-
-def evals_to(trace, optimum, tol):
-    for i, t in enumerate(trace):
-        if t is not None and t <= optimum * (1 + tol):
-            return i + 1
-    return math.inf
-
-
-def summarize(runs, budgets):
-    rows = []
-    groups = {}
-    for r in runs:
-        groups.setdefault((r["space"], r["strategy"]), []).append(r)
-    for (space, strategy), rs in sorted(groups.items()):
-        row = {"space": space, "strategy": strategy, "seeds": len(rs)}
-        for b in budgets:   # only runs that went at least b evaluations
-            v = np.array([best_at(r["trace"], r["optimum"], b) for r in rs if len(r["trace"]) >= b])
-            q = np.percentile(v, [25, 50, 75]) if len(v) else [math.nan] * 3
-            row[f"best@{b}"] = [float(x) for x in q]
-        row["horizon"] = min(len(r["trace"]) for r in rs)
-        for tol in (0.01, 0.05):
-            e = np.array([evals_to(r["trace"][: row["horizon"]], r["optimum"], tol) for r in rs], dtype=float)
-            row[f"evals_to_{int(tol * 100)}pct"] = float(np.median(e))
-        row["cpu_per_suggestion_s"] = float(np.median([r["cpu_per_suggestion"] for r in rs]))
-        row["short_runs"] = sum(len(r["trace"]) < max(budgets) for r in rs)
-        row["restarted_runs"] = sum(r.get("starts", 1) > 1 for r in rs)
-        rows.append(row)
-    return rows
-
-
-def fmt_table(rows, budgets):
-    head = f"{'space':8} {'strategy':22} {'n':>3}" + "".join(f" {'best@' + str(b) + ' med [q1,q3]':>24}" for b in budgets) \
-        + f" {'to1%':>6} {'to5%':>6} {'cpu/sugg':>9}"
-    lines = [head, "-" * len(head)]
-    last = None
-    for r in rows:
-        if last is not None and r["space"] != last:
-            lines.append("")
-        last = r["space"]
-        s = f"{r['space']:8} {r['strategy']:22} {r['seeds']:3d}"
-        for b in budgets:
-            q1, m, q3 = r[f"best@{b}"]
-            s += f" {'-':>24}" if math.isnan(m) else f" {m:8.3f} [{q1:6.3f},{q3:6.3f}]"
-        for tol in ("1", "5"):
-            e = r[f"evals_to_{tol}pct"]
-            s += f" {('>' + str(r['horizon'])) if math.isinf(e) else str(int(round(e))):>6}"
-        s += f" {r['cpu_per_suggestion_s']:9.4f}"
-        lines.append(s)
-    return "\n".join(lines)
 
 
 def main(argv=None):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import strategies
+from bench import strategies, strategy_table
 
 SPACE = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces" / "convolution_A4000.json.gz"
 
@@ -36,11 +36,11 @@ def _run(strategy: str, trace: list, **extra) -> dict:
 
 def test_a_run_shorter_than_a_budget_is_left_out_of_that_budget_and_restarted_runs_are_counted():
     runs = [_run("kt_x", [2.0, 1.5], starts=1), _run("kt_x", [3.0, 1.2, 1.1, 1.0], starts=3)]
-    (row,) = strategies.summarize(runs, (2, 4))
+    (row,) = strategy_table.summarize(runs, (2, 4))
     assert row["best@2"][1] == pytest.approx((1.5 + 1.2) / 2)
     assert row["best@4"] == [1.0, 1.0, 1.0]                 # the short run is not in it
     assert row["short_runs"] == 1 and row["restarted_runs"] == 1
-    assert strategies.best_at([None, None], 1.0, 2) == math.inf   # only failures: nothing found
+    assert strategy_table.best_at([None, None], 1.0, 2) == math.inf   # only failures: nothing found
 
 
 def test_merged_kernel_tuner_runs_of_the_other_restart_mode_are_run_again_not_reused(tmp_path, space, monkeypatch):
