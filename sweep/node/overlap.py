@@ -7,6 +7,8 @@ its program's GPU work (overlap).
                                    else "exclusive": nsys, ncu and events hold the GPU for the
                                    whole run, as every backend did before
     measure(job)                   verify and profile under that mode; returns the profiled runs
+    context_mode(env)              how overlap-mode programs create their CUDA contexts: "gate"
+                                   (the default), "token" or "beside" (SWEEP_GPU_TOKEN_CONTEXT)
     holding(lock)                  registers this job as a holder of the GPU beside its lock
     repeat_slots(lock)             how many of one job's repeated runs may run at once in overlap mode
     out_of_memory(error)           a run that failed for want of GPU memory (beside other programs)
@@ -42,6 +44,7 @@ from sweep.node import gpus
 from sweep.node.process import JobFailed, gpu_lock
 
 OVERLAP, EXCLUSIVE = "overlap", "exclusive"
+CONTEXT_ENV = "SWEEP_GPU_TOKEN_CONTEXT"   # read by the CUPTI library in each program (cupti_inject.cpp)
 HOLDER = ".holder"
 OUT_OF_MEMORY = "out of memory"     # cudaErrorMemoryAllocation's text, as a failed run's reason carries it
 
@@ -53,12 +56,23 @@ def mode(profile: Mapping[str, Any], lock: str | Path | None, devices: list[str]
     return OVERLAP if safe else EXCLUSIVE
 
 
+def context_mode(env: Mapping[str, str] | None = None) -> str:
+    """How the CUPTI library creates each program's CUDA context in overlap mode, as it reads
+    SWEEP_GPU_TOKEN_CONTEXT: "gate" (unset or gate: beside the other programs' GPU work, one
+    context at a time on the node), "beside" (0: no gate) or "token" (1, or any other value:
+    under the GPU's token)."""
+    value = (os.environ if env is None else env).get(CONTEXT_ENV) or "gate"
+    return {"gate": "gate", "0": "beside"}.get(value, "token")
+
+
 def measure(job: Any) -> list[Any]:
     """The job's verify and profiled runs under its mode; env["gpu_mode"] says which, and the
     job's "gpu" interval is its measuring phase (in overlap mode shared with other jobs: its
     GPU-seconds are its share of that time, sweep.records.gpu_time)."""
     how = mode(job.cfg.profile, job.gpu_lock_path, gpus.visible())
     job.env["gpu_mode"] = how
+    if how == OVERLAP:
+        job.env["gpu_contexts"] = context_mode()
     users = foreign(job.gpu_lock_path) if job.gpu_lock_path else None
     start: list[float | None] = [time.time()]    # from the lock taken: a job waiting at it is not measuring yet
     try:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+# sweep.node.overlap.context_mode: how overlap-mode programs created their CUDA contexts
+CONTEXTS = {"gate": "created through the node's gate (one at a time, beside other programs' GPU work)",
+            "token": "created under the GPU's token", "beside": "created beside other programs' GPU work, no gate"}
 
 def row(done: pd.DataFrame) -> tuple[str, str] | None:
     """("GPU held", text) for the ok configurations, None when no result says its mode."""
@@ -15,6 +18,9 @@ def row(done: pd.DataFrame) -> tuple[str, str] | None:
         return None
     counts = done["gpu_mode"].dropna().value_counts()
     text = ", ".join(f"{mode} ({n})" for mode, n in counts.items())
+    if "gpu_contexts" in done and done["gpu_contexts"].notna().any():   # overlap mode's CUDA contexts
+        ways = done["gpu_contexts"].dropna().unique()
+        text += "; CUDA contexts " + ", ".join(CONTEXTS.get(w, w) for w in ways)
     if "gpu_s" in done and done["gpu_s"].notna().any():
         text += f"; {done['gpu_s'].sum():.1f} GPU-s in all, median {done['gpu_s'].median():.2f} s a configuration"
     if "gpu_busy_s" in done and done["gpu_busy_s"].notna().any():

@@ -113,18 +113,28 @@ def one_gpu(monkeypatch, tmp_path):
     return lock
 
 
-def test_in_overlap_mode_verify_holds_the_lock_and_the_program_gets_the_token_instead(one_gpu):
+def test_in_overlap_mode_verify_holds_the_lock_and_the_program_gets_the_token_instead(one_gpu, monkeypatch):
+    monkeypatch.delenv(overlap.CONTEXT_ENV, raising=False)
     job = FakeJob(one_gpu)
     assert overlap.measure(job) == ["taken"]
     assert job.seen == [("verify", False, None), ("capture", True, one_gpu)]
     assert job.env["gpu_mode"] == "overlap" and job.gpu_token is None and job.marked == ["gpu"]
+    assert job.env["gpu_contexts"] == "gate"
+
+
+def test_the_context_setting_is_read_as_the_cupti_library_reads_it():
+    assert overlap.context_mode({}) == "gate" and overlap.context_mode({overlap.CONTEXT_ENV: ""}) == "gate"
+    assert overlap.context_mode({overlap.CONTEXT_ENV: "gate"}) == "gate"
+    assert overlap.context_mode({overlap.CONTEXT_ENV: "0"}) == "beside"
+    assert overlap.context_mode({overlap.CONTEXT_ENV: "1"}) == "token"
+    assert overlap.context_mode({overlap.CONTEXT_ENV: "yes"}) == "token"     # the library: neither 0 nor gate
 
 
 def test_in_exclusive_mode_the_whole_run_holds_the_lock_and_no_token_is_given(one_gpu):
     job = FakeJob(one_gpu, backend="nsys")
     overlap.measure(job)
     assert job.seen == [("verify", False, None), ("capture", False, None)]
-    assert job.env["gpu_mode"] == "exclusive"
+    assert job.env["gpu_mode"] == "exclusive" and "gpu_contexts" not in job.env
 
 
 def test_a_program_out_of_gpu_memory_beside_others_is_measured_again_alone(one_gpu):

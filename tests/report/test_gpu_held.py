@@ -25,3 +25,11 @@ def test_gpu_work_outside_the_token_is_a_warning_that_says_what_to_do():
 
 def test_results_from_before_the_modes_give_no_row():
     assert gpu_held.row(pd.DataFrame({"status": ["ok"]})) is None
+
+
+def test_the_row_says_how_overlap_modes_programs_created_their_cuda_contexts():
+    done = pd.DataFrame({"gpu_mode": ["overlap", "exclusive"], "gpu_contexts": ["gate", None]})
+    assert gpu_held.row(done)[1] == ("overlap (1), exclusive (1); CUDA contexts created through the node's gate "
+                                     "(one at a time, beside other programs' GPU work)")
+    older = pd.DataFrame({"gpu_mode": ["overlap"], "gpu_contexts": [None]})
+    assert gpu_held.row(older)[1] == "overlap (1)"
