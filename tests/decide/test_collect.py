@@ -79,3 +79,21 @@ def test_nothing_measured_points_at_failures_only_when_a_job_failed():
     failed = pd.DataFrame({"tag": ["a", "b"], "status": ["skipped", "compile_failed"]})
     assert "see the failures above" in nothing_measured(failed)
     assert "no job was planned" in nothing_measured(pd.DataFrame())
+
+
+def test_an_overlap_mode_results_gpu_use_and_context_mode_become_columns(toy_sweep, tmp_path):
+    import json
+    import shutil
+
+    _, jobs, _, _ = toy_sweep
+    copy = tmp_path / "toy"
+    shutil.copytree(jobs / "toy", copy, ignore=shutil.ignore_patterns("build"))
+    path = copy / "A128_B64x4" / "result.json"
+    r = json.loads(path.read_text())
+    r["env"].update(gpu_mode="overlap", gpu_contexts="gate", gpu_use={"busy_s": 0.4, "wait_s": 1.5, "outside": 0})
+    path.write_text(json.dumps(r))
+    rows = collect.collect(copy).configs.set_index("tag")
+    assert rows.loc["A128_B64x4", ["gpu_mode", "gpu_contexts", "gpu_busy_s", "gpu_wait_s", "gpu_outside"]].tolist() \
+        == ["overlap", "gate", 0.4, 1.5, 0]
+    other = rows.loc["A64_B32x1"]          # an exclusive-mode result: no context mode, no waits
+    assert other["gpu_mode"] == "exclusive" and pd.isna(other["gpu_contexts"]) and pd.isna(other["gpu_wait_s"])
