@@ -45,6 +45,12 @@
 
 namespace sweep_token {
 
+// Waits for the exclusive flock on fd (the token's and the context gate's), through interrupts.
+inline void lock_exclusive(int fd) {
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+}
+
 struct Window {
     uint64_t acquired;
     uint64_t released;
@@ -146,8 +152,7 @@ class Token {
 
     void take() {
         requested_ = now_();
-        while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-        }
+        lock_exclusive(fd_);
         held_ = true;
         acquired_ = now_();
     }
@@ -197,10 +202,7 @@ class Gate {
 
     void take() {
         mutex_.lock();                     // the process's other threads wait here, not on the flock
-        if (depth_++ == 0) {
-            while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-            }
-        }
+        if (depth_++ == 0) lock_exclusive(fd_);
     }
 
     void give() {
