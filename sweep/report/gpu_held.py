@@ -12,6 +12,7 @@ import pandas as pd
 CONTEXTS = {"gate": "created through the node's gate (one at a time, beside other programs' GPU work)",
             "token": "created under the GPU's token", "beside": "created beside other programs' GPU work, no gate"}
 
+
 def row(done: pd.DataFrame) -> tuple[str, str] | None:
     """("GPU held", text) for the ok configurations, None when no result says its mode."""
     if "gpu_mode" not in done or done["gpu_mode"].dropna().empty:
