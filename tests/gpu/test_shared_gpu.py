@@ -42,8 +42,13 @@ int main(int argc, char** argv) {
 
 
 @pytest.fixture
-def stranger(tmp_path):
+def stranger(tmp_path, monkeypatch):
+    """The stranger and the sweep on one GPU: on a machine of several, the sweep would measure
+    some configurations on a GPU the stranger never touched."""
     from sweep.node.build import detect_arch
+
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", first)
 
     src = tmp_path / "stranger.cu"
     src.write_text(STRANGER)
@@ -106,17 +111,21 @@ def overlap_sweep_captures(tmp_path, sweep_roots, name: str) -> list:
     space = example_space(tmp_path, name, profile={"backend": "cupti"})
     s = run(space, sweep_roots, confirm=False, certify=False)
     assert s.counts == {"ok": len(ROWS)}
-    spans = []
+    spans, gpu_of = [], {}   # the exclusion is per GPU: on a machine of several, jobs on two GPUs overlap
     for result in s.sweep_dir.glob("*/result.json"):
         r = json.loads(result.read_text())
-        spans.append(tuple(r["intervals"]["gpu"][:2]))
-    concurrent = sum(1 for (a0, a1), (b0, b1) in combinations(spans, 2) if a0 < b1 and b0 < a1)
-    assert concurrent > 0, f"no two jobs measured at once, nothing was checked: {spans}"
-    caps = [read_capture(p) for p in sorted(s.sweep_dir.rglob(CAPTURE_FILE))]
+        gpu_of[result.parent.name] = r["env"].get("gpu_uuid", "")
+        spans.append((gpu_of[result.parent.name], *r["intervals"]["gpu"][:2]))
+    concurrent = sum(1 for (g, a0, a1), (h, b0, b1) in combinations(spans, 2) if g == h and a0 < b1 and b0 < a1)
+    assert concurrent > 0, f"no two jobs measured at once on one GPU, nothing was checked: {spans}"
+    paths = sorted(s.sweep_dir.rglob(CAPTURE_FILE))
+    caps = [read_capture(p) for p in paths]
+    gpus = [gpu_of.get(p.relative_to(s.sweep_dir).parts[0], "") for p in paths]
     assert len(caps) >= len(ROWS)
     assert all(c.tokens for c in caps), "a capture without token windows: overlap mode did not run"
     assert sum(len(outside(c)) for c in caps) == 0
-    crossing = [(i, j, cross_overlaps(a, b)) for (i, a), (j, b) in combinations(enumerate(caps), 2)]
+    crossing = [(i, j, cross_overlaps(a, b)) for (i, a), (j, b) in combinations(enumerate(caps), 2)
+                if gpus[i] == gpus[j]]
     assert [x for x in crossing if x[2]] == []
     return caps
 
