@@ -280,6 +280,9 @@ def main(argv=None):
                                  "`pip install '.[bench]'` (Kernel Tuner 1.5.0), tpe needs optuna.")
     ap.add_argument("--spaces", nargs="*", default=[str(DEFAULT_SPACES)])
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed+seeds-1 (default 0): --first-seed 40 gives seeds a "
+                         "strategy was not tuned on")
     ap.add_argument("--strategies", default=",".join(DEFAULT),
                     help="comma list; 'kt' = every Kernel Tuner one; also: " + ",".join(ALL))
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
@@ -304,8 +307,9 @@ def main(argv=None):
             sys.exit(f"error: {', '.join(wanted)} need the {module} package, not installed here: {what}, "
                      f"or leave them out (--strategies ours,random)")
     files = space_files(a.spaces)
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
     tasks = [(str(f), s, seed, max(budgets), a.kt_restart)
-             for s in strategies for seed in range(a.seeds) for f in files]
+             for s in strategies for seed in seeds for f in files]
     runs = []
     for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
         with open(m) as f:
@@ -336,13 +340,14 @@ def main(argv=None):
                 log.write(json.dumps(r) + "\n")
                 log.flush()
     wall = time.time() - t0
-    runs = [r for r in runs if r["strategy"] in strategies and r["seed"] < a.seeds]
+    runs = [r for r in runs if r["strategy"] in strategies and r["seed"] in seeds]
     rows = summarize(runs, budgets)
     print(fmt_table(rows, budgets))
     restarted = [f"{r['space']} {r['strategy']} {r['restarted_runs']} of {r['seeds']}" for r in rows if r["restarted_runs"]]
     if restarted:
         print("\nruns started again after their strategy ended short of the budget: " + "; ".join(restarted))
-    print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds")
+    print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds"
+          + (f" from {a.first_seed}" if a.first_seed else ""))
     if a.out:
         out = Path(a.out)
         if out.suffix == ".csv":

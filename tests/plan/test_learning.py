@@ -192,3 +192,30 @@ def test_a_stalled_search_with_a_switch_takes_its_local_steps_on_the_other_side_
 def test_the_other_sides_proposal_is_the_same_after_a_replayed_history():
     first = _stalled_with_a_switch().ask(3)
     assert _stalled_with_a_switch().ask(3) == first
+
+
+def _switch_history(**opts) -> LearningSearch:
+    """Twelve points on side s=1 of a switch, the best (2, 2), the second best (5, 5); none on s=0
+    near them: the model has no evidence about either point's other side."""
+    dims = [Dim("a", tuple(range(8))), Dim("b", tuple(range(8))), Dim("s", (0, 1))]
+    s = LearningSearch(dims, seed=1, n_init=2, alignment=False, **opts)
+    s.tell({"a": 2, "b": 2, "s": 1}, 1.0)
+    s.tell({"a": 5, "b": 5, "s": 1}, 1.1)
+    s.tell({"a": 0, "b": 7, "s": 1}, None, failure="runtime_failed")
+    for i, (a, b) in enumerate([(i, (i + 4) % 8) for i in range(8)] + [(1, 0)]):
+        s.tell({"a": a, "b": b, "s": 1}, 3.0 + i)
+    return s
+
+
+def test_every_fourth_proposal_tries_a_best_points_other_switch_value():
+    s = _switch_history()
+    assert len(s.told) % s.flip_every == 0
+    assert s.ask(1)[0] == {"a": 2, "b": 2, "s": 0}
+    s.tell({"a": 2, "b": 2, "s": 0}, 4.0)
+    for a in (3, 4, 6):                             # three more points, all slow
+        s.tell({"a": a, "b": 1, "s": 1}, 20.0)
+    assert s.ask(1)[0] == {"a": 5, "b": 5, "s": 0}  # the best point's flip is told: the next best's
+
+
+def test_no_switch_flips_when_turned_off():
+    assert _switch_history(flip_every=0).ask(1)[0] != {"a": 2, "b": 2, "s": 0}
