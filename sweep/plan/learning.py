@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .moves import basin_heads, near, ranked, stalled_for, switch_flips
 from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
@@ -250,34 +251,6 @@ class LearningSearch:
         sd = sd if sd > 1e-12 else 1.0
         return (y - mu) / sd, sd
 
-    def _incumbents(self) -> list[tuple]:
-        """The best told point of each of the n_incumbents best distinct basins: the best points
-        taken in order, skipping any within `basin` parameters of one already taken, so a local
-        step can leave a basin that only looks best (multi-start local search)."""
-        out: list[tuple] = []
-        for _, k in sorted((v, k) for k, (v, f) in self.told.items() if v is not None):
-            if len(out) < self.n_incumbents and all(sum(a != b for a, b in zip(k, o)) > self.basin for o in out):
-                out.append(k)
-        return out
-
-    def _stalled(self) -> int:
-        """Evaluations told since the best time last improved."""
-        best, since = math.inf, 0
-        for v in (self.told[k][0] for k in self.order):
-            best, since = (v, 0) if v is not None and v < best else (best, since + 1)
-        return since
-
-    def _near(self, cands: np.ndarray, incumbents: Sequence[tuple]) -> np.ndarray:
-        """Candidates one parameter away (any value) or one level away in two parameters
-        from one of the incumbents."""
-        near = np.zeros(len(cands), dtype=bool)
-        for k in incumbents:
-            diff = cands != np.array(k)
-            ham = diff.sum(1)
-            step = np.abs(cands - np.array(k)).max(1)
-            near |= (ham <= 1) | ((ham <= 2) & (step <= 1))
-        return near
-
     def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
         """Best of several random candidates (of the least-covered switch combinations) by distance
         to everything told or pending."""
@@ -299,8 +272,8 @@ class LearningSearch:
     def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
         step = len(self.told) + len(self.pending)
         local = bool(self.local_every) and step % self.local_every == 0
-        stalled_for = self._stalled()
-        stalled, long_stalled = stalled_for >= self.stall, stalled_for >= 2 * self.stall
+        held = stalled_for(self.told, self.order)     # evaluations since the best last improved
+        stalled, long_stalled = held >= self.stall, held >= 2 * self.stall
         if self.flip_every and len(self._switches) and step % self.flip_every == 0:
             flip = self._switch_flip()
             if flip is not None:
@@ -313,20 +286,19 @@ class LearningSearch:
             if other_side is not None:
                 return other_side
         if local or len(cands) > self.max_score:
-            best = [k for _, k in sorted((v, k) for k, (v, f) in self.told.items() if v is not None)]
-            near = self._near(cands, best[: self.n_incumbents])
-            mine, inc = near, (self._incumbents() if stalled else [])
+            near_best = near(cands, ranked(self.told)[: self.n_incumbents])
+            mine, inc = near_best, (basin_heads(self.told, self.n_incumbents, self.basin) if stalled else [])
             if len(inc) > 1:   # stalled: a basin that only looks best is not the only one searched
-                mine = self._near(cands, [inc[1 + (step // max(1, self.local_every)) % (len(inc) - 1)]])
+                mine = near(cands, [inc[1 + (step // max(1, self.local_every)) % (len(inc) - 1)]])
             if local and mine.any():
                 cands = cands[mine]
-            elif local and near.any():
-                cands = cands[near]
+            elif local and near_best.any():
+                cands = cands[near_best]
             elif len(cands) > self.max_score:   # score the incumbents' neighbours and a random sample
-                far = np.flatnonzero(~near)
-                pick = rng.choice(len(far), size=max(0, self.max_score - int(near.sum())), replace=False) \
-                    if len(far) > self.max_score - int(near.sum()) else np.arange(len(far))
-                keep = near.copy()
+                far = np.flatnonzero(~near_best)
+                pick = rng.choice(len(far), size=max(0, self.max_score - int(near_best.sum())), replace=False) \
+                    if len(far) > self.max_score - int(near_best.sum()) else np.arange(len(far))
+                keep = near_best.copy()
                 keep[far[pick]] = True
                 cands = cands[keep]
         failed = [k for k in self.order if self.told[k][0] is None]
@@ -352,17 +324,10 @@ class LearningSearch:
         return None
 
     def _switch_flip(self) -> tuple | None:
-        """The first untried legal point that differs from one of the n_incumbents best points (best
-        first) in one two-valued parameter alone. A switch between code paths changes how the other
-        parameters act, so a good point's other side is the likeliest good point the model has no
-        evidence for: on the convolution spaces the optimum sits one switch from points 1-20% slower
-        (read-only loads, W6600), which the model, fitted on the switch's other value, ranks low."""
-        ok = sorted((v, k) for k, (v, f) in self.told.items() if v is not None)
-        for _, k in ok[: self.n_incumbents]:
-            for j in self._switches:
-                flip = tuple(1 - int(i) if m == j else int(i) for m, i in enumerate(k))
-                if flip not in self.told and flip not in self.pending and self._untried_legal(flip):
-                    return flip
+        """The first untried legal point of moves.switch_flips: a best point's other switch value."""
+        for flip in switch_flips(self.told, [int(j) for j in self._switches], self.n_incumbents):
+            if flip not in self.told and flip not in self.pending and self._untried_legal(flip):
+                return flip
         return None
 
     def _untried_legal(self, key: tuple) -> bool:

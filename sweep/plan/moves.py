@@ -1,0 +1,61 @@
+"""The learning search's local moves, as functions of what it was told (sweep.plan.learning):
+which points are the heads of distinct basins, how long the best has held, which candidates are
+near a point, and a good point's other switch values. Pure: stdlib + numpy only.
+
+`told` maps a point's index tuple to (time or None, failure or None); `order` lists the told
+points in the order they were told."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+
+Told = Mapping[tuple, tuple]
+
+
+def ranked(told: Told) -> list[tuple]:
+    """The points that ran, fastest first."""
+    return [k for _, k in sorted((v, k) for k, (v, f) in told.items() if v is not None)]
+
+
+def basin_heads(told: Told, n: int, basin: int) -> list[tuple]:
+    """The best told point of each of the n best distinct basins: the best points taken in order,
+    skipping any within `basin` parameters of one already taken, so a local step can leave a
+    basin that only looks best (multi-start local search)."""
+    out: list[tuple] = []
+    for k in ranked(told):
+        if len(out) < n and all(sum(a != b for a, b in zip(k, o)) > basin for o in out):
+            out.append(k)
+    return out
+
+
+def stalled_for(told: Told, order: Sequence[tuple]) -> int:
+    """Evaluations told since the best time last improved."""
+    best, since = math.inf, 0
+    for v in (told[k][0] for k in order):
+        best, since = (v, 0) if v is not None and v < best else (best, since + 1)
+    return since
+
+
+def near(cands: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
+    """Which candidates are one parameter away (any value) or one level away in two parameters
+    from one of the points."""
+    out = np.zeros(len(cands), dtype=bool)
+    for k in points:
+        ham = (cands != np.array(k)).sum(1)
+        step = np.abs(cands - np.array(k)).max(1)
+        out |= (ham <= 1) | ((ham <= 2) & (step <= 1))
+    return out
+
+
+def switch_flips(told: Told, switches: Sequence[int], n: int) -> Iterator[tuple]:
+    """The points that differ from one of the n best (best first) in one two-valued parameter
+    alone, in that order. A switch between code paths changes how the other parameters act, so a
+    good point's other side is the likeliest good point the model has no evidence for: on the
+    convolution spaces the optimum sits one switch from points 1-25% slower (read-only loads,
+    W6600), which a model fitted on the switch's other value ranks low (bench/STRATEGIES.md)."""
+    for k in ranked(told)[:n]:
+        for j in switches:
+            yield tuple(1 - int(i) if m == j else int(i) for m, i in enumerate(k))
