@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from agreement import agreement  # noqa: E402  (bench/agreement.py)
-from sweep_times import handover, handover_line, occupancy, split, timeline  # noqa: E402  (bench/sweep_times.py)
+from sweep_times import handover, handover_line, occupancy, race_line, races, split, timeline  # noqa: E402  (bench/sweep_times.py)
 from sweep.core.errors import SweepError  # noqa: E402
 from sweep.dispatch import visible_gpus, workers  # noqa: E402
 from sweep.pipeline import driver as pipeline  # noqa: E402
@@ -90,7 +90,8 @@ def one(space: Path, jobs_root: Path, name: str, devices: list[str], cold: bool 
     wall, hi = time.monotonic() - t0, time.time()
     handed = handover(s.sweep_dir, lo)
     return {"wall_s": round(wall, 3), "counts": s.counts, "split": split(s.sweep_dir, lo, hi),
-            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo, handed), "handover": handed}
+            **occupancy(s.sweep_dir, len(devices)), "timeline": timeline(s.sweep_dir, lo, handed), "handover": handed,
+            "races": races(s.sweep_dir)}
 
 
 def gpu_name() -> str:
@@ -278,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
               f"a worker was taken up in {later.get('median', 'unknown')} s (median; a fresh worker's first job: "
               f"{first.get('median', 'unknown')} s, its start-up)")
         print(f"  {handover_line(r)}")
+        for race in r.get("races") or []:
+            print(f"  {race_line(race)}")
     for g in agreements(runs):
         print(agreement_line(g))
     print("build/measure/race/confirm: seconds of the wall time each covered (they overlap); frame: covered by none; "

@@ -21,6 +21,7 @@ from typing import Any
 
 from sweep.core.spans import covered
 from sweep.dispatch.local import HANDOVER_LOG
+from sweep.node import race as race_files
 
 CONFIRM_TAGS = ("default", "best")
 CATEGORIES = ("build", "measure", "race", "confirm")
@@ -134,3 +135,34 @@ def occupancy(sweep_dir: Path, n_gpus: int) -> dict[str, object]:
             "occupancy": round(busy / (wall * n_gpus), 4) if wall > 0 else None,
             "gpu_work_s": work, "gpu_work": round(work / (wall * n_gpus), 4) if wall > 0 and work is not None else None,
             "per_gpu": {k: v.get("share") for k, v in per.items()}, "startup_s": occ.get("startup_s") or {}}
+
+
+def races(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Each certification race of the sweep (one per part where the groups were split over GPUs),
+    in the order they started: its groups, jobs a round, budget, rounds, seconds, and why each
+    group's race stopped ("separated", "budget", "max_rounds"): a race that ran to its budget
+    where another decided shows in these, not in the wall time."""
+    out = []
+    for path, r in results(sweep_dir, "_races/*/result.json"):
+        folder = path.parent
+        try:
+            plan = json.loads((folder / race_files.PLAN).read_text())
+            done = json.loads((folder / race_files.OUTCOME).read_text())
+        except (OSError, ValueError):
+            continue
+        start = (r.get("intervals") or {}).get("race", [None])[0]
+        out.append({"race": folder.name, "start": start, "groups": len(plan.get("lanes", [])),
+                    "jobs": len(plan.get("jobs", {})), "budget_s": plan.get("budget_s"),
+                    "lockstep": bool(plan.get("lockstep")), "rounds": done.get("rounds"),
+                    "elapsed_s": done.get("elapsed_s"),
+                    "stopped": [lane.get("result", {}).get("stopped") for lane in done.get("lanes", [])]})
+    return sorted(out, key=lambda x: (x["start"] is None, x["start"] or 0.0))
+
+
+def race_line(r: dict[str, Any]) -> str:
+    """One race of `races`, in a line."""
+    def secs(x: object) -> str:
+        return f"{x:.1f} s" if isinstance(x, (int, float)) else "unknown"
+    return (f"race {r['race'][:8]}: {r['groups']} group(s), {r['jobs']} jobs a round"
+            f"{' in lockstep' if r['lockstep'] else ''}, budget {secs(r['budget_s'])}, {r['rounds']} rounds in "
+            f"{secs(r['elapsed_s'])}; stopped: {', '.join(str(s) for s in r['stopped']) or 'unknown'}")

@@ -156,3 +156,20 @@ def test_the_hand_over_log_adds_each_sweep_jobs_wait_for_the_driver_and_for_its_
                                               "up: median 0.90 s, max 0.90 s (1 job); workers started from 0.5 s "
                                               "to 1.0 s")
     assert handover_line({"handover": handover(tmp_path / "none", 0.0)}) == "hand-over: unknown (no hand-over log)"
+
+
+def test_each_race_is_read_with_its_budget_rounds_and_why_its_groups_stopped_in_start_order(tmp_path):
+    from bench.sweep_times import race_line, races
+
+    for name, start, stopped, lockstep in (("bbb", 5.0, ["budget", "budget"], True), ("aaa", 3.0, ["separated"], False)):
+        _result(tmp_path / "_races" / name, {"race": [start, start + 36]}, role="race")
+        plan = {"lanes": [{}] * len(stopped), "jobs": {"A": "/a", "B": "/b", "C": "/c"}, "budget_s": 36.0,
+                **({"lockstep": True} if lockstep else {})}
+        (tmp_path / "_races" / name / "race_plan.json").write_text(json.dumps(plan))
+        (tmp_path / "_races" / name / "race.json").write_text(json.dumps(
+            {"rounds": 9, "elapsed_s": 35.5, "lanes": [{"result": {"stopped": s}} for s in stopped]}))
+    (tmp_path / "_races" / "ccc").mkdir()                       # a race that left nothing: not read
+    got = races(tmp_path)
+    assert [r["race"] for r in got] == ["aaa", "bbb"]
+    assert race_line(got[1]) == ("race bbb: 2 group(s), 3 jobs a round in lockstep, budget 36.0 s, 9 rounds in 35.5 s; "
+                                 "stopped: budget, budget")
