@@ -272,12 +272,12 @@ class LearningSearch:
     def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
         step = len(self.told) + len(self.pending)
         local = bool(self.local_every) and step % self.local_every == 0
-        held = stalled_for(self.told, self.order)     # evaluations since the best last improved
-        stalled, long_stalled = held >= self.stall, held >= 2 * self.stall
         if self.flip_every and len(self._switches) and step % self.flip_every == 0:
             flip = self._switch_flip()
             if flip is not None:
                 return flip
+        held = stalled_for(self.told, self.order)     # evaluations since the best last improved
+        stalled, long_stalled = held >= self.stall, held >= 2 * self.stall
         # stalled: the local steps search the other sides of the switches; stalled twice as long
         # (the best has held while those searches ran), every step does
         if len(self._switches) and ((local and stalled) or long_stalled):
@@ -326,13 +326,14 @@ class LearningSearch:
     def _switch_flip(self) -> tuple | None:
         """The first untried legal point of moves.switch_flips: a best point's other switch value."""
         for flip in switch_flips(self.told, [int(j) for j in self._switches], self.n_incumbents):
-            if flip not in self.told and flip not in self.pending and self._untried_legal(flip):
+            if self._untried_legal(flip):
                 return flip
         return None
 
     def _untried_legal(self, key: tuple) -> bool:
+        """Legal, and neither told nor pending (the enumerated set marks both as used)."""
         if self._cands is None:
-            return self._legal_key(key)
+            return key not in self.told and key not in self.pending and self._legal_key(key)
         i = self._cand_index(key)
         return i is not None and not self._used[i]
 

@@ -59,12 +59,8 @@ def test_first_seed_runs_and_tabulates_only_the_seeds_it_names(tmp_path, monkeyp
     log = tmp_path / "old.jsonl"
     log.write_text(json.dumps(_run("random", [5.0], space="convolution_A4000", seed=3)) + "\n")
     made = []
-    monkeypatch.setattr(strategies, "run_one", lambda t: made.append(t) or _run(t[1], [1.0], space=load_name(t), seed=t[2]))
+    monkeypatch.setattr(strategies, "run_one", lambda t: made.append(t) or _run(t[1], [1.0], space=strategies.load_name(t[0]), seed=t[2]))
     strategies.main(["--spaces", str(SPACE), "--strategies", "random", "--seeds", "2", "--first-seed", "40",
                      "--budgets", "1", "--merge", str(log)])
     assert [t[2] for t in made] == [40, 41]
     assert "2 in the table, 2 seeds from 40" in capsys.readouterr().out   # seed 3's logged run is left out
-
-
-def load_name(task: tuple) -> str:
-    return strategies.load_name(task[0])
