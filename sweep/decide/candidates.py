@@ -24,6 +24,7 @@ from sweep.records.evidence import Certification, ShapeBest
 from sweep.records import Candidate, Choice
 from sweep.space import Parameter, Space, groups
 from sweep.stats import MIN_SAMPLES_FOR_NOISE, compare, summarize
+from sweep.stats.race import EQUIVALENCE
 
 NOISE_SIGMAS = 2.0
 ALPHA = 0.05
@@ -278,7 +279,8 @@ def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Ca
         note = f"certified: faster than every other entrant in a race of {cert.rounds} rounds on one GPU"
     else:
         tied = "; ".join(", ".join(f"{k}={v}" for k, v in t.items()) for t in cert.tied)
-        note = f"race tie after {cert.rounds} rounds ({cert.stopped}): tied {tied}; picked by rule: {cert.rule}"
+        why = f"shown within {EQUIVALENCE:.0%} of each other" if cert.stopped == "equivalent" else cert.stopped
+        note = f"race tie after {cert.rounds} rounds ({why}): tied {tied}; picked by rule: {cert.rule}"
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None
     return Choice(macros, kernels, dict(cert.pick), pick, ru, margin, noise, cert.certified, baseline_ns, speedup,
                   tuple(cands), note, noise_source="race", verdict=cert.verdict, margin_ci_low=lo, margin_ci_high=hi,

@@ -58,7 +58,7 @@ from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
 from sweep.node.race import OUTCOME, Lane, RacePlan, read_outcome
 from sweep.decide import race_parts
-from sweep.decide.race_cost import cost_s, first_certifiable_round
+from sweep.decide.race_cost import cost_s, first_certifiable_round, side_by_side_s
 from sweep.records import Best, Choice, JobSettings
 from sweep.decide.select import group_rows, patterns
 from sweep.space import Config, Space, check, make_config, tag
@@ -340,13 +340,19 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
     """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
     p = shared(space, best, c, sweep_dir, p) or p
-    found = race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x), part_first_look(c)) if p is not None else []
+    found = (race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x), part_first_look(c), side_by_side(c))
+             if p is not None else [])
     return {k: v for part, out in found for k, v in certifications(part, out).items()}
 
 
 def part_first_look(c: Collected) -> Callable[[RacePlan], float]:
     """A split race's part's estimated seconds to its first decisive look (its own jobs a round)."""
     return lambda part: cost_s(part, c, len(part.tags()))
+
+
+def side_by_side(c: Collected) -> Callable[[list[RacePlan]], float | None]:
+    """Races at once on GPUs of their own: seconds until the last reaches its first decisive look."""
+    return lambda plans: side_by_side_s(plans, c)
 
 
 def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") \
@@ -371,7 +377,8 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
         c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
-    races = race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks), first_look_s=part_first_look(c))
+    races = race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks), first_look_s=part_first_look(c),
+                             side_by_side_s=side_by_side(c))
     ran = race_parts.run_parts(space, sw, races, lambda x: race_dir(sw.sweep_dir, x), cost, partition)
     failed = [why for _, out, why in ran if out is None]
     if failed:

@@ -110,16 +110,34 @@ def lockstep_costs(p: RacePlan, c: Collected) -> tuple[float, float]:
     return start_s, float(per_turn.sum()) * p.turns
 
 
-def lockstep_seconds(p: RacePlan, c: Collected, rounds: int) -> float:
+def lockstep_seconds(p: RacePlan, c: Collected, rounds: int, beside: float = 1.0) -> float:
     """About how long `rounds` lockstep rounds take: each batch (as many rounds as plan.processes
     holds) one process's start-up plus PROCESS_START_SHARE of it for each other process (the
-    start-up work the GPU serialises), and the rounds' turns."""
+    start-up work the node serialises), and the rounds' turns. beside: the node's processes
+    starting for each of this race's (other races at once on other GPUs start theirs too)."""
     start_s, per_round = lockstep_costs(p, c)
     programs = len(p.tags()) * max(1, len(p.weights))
     per_batch = max(1, p.processes // programs)
     full, last = divmod(rounds, per_batch)
-    batch_s = [start_s * (1 + PROCESS_START_SHARE * (n * programs - 1)) for n in [per_batch] * full + [last] if n]
+    batch_s = [start_s * (1 + PROCESS_START_SHARE * (n * programs * beside - 1))
+               for n in [per_batch] * full + [last] if n]
     return sum(batch_s) + rounds * per_round
+
+
+def side_by_side_s(plans: list[RacePlan], c: Collected) -> float | None:
+    """Seconds until the last of these lockstep races, run at once on GPUs of their own, reaches its
+    first decisive look; None unless every one is in lockstep (what a round of whole runs costs beside
+    other races is not modelled). Each race's rounds take their turns on its own GPU, but the node
+    creates one process's CUDA context at a time whatever its GPUs, so every batch's start-up counts
+    the processes of all the races: measured on four H200s (driver 580), 16 processes each creating a
+    context took 4.4 s spread over four GPUs and 4.3 s on one, about 0.28 s each, one at a time."""
+    if not plans or not all(p.lockstep for p in plans):
+        return None
+    programs = [len(p.tags()) * max(1, len(p.weights)) for p in plans]
+    node = sum(programs)
+    return max(lockstep_seconds(p, c, first_certifiable_round(max(len(x.entrants) for x in p.lanes),
+                                                              p.max_rounds, p.alpha), beside=node / n)
+               for p, n in zip(plans, programs))
 
 
 def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:

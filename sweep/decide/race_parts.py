@@ -8,7 +8,12 @@ groups share four jobs, and five races at once on two GPUs took 62 s where the o
 46 s on one GPU (two H200s, bench/scaling.py). Groups go, largest first, to the part that then runs
 the fewest jobs (an empty one too; of equals, the part they add fewest jobs to); the split is
 taken when its largest part runs fewer jobs a round than the whole plan, and all parts together
-at most SPLIT_WORK times as many. The parts are dispatched together, so the local executor runs
+at most SPLIT_WORK times as many, and, where the race's cost can be estimated (`side_by_side_s`,
+lockstep races), when the parts run at once reach their first decisive looks sooner than the whole:
+the node creates one process's CUDA context at a time whatever its GPUs (on four H200s 16
+start-ups took 4.4 s spread over four GPUs, 4.3 s on one), so parts whose rounds are mostly
+start-ups gain nothing from their own GPUs (the seed space's race split into two parts on two
+H200s ran 1.23 s a round against 0.84 s as one race). The parts are dispatched together, so the local executor runs
 them on different GPUs at once and Slurm as tasks of one array; each part is one job, so one
 group's entrants always run on one GPU. A part's budget is the whole plan's times its share of
 the plan's jobs a round (at least an even share among the parts, and at least FIRST_LOOK_MARGIN
@@ -40,6 +45,9 @@ from sweep.space import Space
 SPLIT_WORK = 1.5     # a split's job runs a round, at most, over the whole plan's (GPU time for wall time)
 FIRST_LOOK_MARGIN = 1.5     # a part's budget, at least, over its estimated cost to its first decisive look
 FirstLook = Callable[[RacePlan], float]     # a plan's estimated seconds to its first decisive look (race_cost.cost_s)
+# races run at once on GPUs of their own: seconds until the last reaches its first decisive look, None when
+# the tables cannot say (race_cost.side_by_side_s)
+SideBySide = Callable[[list[RacePlan]], "float | None"]
 
 
 def _part(p: RacePlan, lanes: list[int], n_parts: int, first_look_s: FirstLook | None) -> RacePlan:
@@ -52,10 +60,12 @@ def _part(p: RacePlan, lanes: list[int], n_parts: int, first_look_s: FirstLook |
     return dataclasses.replace(part, budget_s=round(min(budget, p.budget_s), 1))
 
 
-def parts(p: RacePlan, gpus_at_once: int, combined: bool, first_look_s: FirstLook | None = None) -> list[RacePlan]:
+def parts(p: RacePlan, gpus_at_once: int, combined: bool, first_look_s: FirstLook | None = None,
+          side_by_side_s: SideBySide | None = None) -> list[RacePlan]:
     """The races to run: the plan's groups in at most `gpus_at_once` parts when that shortens a
-    round (see the module's text), each part's budget its share; else the plan itself, as when
-    one GPU takes it or the groups race combined configurations."""
+    round, and the parts' race where it can be estimated (see the module's text), each part's budget
+    its share; else the plan itself, as when one GPU takes it or the groups race combined
+    configurations."""
     if gpus_at_once < 2 or len(p.lanes) < 2 or combined:
         return [p]
     jobs = [{e.id for e in lane.entrants} for lane in p.lanes]
@@ -68,11 +78,16 @@ def parts(p: RacePlan, gpus_at_once: int, combined: bool, first_look_s: FirstLoo
     whole = len(set().union(*jobs))
     if len(used) < 2 or max(len(t) for t, _ in used) >= whole or sum(len(t) for t, _ in used) > SPLIT_WORK * whole:
         return [p]
-    return [_part(p, members, len(used), first_look_s) for _, members in sorted(used, key=lambda b: min(b[1]))]
+    split = [_part(p, members, len(used), first_look_s) for _, members in sorted(used, key=lambda b: min(b[1]))]
+    if side_by_side_s is not None:
+        whole_s, split_s = side_by_side_s([p]), side_by_side_s(split)
+        if whole_s is not None and split_s is not None and split_s >= whole_s:
+            return [p]
+    return split
 
 
-def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path],
-                   first_look_s: FirstLook | None = None) -> list[tuple[RacePlan, dict[str, Any]]]:
+def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path], first_look_s: FirstLook | None = None,
+                   side_by_side_s: SideBySide | None = None) -> list[tuple[RacePlan, dict[str, Any]]]:
     """The races already run for this plan: the whole plan's, else those of the split (into as many
     parts as the run that made them had GPUs, budgets as `parts` gives them) whose outcomes cover
     the most groups."""
@@ -82,7 +97,7 @@ def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path],
     best: list[tuple[RacePlan, dict[str, Any]]] = []
     for gpus in range(len(p.lanes), 1, -1):
         found = []
-        for part in parts(p, gpus, combined=False, first_look_s=first_look_s):
+        for part in parts(p, gpus, combined=False, first_look_s=first_look_s, side_by_side_s=side_by_side_s):
             out = read_outcome(race_dir(part))
             if out is not None and out.get("plan_digest") == part.digest():
                 found.append((part, out))

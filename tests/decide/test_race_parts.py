@@ -80,3 +80,13 @@ def test_a_part_keeps_enough_budget_to_reach_its_own_first_decisive_look_and_nev
     start_ups = race_parts.parts(p, 4, combined=False, first_look_s=lambda part: 10.0 + 2.0 * len(part.tags()))
     assert [x.budget_s for x in start_ups] == [24.0, 21.0, 21.0, 18.0]   # 1.5 x (10 s + 2 s a job) over the shares
     assert [x.budget_s for x in race_parts.parts(p, 2, combined=False, first_look_s=lambda part: 90.0)] == [60.0, 60.0]
+
+
+def test_parts_that_would_reach_their_first_decisive_look_no_sooner_than_the_whole_race_are_not_split():
+    p = _plan(("A", "B", "C"), ("D", "E"), ("F", "G"), ("H",))
+    start_bound = lambda plans: 0.3 * sum(len(x.tags()) for x in plans)           # the node's start-ups, one at a time
+    turn_bound = lambda plans: max(len(x.tags()) for x in plans)                   # each race's turns on its own GPU
+    assert race_parts.parts(p, 4, combined=False, side_by_side_s=start_bound) == [p]
+    assert _lanes(race_parts.parts(p, 4, combined=False, side_by_side_s=turn_bound)) == [["M0"], ["M1"], ["M2"], ["M3"]]
+    assert _lanes(race_parts.parts(p, 4, combined=False, side_by_side_s=lambda plans: None)) == \
+        [["M0"], ["M1"], ["M2"], ["M3"]]                                            # no estimate: the job count decides

@@ -7,6 +7,8 @@ the engine's memory-bound kernels at six block sizes on an H100 (five each).
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import sqlite3
 from pathlib import Path
@@ -405,6 +407,19 @@ def test_a_lockstep_race_costs_a_start_up_a_batch_of_rounds_and_its_turns_whatev
     assert race_cost.affordable_rounds(p, c, 4) == 12                              # max_rounds
     short, _ = _lockstep_plan(10.0)
     assert race_cost.affordable_rounds(short, c, 4) == 7                           # the 2nd batch fits 3 rounds
+
+
+def test_lockstep_races_side_by_side_share_the_nodes_start_ups_so_start_bound_parts_are_no_quicker():
+    p, c = _lockstep_plan(25.0)
+    half = [dataclasses.replace(p, lanes=(dataclasses.replace(p.lanes[0], entrants=p.lanes[0].entrants[:2]),)),
+            dataclasses.replace(p, lanes=(dataclasses.replace(p.lanes[0], entrants=p.lanes[0].entrants[2:]),))]
+    assert race_cost.side_by_side_s([p], c) == race_cost.needed_s(p, c)
+    # two races of two programs each start 4 processes a round on the node, as the one race of four does
+    first = race_cost.first_certifiable_round(2, p.max_rounds)
+    two = race_cost.side_by_side_s(half, c)
+    assert two == pytest.approx(max(race_cost.lockstep_seconds(h, c, first, beside=2.0) for h in half))
+    assert race_cost.lockstep_seconds(half[0], c, first, beside=2.0) > race_cost.lockstep_seconds(half[0], c, first)
+    assert race_cost.side_by_side_s([dataclasses.replace(p, lockstep=False)], c) is None     # whole runs: not modelled
 
 
 def test_a_lockstep_start_up_leaves_out_what_the_sweeps_runs_waited_for_other_programs_gpu_work():

@@ -265,12 +265,32 @@ def test_race_certifies_a_three_percent_faster_candidate_with_half_percent_noise
     assert all(c.verdict == "faster" for c in r.comparisons.values())
 
 
-def test_race_on_one_distribution_reports_a_tie_and_rarely_certifies_falsely():
-    results = [run_race(Race(ENTRANTS), dict.fromkeys("ABCD", 1000.0), seed) for seed in range(20)]
+def test_race_on_one_distribution_without_an_equivalence_margin_ties_at_its_budget_and_rarely_certifies_falsely():
+    results = [run_race(Race(ENTRANTS, equivalence=None), dict.fromkeys("ABCD", 1000.0), seed) for seed in range(20)]
     assert sum(r.certified for r in results) <= 1
     for r in (r for r in results if not r.certified):
         assert r.stopped == "max_rounds" and r.rounds == 100
         assert r.pick == "A" and r.rule == "default in tied set" and len(r.tied) >= 2
+
+
+def test_race_on_one_distribution_stops_as_soon_as_the_tie_is_shown_within_one_percent():
+    results = [run_race(Race(ENTRANTS), dict.fromkeys("ABCD", 1000.0), seed) for seed in range(20)]
+    assert sum(r.certified for r in results) <= 1
+    for r in (r for r in results if not r.certified):
+        assert r.stopped == "equivalent" and r.status == "tie" and r.rounds in Race(ENTRANTS).looks and r.rounds < 30
+        assert r.pick == "A" and r.rule == "default in tied set" and len(r.tied) == 4
+        assert all(-0.01 < c.ci_low and c.ci_high < 0.01 for c in r.comparisons.values())
+
+
+def test_noise_too_wide_to_show_one_percent_keeps_a_tied_race_running_to_its_budget():
+    r = run_race(Race(ENTRANTS, max_rounds=30), dict.fromkeys("ABCD", 1000.0), seed=3, noise=0.02)
+    assert r.stopped == "max_rounds" and r.rounds == 30
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_two_percent_gap_is_never_called_equivalent(seed):
+    r = run_race(Race(ENTRANTS), {"A": 1000.0, "B": 1000.0, "C": 1020.0, "D": 1020.0}, seed)
+    assert r.stopped != "equivalent" or not {"C", "D"} & set(r.tied)
 
 
 def test_race_tie_picks_the_default_even_when_it_is_not_the_leader():
@@ -391,6 +411,11 @@ def test_race_rejects_a_round_missing_an_entrant_and_rounds_after_it_stopped():
     race.add_round(dict.fromkeys("ABCD", 1.0), elapsed_s=5.0)
     with pytest.raises(ValueError, match="already stopped"):
         race.add_round(dict.fromkeys("ABCD", 1.0), elapsed_s=6.0)
+
+
+def test_race_rejects_an_equivalence_margin_outside_zero_to_one():
+    with pytest.raises(SweepError, match=r"equivalence=1\.5"):
+        Race(ENTRANTS, equivalence=1.5)
 
 
 def test_race_rejects_duplicate_ids_and_two_defaults():
