@@ -32,7 +32,8 @@ the same less the race's seconds (a group's race runs on one GPU whatever the co
 group it does not shrink, with several their races run side by side).
 --warm-only skips the cold runs: a first run fills the object cache (not reported; skipped where
 the first count's folder under --work already has one, from an earlier command) and the later
-counts get a copy of it and of the engine's exported weights.
+counts get a copy of it, of the backends' caches (the CUPTI library) and of the engine's exported
+weights.
 --variant NAME:VAR=VALUE[,VAR=VALUE...] (repeatable) runs every count once per variant, each with
 those variables in the sweep's environment (a bare NAME: the environment as it is), e.g.
 --variant default --variant gate:SWEEP_GPU_TOKEN_CONTEXT=gate: speedups are over one GPU of the
@@ -143,9 +144,12 @@ def merged(before: list[dict[str, object]], runs: list[dict[str, object]]) -> li
     return out
 
 
-# What --warm-only copies from the first count's jobs folder to the later counts': the object
-# cache, and the engine's exported weights (gpt2_engine.model_dir: minutes of CPU to export again).
-KEPT_BETWEEN_COUNTS = (pipeline.OBJECT_CACHE, "_models")
+# What --warm-only copies from the first count's jobs folder to the later counts': the jobs' caches
+# (the object cache, and each backend's own: the CUPTI injection library, whose build, about 2.9 s of
+# nvcc, every job's build stage waits for), and the engine's exported weights (gpt2_engine.model_dir:
+# minutes of CPU to export again). Until the library was carried too, every job of the later counts
+# reached its GPU 2.4-3.4 s after its build (four H200s, quick_check), the first count's 0.06 s.
+KEPT_BETWEEN_COUNTS = (str(Path(pipeline.OBJECT_CACHE).parent), "_models")
 
 
 VARIANT = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?::(?P<env>[A-Z_][A-Z0-9_]*=[^,]*(?:,[A-Z_][A-Z0-9_]*=[^,]*)*))?$")

@@ -80,13 +80,15 @@ def test_the_timeline_keeps_every_jobs_intervals_from_the_runs_start(tmp_path):
     assert got["race"]["intervals"] == {"race": [9.0, 12.0]} and got["race"]["busy_s"] is None
 
 
-def test_a_warm_run_of_another_gpu_count_gets_the_object_cache_and_the_exported_weights_not_the_sweeps(tmp_path):
+def test_a_warm_run_of_another_gpu_count_gets_the_caches_and_the_exported_weights_not_the_sweeps(tmp_path):
     src, dst = tmp_path / "gpus1" / "jobs", tmp_path / "gpus2" / "jobs"
-    for f in ("_cache/objects/ab/obj.o", "_models/124M-seed0/weights.bin", "quick-check-g1-warm/B128/result.json"):
+    for f in ("_cache/objects/ab/obj.o", "_cache/cupti/libsweep_cupti.so", "_models/124M-seed0/weights.bin",
+              "quick-check-g1-warm/B128/result.json"):
         (src / f).parent.mkdir(parents=True, exist_ok=True)
         (src / f).write_text(f)
     carry_warm(src, dst)
     assert (dst / "_cache/objects/ab/obj.o").read_text() == "_cache/objects/ab/obj.o"
+    assert (dst / "_cache/cupti/libsweep_cupti.so").is_file()      # else each job's build stage waits for nvcc
     assert (dst / "_models/124M-seed0/weights.bin").is_file()
     assert not (dst / "quick-check-g1-warm").exists()
 
