@@ -87,6 +87,8 @@ class Sweep(Protocol):
 
     def gpus_at_once(self) -> int: ...
 
+    def one_node(self) -> bool: ...      # its side-by-side jobs share one node (its CUDA start-ups)
+
 ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.decide.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
 
@@ -340,8 +342,7 @@ def recorded(space: Space, sweep_dir: Path, best: Best, c: Collected) -> dict[tu
     """The certifications of a race already run for this very plan ({} when there is none)."""
     p = plan(space, best, c, sweep_dir)
     p = shared(space, best, c, sweep_dir, p) or p
-    found = (race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x), part_first_look(c), side_by_side(c))
-             if p is not None else [])
+    found = race_parts.recorded_parts(p, lambda x: race_dir(sweep_dir, x), part_first_look(c)) if p is not None else []
     return {k: v for part, out in found for k, v in certifications(part, out).items()}
 
 
@@ -351,7 +352,8 @@ def part_first_look(c: Collected) -> Callable[[RacePlan], float]:
 
 
 def side_by_side(c: Collected) -> Callable[[list[RacePlan]], float | None]:
-    """Races at once on GPUs of their own: seconds until the last reaches its first decisive look."""
+    """Races at once on GPUs of one node: seconds until the last reaches its first decisive look (on
+    Slurm the parts may run on nodes of their own, whose start-ups do not queue behind each other's)."""
     return lambda plans: side_by_side_s(plans, c)
 
 
@@ -378,7 +380,7 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
         p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
     races = race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks), first_look_s=part_first_look(c),
-                             side_by_side_s=side_by_side(c))
+                             side_by_side_s=side_by_side(c) if sw.one_node() else None)
     ran = race_parts.run_parts(space, sw, races, lambda x: race_dir(sw.sweep_dir, x), cost, partition)
     failed = [why for _, out, why in ran if out is None]
     if failed:

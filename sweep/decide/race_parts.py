@@ -9,7 +9,8 @@ groups share four jobs, and five races at once on two GPUs took 62 s where the o
 the fewest jobs (an empty one too; of equals, the part they add fewest jobs to); the split is
 taken when its largest part runs fewer jobs a round than the whole plan, and all parts together
 at most SPLIT_WORK times as many, and, where the race's cost can be estimated (`side_by_side_s`,
-lockstep races), when the parts run at once reach their first decisive looks sooner than the whole:
+lockstep races on one node's GPUs), when the parts run at once reach their first decisive looks
+sooner than the whole:
 the node creates one process's CUDA context at a time whatever its GPUs (on four H200s 16
 start-ups took 4.4 s spread over four GPUs, 4.3 s on one), so parts whose rounds are mostly
 start-ups gain nothing from their own GPUs (the seed space's race split into two parts on two
@@ -86,8 +87,8 @@ def parts(p: RacePlan, gpus_at_once: int, combined: bool, first_look_s: FirstLoo
     return split
 
 
-def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path], first_look_s: FirstLook | None = None,
-                   side_by_side_s: SideBySide | None = None) -> list[tuple[RacePlan, dict[str, Any]]]:
+def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path],
+                   first_look_s: FirstLook | None = None) -> list[tuple[RacePlan, dict[str, Any]]]:
     """The races already run for this plan: the whole plan's, else those of the split (into as many
     parts as the run that made them had GPUs, budgets as `parts` gives them) whose outcomes cover
     the most groups."""
@@ -97,7 +98,8 @@ def recorded_parts(p: RacePlan, race_dir: Callable[[RacePlan], Path], first_look
     best: list[tuple[RacePlan, dict[str, Any]]] = []
     for gpus in range(len(p.lanes), 1, -1):
         found = []
-        for part in parts(p, gpus, combined=False, first_look_s=first_look_s, side_by_side_s=side_by_side_s):
+        # (a split the estimate vetoed ran as the whole plan, found above: the parts are the job count's)
+        for part in parts(p, gpus, combined=False, first_look_s=first_look_s):
             out = read_outcome(race_dir(part))
             if out is not None and out.get("plan_digest") == part.digest():
                 found.append((part, out))

@@ -232,6 +232,10 @@ class Sweep:
             return len(executors.visible_gpus())
         return self.space.slurm.array_parallelism if self.opts.executor == "slurm" else 1
 
+    def one_node(self) -> bool:
+        """Whether the finishing stage's side-by-side jobs run on this one node (the local executor)."""
+        return self.opts.executor == "local"
+
     def run_pending(self, jobs: list[executors.PendingJob], label: str, say: str) -> None:
         """Run those of `jobs` with no result of their configuration yet (after the sweep: the
         baseline, the combined best, a race's entrants), saying `say` and their tags first."""
