@@ -58,6 +58,7 @@ from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.decide.shapes import shape_bests
 from sweep.space import Config, Space, check, make_config
+from sweep.stats.race import EQUIVALENCE
 from sweep.space.workloads import weights
 
 __all__ = ["Best", "Candidate", "Choice", "Confirmation", "select", "confirmation", "objective_ns", "write_best"]
@@ -214,7 +215,8 @@ def race_words(c: Choice) -> str:
     if c.certified:
         return f"  certified ({cert.rounds} rounds)"
     tied = " | ".join(",".join(str(v) for v in t.values()) for t in cert.tied)
-    return f"  tie: {tied} (picked by rule: {cert.rule})"
+    shown = f" within {EQUIVALENCE:.0%}" if cert.stopped == "equivalent" else ""
+    return f"  tie{shown}: {tied} (picked by rule: {cert.rule})"
 
 
 def workload_line(w: WorkloadPick) -> str:

@@ -85,6 +85,9 @@ def test_each_groups_summary_says_certified_tie_with_its_tied_set_or_why_not_rac
     assert line_of(choice(cert=won)).endswith("  certified (9 rounds)")
     tie = Certification("tie", {"P": 1}, "default in tied set", tied=({"P": 1}, {"P": 2}), rounds=30, stopped="max_rounds")
     assert line_of(choice(cert=tie)).endswith("  tie: 1 | 2 (picked by rule: default in tied set)")
+    shown = Certification("tie", {"P": 1}, "default in tied set", tied=({"P": 1}, {"P": 2}), rounds=12,
+                          stopped="equivalent")
+    assert line_of(choice(cert=shown)).endswith("  tie within 1%: 1 | 2 (picked by rule: default in tied set)")
     why = "would cost ~159 s, over the 60 s cap; certify: {cap_s: 175} allows it"
     assert line_of(choice(not_raced=why)).endswith(f"  not raced: {why}")
 
