@@ -129,8 +129,8 @@ def side_by_side_s(plans: list[RacePlan], c: Collected) -> float | None:
     first decisive look; None unless every one is in lockstep (what a round of whole runs costs beside
     other races is not modelled). Each race's rounds take their turns on its own GPU, but the node
     creates one process's CUDA context at a time whatever its GPUs, so every batch's start-up counts
-    the processes of all the races: measured on four H200s (driver 580), 16 processes each creating a
-    context took 4.4 s spread over four GPUs and 4.3 s on one, about 0.28 s each, one at a time."""
+    the processes of all the races: on four H200s (driver 580, bench/context_startup/run.sh), 16
+    programs started at once took 4.9 s spread over four GPUs and 4.1 s on one, about 0.3 s each."""
     if not plans or not all(p.lockstep for p in plans):
         return None
     programs = [len(p.tags()) * max(1, len(p.weights)) for p in plans]

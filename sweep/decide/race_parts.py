@@ -10,13 +10,12 @@ the fewest jobs (an empty one too; of equals, the part they add fewest jobs to);
 taken when its largest part runs fewer jobs a round than the whole plan, and all parts together
 at most SPLIT_WORK times as many, and, where the race's cost can be estimated (`side_by_side_s`,
 lockstep races on one node's GPUs), when the parts run at once reach their first decisive looks
-sooner than the whole:
-the node creates one process's CUDA context at a time whatever its GPUs (on four H200s 16
-start-ups took 4.4 s spread over four GPUs, 4.3 s on one), so parts whose rounds are mostly
-start-ups gain nothing from their own GPUs (the seed space's race split into two parts on two
-H200s ran 1.23 s a round against 0.84 s as one race). The parts are dispatched together, so the local executor runs
-them on different GPUs at once and Slurm as tasks of one array; each part is one job, so one
-group's entrants always run on one GPU. A part's budget is the whole plan's times its share of
+sooner than the whole: the node creates one process's CUDA context at a time whatever its GPUs
+(16 programs started at once took 4.9 s spread over four H200s, 4.1 s on one), so parts whose
+rounds are mostly start-ups gain nothing from their own GPUs (the seed space's race split into two
+parts on two H200s ran 1.23 s a round against 0.84 s as one race). The parts are dispatched
+together, so the local executor runs them on different GPUs at once and Slurm as tasks of one
+array; each part is one job, so one group's entrants always run on one GPU. A part's budget is the whole plan's times its share of
 the plan's jobs a round (at least an even share among the parts, and at least FIRST_LOOK_MARGIN
 times what reaching its own first decisive look costs, `first_look_s`, since start-ups do not
 shrink with the jobs; never more than the whole): a round's time goes with the jobs it runs, so
