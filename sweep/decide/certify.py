@@ -58,7 +58,7 @@ from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
 from sweep.node.race import OUTCOME, Lane, RacePlan, read_outcome
 from sweep.decide import race_parts
-from sweep.decide.race_cost import cost_s, first_certifiable_round, side_by_side_s
+from sweep.decide.race_cost import cost_s, plan_first_round, side_by_side_s
 from sweep.records import Best, Choice, JobSettings
 from sweep.decide.select import group_rows, patterns
 from sweep.space import Config, Space, check, make_config, tag
@@ -370,7 +370,7 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
     over = over_cap(space, p, cost)
     if over and not recorded(space, sw.sweep_dir, best, c):
         how = " in lockstep" if p.lockstep else ""
-        first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
+        first = plan_first_round(p)
         print(f"certify: not racing: certifying takes {first} rounds{how}, {over}; the sweep's picks stand "
               "uncertified", file=sys.stderr)
         return {}, over

@@ -62,6 +62,11 @@ def first_certifiable_round(entrants: int, max_rounds: int, alpha: float = ALPHA
     return r.decisive_looks[0]
 
 
+def plan_first_round(p: RacePlan) -> int:
+    """The first look at which a plan could certify every group: that of its largest group's race."""
+    return first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
+
+
 def seconds_per_run(configs: pd.DataFrame) -> pd.Series:
     """Each job's profile seconds per profiled run (its runs count every workload's), by row."""
     runs = configs["runs"].fillna(1).clip(lower=1) if "runs" in configs else 1
@@ -135,9 +140,7 @@ def side_by_side_s(plans: list[RacePlan], c: Collected) -> float | None:
         return None
     programs = [len(p.tags()) * max(1, len(p.weights)) for p in plans]
     node = sum(programs)
-    return max(lockstep_seconds(p, c, first_certifiable_round(max(len(x.entrants) for x in p.lanes),
-                                                              p.max_rounds, p.alpha), beside=node / n)
-               for p, n in zip(plans, programs))
+    return max(lockstep_seconds(p, c, plan_first_round(p), beside=node / n) for p, n in zip(plans, programs))
 
 
 def affordable_rounds(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
@@ -181,7 +184,7 @@ def cost_s(p: RacePlan, c: Collected, jobs_per_round: int) -> float:
     rounds up to the first look that could certify every group, at lockstep_seconds (lockstep) or
     at runs_rounds_s (else: `jobs_per_round` jobs a round running each workload once, the rounds
     together in overlap mode). 0 when the sweep's tables cannot say."""
-    first = first_certifiable_round(max(len(x.entrants) for x in p.lanes), p.max_rounds, p.alpha)
+    first = plan_first_round(p)
     if p.lockstep:
         return lockstep_seconds(p, c, first)
     return runs_rounds_s(p, c, jobs_per_round, first) or 0.0
@@ -191,8 +194,7 @@ def needed_s(p: RacePlan, c: Collected) -> float:
     """About how long the race must run before it could certify anything: the rounds up to the
     first look that could, at lockstep_seconds (lockstep) or one profiled run of every entrant a
     round (else)."""
-    k = max(len(x.entrants) for x in p.lanes)
-    first = first_certifiable_round(k, p.max_rounds, p.alpha)
+    first = plan_first_round(p)
     if p.lockstep:
         return lockstep_seconds(p, c, first)
     return first * round_s(c.configs, p.tags(), max(1, len(p.weights)))
