@@ -145,9 +145,11 @@ def races(sweep_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path, r in results(sweep_dir, "_races/*/result.json"):
         folder = path.parent
+        done = race_files.read_outcome(folder)
+        if done is None:
+            continue
         try:
             plan = json.loads((folder / race_files.PLAN).read_text())
-            done = json.loads((folder / race_files.OUTCOME).read_text())
         except (OSError, ValueError):
             continue
         start = (r.get("intervals") or {}).get("race", [None])[0]

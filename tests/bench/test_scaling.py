@@ -162,6 +162,7 @@ def test_the_hand_over_log_adds_each_sweep_jobs_wait_for_the_driver_and_for_its_
 
 def test_each_race_is_read_with_its_budget_rounds_and_why_its_groups_stopped_in_start_order(tmp_path):
     from bench.sweep_times import race_line, races
+    from sweep.node.race import OUTCOME_SCHEMA
 
     for name, start, stopped, lockstep in (("bbb", 5.0, ["budget", "budget"], True), ("aaa", 3.0, ["separated"], False)):
         _result(tmp_path / "_races" / name, {"race": [start, start + 36]}, role="race")
@@ -169,7 +170,8 @@ def test_each_race_is_read_with_its_budget_rounds_and_why_its_groups_stopped_in_
                 **({"lockstep": True} if lockstep else {})}
         (tmp_path / "_races" / name / "race_plan.json").write_text(json.dumps(plan))
         (tmp_path / "_races" / name / "race.json").write_text(json.dumps(
-            {"rounds": 9, "elapsed_s": 35.5, "lanes": [{"result": {"stopped": s}} for s in stopped]}))
+            {"schema": OUTCOME_SCHEMA, "rounds": 9, "elapsed_s": 35.5,
+             "lanes": [{"result": {"stopped": s}} for s in stopped]}))
     (tmp_path / "_races" / "ccc").mkdir()                       # a race that left nothing: not read
     got = races(tmp_path)
     assert [r["race"] for r in got] == ["aaa", "bbb"]
