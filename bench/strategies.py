@@ -136,15 +136,18 @@ def run_random(space, seed, limit):
     return ev.trace, cpu / max(1, len(ev.trace))
 
 
-def run_ours(space, seed, limit, batch=1):
+def run_ours(space, seed, limit, batch=1, make=None):
+    """The learning strategy (or `make(dims, legal_points=..., seed=..., budget=...)`, a variant of
+    it: bench/side_oracle.py) asked `batch` proposals at a time."""
     from sweep.plan.learning import Dim, LearningSearch
+    make = make or LearningSearch
     keys = space["keys"]
     dims = [Dim(k, tuple(space["params"][k])) for k in keys]
     legal = [dict(zip(keys, cfg)) for cfg in space["table"]]
     ev = Evaluator(space, limit)
     cpu = 0.0
     t0 = time.process_time()
-    search = LearningSearch(dims, None, legal_points=legal, seed=seed, budget=limit)
+    search = make(dims, legal_points=legal, seed=seed, budget=limit)
     cpu += time.process_time() - t0
     while not ev.done:
         t0 = time.process_time()

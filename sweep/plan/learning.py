@@ -88,7 +88,7 @@ class LearningSearch:
         self.flip_every = int(flip_every)
         self.alignment = bool(alignment)
         self._hyper: dict[int, tuple] = {}
-        self._side_hyper: dict[tuple, dict[int, tuple]] = {}   # (switch, the best point's value): its own
+        self._side_hyper: dict[tuple, dict[int, tuple]] = {}   # (switch, the side's level): its own
         self.local_every = int(local_every)
         self.n_incumbents = int(n_incumbents)
         self.basin = int(basin)
@@ -314,14 +314,22 @@ class LearningSearch:
         best = min(done, key=lambda kv: kv[1])[0]
         for t in range(len(self._switches)):
             j = int(self._switches[(turn + t) % len(self._switches)])
-            there = cands[:, j] != best[j]
-            side_done = [(k, v) for k, v in done if k[j] != best[j]]
-            if there.any() and len(side_done) >= 3:
-                failed = [k for k in self.order if self.told[k][0] is None and k[j] != best[j]]
-                pending = [k for k in self.pending if k[j] != best[j]]
-                hyper = self._side_hyper.setdefault((j, best[j]), {})
-                return self._best_scored(cands[there], side_done, failed, pending, hyper, track_stop=False)
+            found = self._side_search(cands, done, j, 1 - best[j])
+            if found is not None:
+                return found
         return None
+
+    def _side_search(self, cands: np.ndarray, done: list, j: int, level: int) -> tuple | None:
+        """The best candidate with parameter j at `level` by expected improvement under a model of
+        that side's points alone (None: no candidate there, or fewer than 3 points to fit)."""
+        there = cands[:, j] == level
+        side_done = [(k, v) for k, v in done if k[j] == level]
+        if not there.any() or len(side_done) < 3:
+            return None
+        failed = [k for k in self.order if self.told[k][0] is None and k[j] == level]
+        pending = [k for k in self.pending if k[j] == level]
+        hyper = self._side_hyper.setdefault((j, level), {})
+        return self._best_scored(cands[there], side_done, failed, pending, hyper, track_stop=False)
 
     def _switch_flip(self) -> tuple | None:
         """The first untried legal point of moves.switch_flips: a best point's other switch value."""
