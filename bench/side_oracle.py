@@ -20,7 +20,7 @@ import argparse
 import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,8 @@ from sweep.plan.learning import LearningSearch  # noqa: E402
 
 
 class SideOracle(LearningSearch):
-    """LearningSearch whose every `share`-th model step searches parameter `name` at `value`."""
+    """LearningSearch whose every `share`-th model step searches the side `side` = (parameter name,
+    value) by that side's own model (LearningSearch._side_search)."""
 
     def __init__(self, dims, *, side: tuple[str, object], share: int, **kw):
         super().__init__(dims, **kw)
@@ -48,9 +49,15 @@ class SideOracle(LearningSearch):
         return super()._by_model(cands, done, rng)
 
 
+@lru_cache(maxsize=None)
+def _space(path: str) -> dict:
+    """The replayed space, read once per worker process (every run of a worker replays the same file)."""
+    return load_space(path)
+
+
 def one(args):
     path, seed, budget, side, share = args
-    space = load_space(path)
+    space = _space(path)
     make = partial(SideOracle, side=side, share=share) if share else None
     trace, _ = run_ours(space, seed, budget, make=make)
     return share, best_at(trace, space["optimum"], budget), evals_to(trace, space["optimum"], 0.01)

@@ -29,7 +29,7 @@ def test_every_share_th_model_step_proposes_a_point_on_the_given_side():
     assert len(side_steps) >= 5 and all(p["s"] == 1 for p in side_steps)
 
 
-def test_a_side_that_is_not_a_two_valued_parameter_is_refused_naming_the_switches(capsys):
+def test_a_side_that_is_not_a_two_valued_parameter_is_refused_naming_the_switches():
     with pytest.raises(SystemExit) as e:
         parse_side("x=1", _space())
     assert "'x' is not a two-valued parameter of toy (those are: s)" in str(e.value)
