@@ -20,13 +20,13 @@ import argparse
 import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.strategies import load_space, run_ours  # noqa: E402
+from bench.strategies import cached_space, load_space, run_ours  # noqa: E402
 from bench.strategy_table import best_at, evals_to  # noqa: E402
 from sweep.plan.learning import LearningSearch  # noqa: E402
 
@@ -49,15 +49,9 @@ class SideOracle(LearningSearch):
         return super()._by_model(cands, done, rng)
 
 
-@lru_cache(maxsize=None)
-def _space(path: str) -> dict:
-    """The replayed space, read once per worker process (every run of a worker replays the same file)."""
-    return load_space(path)
-
-
 def one(args):
     path, seed, budget, side, share = args
-    space = _space(path)
+    space = cached_space(path)
     make = partial(SideOracle, side=side, share=share) if share else None
     trace, _ = run_ours(space, seed, budget, make=make)
     return share, best_at(trace, space["optimum"], budget), evals_to(trace, space["optimum"], 0.01)

@@ -19,6 +19,11 @@ is spent, the configurations already measured free, as a user with that budget w
 (--no-kt-restart: the run ends where the strategy does, and is left out of the budgets it did
 not reach).
 
+What is minimized is the objective the cache file declares ("objective"; time when it names
+none): as it is where lower is better, its reciprocal where higher is (GFLOP/s and other rates),
+and Kernel Tuner is told the same objective and direction.  A file that is not a cache, or whose
+objective has no known direction, is refused in one line naming it.
+
 Columns: best-found/optimum (median and quartiles over seeds) per budget; evaluations needed to
 get within 1% / 5% of the optimum (median over seeds; ">B" when the median run did not reach it
 within B = the largest budget); CPU seconds per suggestion of the strategy itself (for Kernel
@@ -38,6 +43,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -63,24 +69,66 @@ FAILURE_KINDS = {"CompilationFailedConfig": "compile_failed", "RuntimeFailedConf
 
 
 # -- spaces ------------------------------------------------------------------------------
+# Which way a cache file's declared objective goes (Kernel Tuner's own defaults for these names):
+# rates are maximized, times and costs minimized.
+HIGHER_IS_BETTER = {"time": False, "energy": False, "cost": False, "loss": False, "fitness": True,
+                    "GFLOP/s": True, "TFLOP/s": True, "GB/s": True, "TB/s": True,
+                    "GFLOPS/W": True, "TFLOPS/W": True, "GFLOP/J": True, "TFLOP/J": True}
+
+
+class SpaceError(ValueError):
+    """A space file the bench cannot replay: the message names the file and what to do."""
+
+
 def load_space(path: str | Path) -> dict:
+    """A brute-forced Kernel Tuner cache file as the bench replays it. Every strategy minimizes one
+    cost per configuration: the file's declared objective ("objective", time by default) where
+    lower is better, its reciprocal where higher is (GFLOP/s: the hub's hotspot caches), so that
+    best-found / optimum reads the same way for both. Failed configurations carry their kind."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
         data = json.load(f)
+    objective = data.get("objective") or "time"
+    if objective not in HIGHER_IS_BETTER:
+        raise SpaceError(f"{path}: objective {objective!r} has no known direction (known: "
+                         f"{', '.join(HIGHER_IS_BETTER)}); set the file's \"objective\" to one of them")
+    higher = HIGHER_IS_BETTER[objective]
     keys = data["tune_params_keys"]
     params = {k: list(data["tune_params"][k]) for k in keys}
     table = {}
     for entry in data["cache"].values():
-        t = entry.get("time")
+        t = entry.get(objective)
         cfg = tuple(entry[k] for k in keys)
-        table[cfg] = float(t) if isinstance(t, (int, float)) and math.isfinite(t) else None
-        if table[cfg] is None:
-            table[cfg] = FAILURE_KINDS.get(str(t), "failed")
+        ok = isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
+        table[cfg] = (1.0 / t if higher else float(t)) if ok else FAILURE_KINDS.get(str(t), "failed")
     times = [v for v in table.values() if isinstance(v, float)]
+    if not times:
+        raise SpaceError(f"{path}: no configuration has a positive {objective!r}: nothing to replay")
     name = path.name.split(".")[0]
     return {"name": name, "path": str(path), "keys": keys, "params": params, "table": table,
-            "optimum": min(times), "data": data}
+            "optimum": min(times), "objective": objective, "higher_is_better": higher, "data": data}
+
+
+def check_space(path: Path) -> None:
+    """Exit with one line naming the file and the fix if it cannot be replayed."""
+    try:
+        load_space(path)
+    except SpaceError as e:
+        sys.exit(f"error: {e}")
+    except OSError as e:
+        sys.exit(f"error: {path}: {e.strerror or e}; give --spaces a Kernel Tuner cache file (.json or .json.gz) "
+                 "or a folder of them")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        sys.exit(f"error: {path}: not a brute-forced Kernel Tuner cache file ({type(e).__name__}: {e}); "
+                 "give --spaces a cache file (.json or .json.gz with tune_params_keys, tune_params and cache)")
+
+
+@lru_cache(maxsize=None)
+def cached_space(path: str) -> dict:
+    """The replayed space, read once per worker process (a worker replays the same few files
+    for every run it is given; nothing a run does changes the dict)."""
+    return load_space(path)
 
 
 def load_name(path: str) -> str:
@@ -241,6 +289,7 @@ def run_kt(space, seed, limit, strategy, restart=True):
                     space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
                     space["data"].get("problem_size", (1,)), [], tune_params,
                     restrictions=restrict, cache=str(cache), simulation_mode=True, strategy=strategy,
+                    objective=space["objective"], objective_higher_is_better=space["higher_is_better"],
                     strategy_options={"max_fevals": limit}, verbose=False, quiet=True)
             cpu += time.process_time() - t0
             starts += 1
@@ -256,7 +305,7 @@ def run_kt(space, seed, limit, strategy, restart=True):
 
 def run_one(args):
     path, strategy, seed, limit, restart = args
-    space = load_space(path)
+    space = cached_space(str(path))
     t0 = time.time()
     starts = 1
     if strategy == "ours":
@@ -310,6 +359,9 @@ def main(argv=None):
             sys.exit(f"error: {', '.join(wanted)} need the {module} package, not installed here: {what}, "
                      f"or leave them out (--strategies ours,random)")
     files = space_files(a.spaces)
+    if not a.summarize_only:
+        for f in files:   # a file that cannot be replayed is refused here, once, not in every worker
+            check_space(f)
     seeds = range(a.first_seed, a.first_seed + a.seeds)
     tasks = [(str(f), s, seed, max(budgets), a.kt_restart)
              for s in strategies for seed in seeds for f in files]

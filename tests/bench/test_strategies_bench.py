@@ -64,3 +64,66 @@ def test_first_seed_runs_and_tabulates_only_the_seeds_it_names(tmp_path, monkeyp
                      "--budgets", "1", "--merge", str(log)])
     assert [t[2] for t in made] == [40, 41]
     assert "2 in the table, 2 seeds from 40" in capsys.readouterr().out   # seed 3's logged run is left out
+
+
+def _rate_cache(tmp_path: Path, objective: str = "GFLOP/s") -> tuple[Path, tuple]:
+    """60 configurations of the shared extract, declared to maximize GFLOP/s, with one mid-table
+    configuration's rate raised above every other's (as the hub's hotspot caches count work a
+    time does not show): the fastest configuration is then not the best one."""
+    import gzip
+    with gzip.open(SPACE, "rt") as f:
+        data = json.load(f)
+    entries = [e for e in data["cache"].values() if isinstance(e.get("time"), float)][:60]
+    keys = data["tune_params_keys"]
+    for e in entries:
+        e["GFLOP/s"] = 1000.0 / e["time"]
+    star = sorted(entries, key=lambda e: e["time"])[30]
+    star["GFLOP/s"] = 10 * max(e["GFLOP/s"] for e in entries)
+    data["cache"] = {",".join(str(e[k]) for k in keys): e for e in entries}
+    data["objective"] = objective
+    path = tmp_path / "rates.json"
+    path.write_text(json.dumps(data))
+    return path, tuple(star[k] for k in keys)
+
+
+def test_a_space_declared_to_maximize_a_rate_is_replayed_as_its_reciprocal_cost(tmp_path):
+    path, star = _rate_cache(tmp_path)
+    space = strategies.load_space(path)
+    assert space["higher_is_better"] and space["objective"] == "GFLOP/s"
+    best = min(space["table"], key=lambda c: space["table"][c])
+    assert best == star and space["optimum"] == pytest.approx(1 / space["data"]["cache"][",".join(map(str, star))]["GFLOP/s"])
+
+
+def test_kernel_tuner_climbs_the_space_s_declared_objective_not_time(tmp_path):
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
+    import gzip
+    with gzip.open(SPACE, "rt") as f:
+        data = json.load(f)
+    for e in data["cache"].values():   # a rate that rises with the time: the slowest configuration is the best
+        if isinstance(e.get("time"), float):
+            e["GFLOP/s"] = 1000.0 * e["time"]
+    data["objective"] = "GFLOP/s"
+    (tmp_path / "rates.json").write_text(json.dumps(data))
+    space = strategies.load_space(tmp_path / "rates.json")
+    as_time = dict(space, objective="time", higher_is_better=False)   # what Kernel Tuner does when not told
+
+    def visited(space: dict) -> float:   # the median cost of what simulated annealing visits, 3 seeds
+        runs = [strategies.run_kt(space, seed, 40, "simulated_annealing")[0] for seed in range(3)]
+        return sum(sorted(t for t in run if t is not None)[len(run) // 2] for run in runs)
+
+    assert visited(space) < 0.85 * visited(as_time)
+
+
+def test_a_space_whose_objective_has_no_known_direction_is_refused_in_one_line(tmp_path, capsys):
+    path, _ = _rate_cache(tmp_path, objective="registers")
+    with pytest.raises(SystemExit) as e:
+        strategies.main(["--spaces", str(path), "--strategies", "random", "--seeds", "1"])
+    assert str(path) in str(e.value) and "'registers' has no known direction" in str(e.value)
+
+
+def test_a_file_that_is_not_a_cache_is_refused_naming_it(tmp_path):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps({"parameters": []}))
+    with pytest.raises(SystemExit) as e:
+        strategies.main(["--spaces", str(path), "--strategies", "random", "--seeds", "1"])
+    assert str(path) in str(e.value) and "not a brute-forced Kernel Tuner cache file" in str(e.value)
