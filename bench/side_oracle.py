@@ -43,7 +43,7 @@ class SideOracle(LearningSearch):
 
     def _by_model(self, cands, done, rng):
         if (len(self.told) + len(self.pending)) % self.share == 1:
-            found = self._side_search(cands, done, self.side_dim, self.side_level)
+            found = self._side_search(cands, done, self.side_dim, self.side_level, rng)
             if found is not None:
                 return found
         return super()._by_model(cands, done, rng)

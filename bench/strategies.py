@@ -89,6 +89,9 @@ def load_space(path: str | Path) -> dict:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
         data = json.load(f)
+    if isinstance(data, dict) and "results" in data and "cache" not in data:
+        raise SpaceError(f"{path}: a T4 results file, not a Kernel Tuner cache; the bench replays caches (Kernel "
+                         "Tuner's simulation mode reads only those): give the cache file the T4 file was made from")
     objective = data.get("objective") or "time"
     if objective not in HIGHER_IS_BETTER:
         raise SpaceError(f"{path}: objective {objective!r} has no known direction (known: "

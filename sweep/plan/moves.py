@@ -50,6 +50,17 @@ def near(cands: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
     return out
 
 
+def subsample(keep: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """A mask of at most `limit` candidates (unless `keep` alone is more): every one `keep` marks
+    (an incumbent's neighbours) and a random sample of the rest, so a large space's proposal
+    scores a fixed number of candidates however many are legal."""
+    out = keep.copy()
+    rest = np.flatnonzero(~keep)
+    room = max(0, limit - int(keep.sum()))
+    out[rest if len(rest) <= room else rest[rng.choice(len(rest), size=room, replace=False)]] = True
+    return out
+
+
 def switch_flips(told: Told, switches: Sequence[int], n: int) -> Iterator[tuple]:
     """The points that differ from one of the n best (best first) in one two-valued parameter
     alone, in that order. A switch between code paths changes how the other parameters act, so a

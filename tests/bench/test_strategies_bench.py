@@ -127,3 +127,11 @@ def test_a_file_that_is_not_a_cache_is_refused_naming_it(tmp_path):
     with pytest.raises(SystemExit) as e:
         strategies.main(["--spaces", str(path), "--strategies", "random", "--seeds", "1"])
     assert str(path) in str(e.value) and "not a brute-forced Kernel Tuner cache file" in str(e.value)
+
+
+def test_a_t4_results_file_is_refused_with_the_cache_it_needs(tmp_path):
+    path = tmp_path / "A4000_T4.json"
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": []}))
+    with pytest.raises(SystemExit) as e:
+        strategies.main(["--spaces", str(path), "--strategies", "random", "--seeds", "1"])
+    assert str(path) in str(e.value) and "a T4 results file" in str(e.value)

@@ -219,3 +219,16 @@ def test_every_fourth_proposal_tries_a_best_points_other_switch_value():
 
 def test_no_switch_flips_when_turned_off():
     assert _switch_history(flip_every=0).ask(1)[0] != {"a": 2, "b": 2, "s": 0}
+
+
+def test_a_side_search_on_a_large_side_scores_its_best_points_neighbours_and_a_sample_not_every_candidate():
+    s = _stalled_with_a_switch()
+    s.max_side_score = 40                           # side s=0 has 96 untried points
+    scored = []
+    inner = s._best_scored
+    s._best_scored = lambda cands, *a, **k: scored.append(len(cands)) or inner(cands, *a, **k)
+    p = s.ask(1)[0]
+    assert p["s"] == 0 and scored == [40], (p, scored)
+    again = _stalled_with_a_switch()
+    again.max_side_score = 40
+    assert again.ask(1)[0] == p                     # the sample is drawn from the ask's seeded generator
