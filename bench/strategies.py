@@ -4,6 +4,11 @@
     python bench/strategies.py                                  # 20 seeds, every strategy, 3 spaces
     python bench/strategies.py --seeds 3 --strategies ours,random
     python bench/strategies.py --spaces DIR_OR_FILES --jobs 2 --out results.json
+    python bench/strategies.py --strategies ours,ours_async10,ours_batch16   # proposals in flight, rounds
+
+`ours` tells each result before its next ask; `ours_asyncN` keeps N proposals awaiting results and
+tells the oldest first (a sweep's way: its `in_flight`); `ours_batchN` asks N and tells all N before
+asking again (rounds of a Slurm array).
 
 Every strategy gets the same legal set (the configurations present in the cache file: the
 space was brute-forced, so these are exactly the legal ones) and runs up to the largest budget
@@ -60,7 +65,7 @@ DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
 BUDGETS = (25, 50, 100, 200)
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_annealing", "dual_annealing",
                  "diff_evo", "greedy_ils", "firefly_algorithm", "bayes_opt")
-OURS = ("ours", "ours_batch4", "random")
+OURS = ("ours", "ours_batch4", "ours_async10", "random")
 TPE = ("tpe", "tpe_multivariate")
 DEFAULT = ("ours", "random", "tpe") + tuple("kt_" + s for s in KT_STRATEGIES)
 ALL = OURS + TPE + tuple("kt_" + s for s in KT_STRATEGIES)
@@ -187,9 +192,14 @@ def run_random(space, seed, limit):
     return ev.trace, cpu / max(1, len(ev.trace))
 
 
-def run_ours(space, seed, limit, batch=1, make=None):
+def run_ours(space, seed, limit, batch=1, make=None, in_flight=0):
     """The learning strategy (or `make(dims, legal_points=..., seed=..., budget=...)`, a variant of
-    it: bench/side_oracle.py) asked `batch` proposals at a time."""
+    it: bench/side_oracle.py) asked `batch` proposals at a time and told all their results before
+    the next ask (a Slurm array's rounds); or, with `in_flight`, kept that many proposals awaiting
+    their results, the oldest told before each new ask (a sweep's default: a tenth of its budget,
+    sweep.plan.learned.default_in_flight)."""
+    if in_flight:
+        return _run_ours_async(space, seed, limit, in_flight, make)
     from sweep.plan.learning import Dim, LearningSearch
     make = make or LearningSearch
     keys = space["keys"]
@@ -215,6 +225,31 @@ def run_ours(space, seed, limit, batch=1, make=None):
                 search.tell(p, None, failure=v)
         cpu += time.process_time() - t0
     return ev.trace, cpu / max(1, len(ev.trace))
+
+
+def _run_ours_async(space, seed, limit, in_flight, make=None):
+    from sweep.plan.learning import Dim, LearningSearch
+    make = make or LearningSearch
+    keys = space["keys"]
+    dims = [Dim(k, tuple(space["params"][k])) for k in keys]
+    ev = Evaluator(space, limit)
+    t0 = time.process_time()
+    search = make(dims, legal_points=[dict(zip(keys, cfg)) for cfg in space["table"]], seed=seed, budget=limit)
+    waiting: list[dict] = []
+    asked = 0
+    while True:
+        want = min(in_flight - len(waiting), limit - asked)
+        got = search.ask(want) if want > 0 else []
+        asked += len(got)
+        waiting += got
+        if not waiting:
+            break
+        p = waiting.pop(0)           # the oldest proposal's result comes back first
+        cpu_pause = time.process_time()
+        v = ev(tuple(p[k] for k in keys))
+        t0 += time.process_time() - cpu_pause    # the replay is not the strategy's time
+        search.tell(p, v) if isinstance(v, float) else search.tell(p, None, failure=v)
+    return ev.trace, (time.process_time() - t0) / max(1, len(ev.trace))
 
 
 # -- Optuna TPE --------------------------------------------------------------------------
@@ -313,6 +348,8 @@ def run_one(args):
     starts = 1
     if strategy == "ours":
         trace, cpu = run_ours(space, seed, limit)
+    elif strategy.startswith("ours_async"):
+        trace, cpu = run_ours(space, seed, limit, in_flight=int(strategy[len("ours_async"):]))
     elif strategy.startswith("ours_batch"):
         trace, cpu = run_ours(space, seed, limit, batch=int(strategy[len("ours_batch"):]))
     elif strategy == "random":

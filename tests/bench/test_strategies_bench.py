@@ -135,3 +135,19 @@ def test_a_t4_results_file_is_refused_with_the_cache_it_needs(tmp_path):
     with pytest.raises(SystemExit) as e:
         strategies.main(["--spaces", str(path), "--strategies", "random", "--seeds", "1"])
     assert str(path) in str(e.value) and "a T4 results file" in str(e.value)
+
+
+def test_the_asynchronous_mode_keeps_in_flight_proposals_waiting_and_tells_the_oldest_first(space):
+    from sweep.plan.learning import LearningSearch
+    seen = []
+
+    class Probe(LearningSearch):
+        def tell(self, point, value, failure=None):
+            seen.append((len(self.pending), self._key(point) == self.pending[0]))
+            super().tell(point, value, failure)
+
+    trace, _ = strategies.run_ours(space, 0, 30, make=Probe, in_flight=4)
+    assert len(trace) == 30
+    assert max(n for n, _ in seen) == 4 and all(oldest for _, oldest in seen)
+    assert [n for n, _ in seen[-4:]] == [4, 3, 2, 1]          # the budget's last proposals drain
+    assert strategies.run_ours(space, 0, 30, in_flight=4)[0] == trace
