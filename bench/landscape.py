@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench.strategies as strategies  # noqa: E402
-from bench.strategies import load_space  # noqa: E402
+from bench.cache_spaces import load_space  # noqa: E402
 
 
 def neighbours(space: dict, cfg: tuple):

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.strategies import cached_space, load_space, run_ours  # noqa: E402
+from bench.cache_spaces import cached_space, load_space  # noqa: E402
+from bench.strategies import run_ours  # noqa: E402
 from bench.strategy_table import best_at, evals_to  # noqa: E402
 from sweep.plan.learning import LearningSearch  # noqa: E402
 

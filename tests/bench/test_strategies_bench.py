@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import strategies, strategy_table
+from bench import cache_spaces, strategies, strategy_table
 
 SPACE = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces" / "convolution_A4000.json.gz"
 
 
 @pytest.fixture(scope="module")
 def space() -> dict:
-    return strategies.load_space(SPACE)
+    return cache_spaces.load_space(SPACE)
 
 
 def test_a_kernel_tuner_strategy_that_ends_short_is_started_again_until_the_budget_is_spent(space):
@@ -88,7 +88,7 @@ def _rate_cache(tmp_path: Path, objective: str = "GFLOP/s") -> tuple[Path, tuple
 
 def test_a_space_declared_to_maximize_a_rate_is_replayed_as_its_reciprocal_cost(tmp_path):
     path, star = _rate_cache(tmp_path)
-    space = strategies.load_space(path)
+    space = cache_spaces.load_space(path)
     assert space["higher_is_better"] and space["objective"] == "GFLOP/s"
     best = min(space["table"], key=lambda c: space["table"][c])
     assert best == star and space["optimum"] == pytest.approx(1 / space["data"]["cache"][",".join(map(str, star))]["GFLOP/s"])
@@ -104,7 +104,7 @@ def test_kernel_tuner_climbs_the_space_s_declared_objective_not_time(tmp_path):
             e["GFLOP/s"] = 1000.0 * e["time"]
     data["objective"] = "GFLOP/s"
     (tmp_path / "rates.json").write_text(json.dumps(data))
-    space = strategies.load_space(tmp_path / "rates.json")
+    space = cache_spaces.load_space(tmp_path / "rates.json")
     as_time = dict(space, objective="time", higher_is_better=False)   # what Kernel Tuner does when not told
 
     def visited(space: dict) -> float:   # the median cost of what simulated annealing visits, 3 seeds
