@@ -67,9 +67,10 @@ class LearningSearch:
         alignment: add columns for the power of two dividing each value and its odd part, for
         positive integer parameters of more than two values.
         max_score: score at most this many candidates per proposal (the incumbents' neighbours
-        plus a random sample of the rest); max_side_score: the same for a search of a switch's other
-        side, which scores all of that side's candidates up to this many.  flip_every: every flip_every-th proposal tries the other
-        value of a two-valued parameter at one of the n_incumbents best points, where untried (0: never)."""
+        plus a random sample of the rest); max_side_score: the same for a search of a switch's
+        other side, which scores all of that side's candidates up to this many.  flip_every: every
+        flip_every-th proposal tries the other value of a two-valued parameter at one of the
+        n_incumbents best points, where untried (0: never)."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
