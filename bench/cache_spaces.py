@@ -56,15 +56,15 @@ def load_space(path: str | Path) -> dict:
     times = [v for v in table.values() if isinstance(v, float)]
     if not times:
         raise SpaceError(f"{path}: no configuration has a positive {objective!r}: nothing to replay")
-    name = path.name.split(".")[0]
-    return {"name": name, "path": str(path), "keys": keys, "params": params, "table": table,
+    return {"name": load_name(path), "path": str(path), "keys": keys, "params": params, "table": table,
             "optimum": min(times), "objective": objective, "higher_is_better": higher, "data": data}
 
 
 def check_space(path: Path) -> None:
-    """Exit with one line naming the file and the fix if it cannot be replayed."""
+    """Exit with one line naming the file and the fix if it cannot be replayed. The space it reads
+    stays in this process's cache: the runs made here, and the workers forked from here, reuse it."""
     try:
-        load_space(path)
+        cached_space(str(path))
     except SpaceError as e:
         sys.exit(f"error: {e}")
     except OSError as e:
@@ -82,7 +82,7 @@ def cached_space(path: str) -> dict:
     return load_space(path)
 
 
-def load_name(path: str) -> str:
+def load_name(path: str | Path) -> str:
     return Path(path).name.split(".")[0]
 
 

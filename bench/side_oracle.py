@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.cache_spaces import cached_space, load_space  # noqa: E402
+from bench.cache_spaces import cached_space  # noqa: E402
 from bench.strategies import run_ours  # noqa: E402
 from bench.strategy_table import best_at, evals_to  # noqa: E402
 from sweep.plan.learning import LearningSearch  # noqa: E402
@@ -80,7 +80,7 @@ def main(argv=None) -> None:
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args(argv)
-    space = load_space(a.space)
+    space = cached_space(a.space)   # the workers forked below share it
     side = parse_side(a.side, space)
     shares = [0] + [int(s) for s in a.shares.split(",")]
     seeds = range(a.first_seed, a.first_seed + a.seeds)

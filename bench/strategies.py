@@ -86,59 +86,47 @@ def run_ours(space, seed, limit, batch=1, make=None, in_flight=0):
     it: bench/side_oracle.py) asked `batch` proposals at a time and told all their results before
     the next ask (a Slurm array's rounds); or, with `in_flight`, kept that many proposals awaiting
     their results, the oldest told before each new ask (a sweep's default: a tenth of its budget,
-    sweep.plan.learned.default_in_flight)."""
-    if in_flight:
-        return _run_ours_async(space, seed, limit, in_flight, make)
+    sweep.plan.learned.default_in_flight). CPU time is the strategy's own: the replay's is left out."""
     from sweep.plan.learning import Dim, LearningSearch
     make = make or LearningSearch
     keys = space["keys"]
     dims = [Dim(k, tuple(space["params"][k])) for k in keys]
     legal = [dict(zip(keys, cfg)) for cfg in space["table"]]
     ev = Evaluator(space, limit)
-    cpu = 0.0
+    replaying = 0.0
+
+    def measure(p: dict):
+        nonlocal replaying
+        t = time.process_time()
+        v = ev(tuple(p[k] for k in keys))
+        replaying += time.process_time() - t
+        return v
+
+    def tell(p: dict, v) -> None:
+        search.tell(p, v) if isinstance(v, float) else search.tell(p, None, failure=v)
+
     t0 = time.process_time()
     search = make(dims, legal_points=legal, seed=seed, budget=limit)
-    cpu += time.process_time() - t0
-    while not ev.done:
-        t0 = time.process_time()
-        pts = search.ask(min(batch, limit - len(ev.trace)))
-        cpu += time.process_time() - t0
-        if not pts:
-            break
-        results = [(p, ev(tuple(p[k] for k in keys))) for p in pts]
-        t0 = time.process_time()
-        for p, v in results:
-            if isinstance(v, float):
-                search.tell(p, v)
-            else:
-                search.tell(p, None, failure=v)
-        cpu += time.process_time() - t0
-    return ev.trace, cpu / max(1, len(ev.trace))
-
-
-def _run_ours_async(space, seed, limit, in_flight, make=None):
-    from sweep.plan.learning import Dim, LearningSearch
-    make = make or LearningSearch
-    keys = space["keys"]
-    dims = [Dim(k, tuple(space["params"][k])) for k in keys]
-    ev = Evaluator(space, limit)
-    t0 = time.process_time()
-    search = make(dims, legal_points=[dict(zip(keys, cfg)) for cfg in space["table"]], seed=seed, budget=limit)
-    waiting: list[dict] = []
-    asked = 0
-    while True:
-        want = min(in_flight - len(waiting), limit - asked)
-        got = search.ask(want) if want > 0 else []
-        asked += len(got)
-        waiting += got
-        if not waiting:
-            break
-        p = waiting.pop(0)           # the oldest proposal's result comes back first
-        cpu_pause = time.process_time()
-        v = ev(tuple(p[k] for k in keys))
-        t0 += time.process_time() - cpu_pause    # the replay is not the strategy's time
-        search.tell(p, v) if isinstance(v, float) else search.tell(p, None, failure=v)
-    return ev.trace, (time.process_time() - t0) / max(1, len(ev.trace))
+    if in_flight:
+        waiting: list[dict] = []
+        asked = 0
+        while True:
+            want = min(in_flight - len(waiting), limit - asked)
+            got = search.ask(want) if want > 0 else []
+            asked += len(got)
+            waiting += got
+            if not waiting:
+                break
+            p = waiting.pop(0)           # the oldest proposal's result comes back first
+            tell(p, measure(p))
+    else:
+        while not ev.done:
+            pts = search.ask(min(batch, limit - len(ev.trace)))
+            if not pts:
+                break
+            for p, v in [(p, measure(p)) for p in pts]:   # the round's results, all measured before any is told
+                tell(p, v)
+    return ev.trace, (time.process_time() - t0 - replaying) / max(1, len(ev.trace))
 
 
 # -- Optuna TPE --------------------------------------------------------------------------
