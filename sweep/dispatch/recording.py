@@ -70,6 +70,7 @@ class Recording:
     params: tuple[str, ...]                 # the recorded parameter names
     entries: tuple[Recorded, ...]
     kernel: str = ""                        # the kernel the times are of, where the file names it (not T4)
+    objective: str = "time"                 # what the recording tuner optimized (a Kernel Tuner cache declares it)
 
     def values_of(self, name: str) -> set[Any]:
         return {key(e.params.get(name)) for e in self.entries}
@@ -154,7 +155,7 @@ def _kernel_tuner(path: Path, data: dict) -> Recording:
             status = KT_ERRORS.get(str(t), Status.RUNTIME_FAILED)
             out.append(Recorded(params, status, f"recorded as {t} in {path.name}", (), costs))
     return Recording(path, "kernel_tuner", str(data.get("device_name") or ""), tuple(names or _union(out)), tuple(out),
-                     kernel)
+                     kernel, str(data.get("objective") or "time"))
 
 
 def _t4(path: Path, data: dict) -> Recording:

@@ -163,6 +163,7 @@ class ReplayExecutor(Executor):
         self.replayed = 0
         self.missing = 0
         self.costs: dict[str, float] = {}
+        self.noted = False          # the recording's objective was noted (once a sweep)
 
     @classmethod
     def preflight(cls, space: Space, dry_run: bool) -> None:
@@ -177,6 +178,9 @@ class ReplayExecutor(Executor):
             raise SweepError("--executor replay needs --from FILE (a Kernel Tuner cache, T4 results, or a sweep's "
                              "results folder)")
         idx = index(self.ctx.space, self.ctx.replay_from)
+        if not self.noted and objective_note(idx.recording):
+            print(objective_note(idx.recording), file=sys.stderr)
+        self.noted = True
         while self.queued:
             j = self.queued.pop(0)
             r = replay_job(j.dir, self.ctx.space, idx)
@@ -190,6 +194,18 @@ class ReplayExecutor(Executor):
         super().stream(ask, stages, on_result, progress)
         if self.replayed:
             print(cost_line(self.replayed, self.missing, self.costs), file=sys.stderr)
+
+
+def objective_note(rec: recording.Recording) -> str:
+    """A line saying that the recording tuner optimized something other than time, or ''. A sweep
+    minimizes kernel time, so where the file ranked by a rate that counts work the time does not
+    show (the benchmark hub's hotspot caches: GFLOP/s with temporal tiling), its best and the
+    replay's fastest differ, and nothing else would say so."""
+    if rec.objective.lower() == "time":
+        return ""
+    return (f"note: {rec.path.name} declares its objective as {rec.objective!r}; a replay answers each configuration's "
+            f"recorded time, which a sweep minimizes, so the sweep's pick is the fastest configuration, which may not "
+            f"be the one the file ranks best by {rec.objective}")
 
 
 def cost_line(replayed: int, missing: int, costs: dict[str, float]) -> str:

@@ -99,6 +99,21 @@ def test_replaying_a_t1_space_from_a_kernel_tuner_cache_answers_every_point_from
     assert r.measurements[0].kernel == "convolution_kernel" and r.env["gpu"] == "NVIDIA RTX A4000"
 
 
+def test_a_cache_declaring_another_objective_than_time_is_noted_once(tmp_path, capsys):
+    import gzip
+    data = json.loads(gzip.open(KT).read())
+    data["objective"] = "GFLOP/s"
+    rate = tmp_path / "rate.json"
+    rate.write_text(json.dumps(data))
+    assert recording.load(rate).objective == "GFLOP/s" and recording.load(KT).objective == "time"
+    assert run(tmp_path / "a", t1_space(tmp_path), rate, "--no-confirm") == 0
+    err = capsys.readouterr().err
+    assert err.count("note: rate.json declares its objective as 'GFLOP/s'") == 1
+    assert "the fastest configuration" in err
+    assert run(tmp_path / "b", t1_space(tmp_path), KT, "--no-confirm") == 0
+    assert "declares its objective" not in capsys.readouterr().err
+
+
 def test_recorded_failures_come_back_with_their_kind(tmp_path):
     values = {"block_size_x": [32], "block_size_y": [16], "tile_size_x": [3, 4], "tile_size_y": [1, 4],
               "read_only": [1], "use_padding": [0], "use_shmem": [0]}
