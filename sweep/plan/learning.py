@@ -25,8 +25,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .moves import basin_heads, near, ranked, stalled_for, subsample, switch_flips
+from .moves import basin_heads, near, out_of_patience, ranked, stalled_for, subsample, switch_flips
 from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
+
+PATIENCE_GAIN = 0.005   # a gain of the best time smaller than this does not reset the patience count
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -41,7 +43,7 @@ class LearningSearch:
     def __init__(self, dims: Sequence[Dim], is_legal: Callable[[dict], bool] | None = None,
                  legal_points: Sequence[dict] | None = None, seed: int = 0, budget: int | None = None,
                  n_init: int | None = None, enumerate_limit: int = 200_000, n_candidates: int = 4000,
-                 ei_stop: float = 1e-3, stop_patience: int = 5, max_train: int = 300, warp: str = "copula",
+                 patience: int = 80, patience_gain: float = PATIENCE_GAIN, max_train: int = 300, warp: str = "copula",
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
@@ -52,9 +54,10 @@ class LearningSearch:
         n_init: size of the space-filling start (default min(10, max(8, 2 * #parameters with more
         than one value))), which covers the combinations of the two-valued parameters first.
         enumerate_limit: enumerate the legal set when the full product is at most this large,
-        else sample n_candidates candidates per ask.  ei_stop / stop_patience: stop() fires when
-        the best expected improvement (as a fraction of the best time) stays below ei_stop for
-        stop_patience asks in a row.  max_train: the surrogate sees at most this many told points
+        else sample n_candidates candidates per ask.  patience: stop() fires once the best time has
+        not improved by more than patience_gain (a fraction) in the last `patience` evaluations,
+        nor in the last half of all (0: only the budget stops it; bench/stop_rule.py measures what
+        such stops cost).  max_train: the surrogate sees at most this many told points
         (the best ones plus the most recent).  warp: "copula" (normal scores of the ranks of
         log time) or "log" (standardized log time).  additive_grid: the additive shares of the
         kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
@@ -79,8 +82,8 @@ class LearningSearch:
         self.seed = int(seed)
         self.budget = budget
         self.n_candidates = int(n_candidates)
-        self.ei_stop = float(ei_stop)
-        self.stop_patience = int(stop_patience)
+        self.patience = int(patience)
+        self.patience_gain = float(patience_gain)
         self.max_train = int(max_train)
         self.warp = warp
         self.refit_every = int(refit_every)
@@ -112,7 +115,6 @@ class LearningSearch:
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
-        self._low_ei = 0
         self._cands: np.ndarray | None = None  # legal index tuples, when enumerated
         total = int(np.prod(self._sizes.astype(float))) if self._sizes.prod() < 1e12 else 10**12
         # a point's position in the full product (mixed radix), to find it among the candidates
@@ -195,9 +197,10 @@ class LearningSearch:
             return f"budget reached ({len(self.told)} of {self.budget} evaluations)"
         if self._cands is not None and self._used.all():
             return "space exhausted (every legal point evaluated)"
-        if self._low_ei >= self.stop_patience:
-            return (f"expected improvement below {self.ei_stop:.2%} of the best time "
-                    f"for {self._low_ei} asks in a row")
+        held = out_of_patience(self.told, self.order, self.patience, self.patience_gain)
+        if held:
+            return (f"the best time gained no more than {self.patience_gain:.1%} in its last {held} "
+                    f"evaluations (patience {self.patience}; patience 0 runs to the budget)")
         return None
 
     def best(self) -> tuple[dict, float] | None:
@@ -248,7 +251,7 @@ class LearningSearch:
     def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
         """Standardized log times (or their normal scores), and the scale back to log time."""
         if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
-            sd = float(y.std())   # ~ log time per normal score, for stop()'s threshold
+            sd = float(y.std())   # ~ log time per normal score: expected improvements in log time
             return normal_scores(y), (sd if sd > 1e-12 else 1e-12)
         mu, sd = float(y.mean()), float(y.std())
         sd = sd if sd > 1e-12 else 1.0
@@ -300,7 +303,7 @@ class LearningSearch:
             elif len(cands) > self.max_score:   # score the incumbents' neighbours and a random sample
                 cands = cands[subsample(near_best, self.max_score, rng)]
         failed = [k for k in self.order if self.told[k][0] is None]
-        return self._best_scored(cands, done, failed, self.pending, self._hyper, track_stop=True)
+        return self._best_scored(cands, done, failed, self.pending, self._hyper)
 
     def _other_side(self, cands: np.ndarray, done: list, turn: int, rng: np.random.Generator) -> tuple | None:
         """Once stalled, a step searches the other side of one two-valued parameter (in turn)
@@ -335,7 +338,7 @@ class LearningSearch:
         failed = [k for k in self.order if self.told[k][0] is None and k[j] == level]
         pending = [k for k in self.pending if k[j] == level]
         hyper = self._side_hyper.setdefault((j, level), {})
-        return self._best_scored(cands[there], side_done, failed, pending, hyper, track_stop=False)
+        return self._best_scored(cands[there], side_done, failed, pending, hyper)
 
     def _switch_flip(self) -> tuple | None:
         """The first untried legal point of moves.switch_flips: a best point's other switch value."""
@@ -351,8 +354,7 @@ class LearningSearch:
         i = self._cand_index(key)
         return i is not None and not self._used[i]
 
-    def _best_scored(self, cands: np.ndarray, done: list, failed: list, pending: list, hyper: dict,
-                     track_stop: bool) -> tuple:
+    def _best_scored(self, cands: np.ndarray, done: list, failed: list, pending: list, hyper: dict) -> tuple:
         """The candidate of highest expected improvement (times feasibility) under a GP of the
         told points `done` (and `failed`, as worse than any), `pending` told at their predicted
         mean; hyperparameters from `hyper`, filled at checkpoints of len(done)."""
@@ -392,7 +394,5 @@ class LearningSearch:
             p_ok = feasibility(ks[:, : len(ok)], ok)
             ei = ei * p_ok
             score = ei if self.kappa is None else np.where(p_ok > 0.5, score, score - 10.0)
-        if track_stop and not self.pending:
-            self._low_ei = self._low_ei + 1 if float(ei.max()) < self.ei_stop else 0
         i = int(np.argmax(score))
         return tuple(int(v) for v in cands[i])

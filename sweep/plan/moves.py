@@ -31,12 +31,20 @@ def basin_heads(told: Told, n: int, basin: int) -> list[tuple]:
     return out
 
 
-def stalled_for(told: Told, order: Sequence[tuple]) -> int:
-    """Evaluations told since the best time last improved."""
+def stalled_for(told: Told, order: Sequence[tuple], gain: float = 0.0) -> int:
+    """Evaluations told since the best time last improved by more than `gain` (a fraction of it;
+    smaller gains do not reset the count, however many follow each other)."""
     best, since = math.inf, 0
     for v in (told[k][0] for k in order):
-        best, since = (v, 0) if v is not None and v < best else (best, since + 1)
+        best, since = (v, 0) if v is not None and v < best * (1.0 - gain) else (best, since + 1)
     return since
+
+
+def out_of_patience(told: Told, order: Sequence[tuple], patience: int, gain: float) -> int:
+    """The evaluations the best time has held (gaining no more than `gain`) when that is at least
+    `patience` and half of all told, else 0: a search's stop by itself (0 patience: never)."""
+    held = stalled_for(told, order, gain)
+    return held if patience and held >= max(patience, len(order) / 2) else 0
 
 
 def near(cands: np.ndarray, points: Sequence[tuple]) -> np.ndarray:

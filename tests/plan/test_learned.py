@@ -70,6 +70,18 @@ def test_a_learning_sweep_stops_at_its_budget_having_run_only_legal_points(tmp_p
         assert check(s, make_config(s, {k: v for k, v in cfg.items() if k in {p.macro for p in s.swept}})) is None
 
 
+def test_a_learning_sweep_with_proposals_in_flight_stops_when_out_of_patience(tmp_path, capsys):
+    # 64 legal points, 4 proposals in flight (the default's floor): the rule reads told times only,
+    # so it fires with proposals awaiting results, as the expected-improvement rule it replaced never did
+    assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--budget", "60",
+               "--strategy-option", "patience=12") == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "stopped after" in x)
+    made = int(line.split("stopped after ")[1].split()[0])
+    assert 12 < made < 60 and len(measured(tmp_path)) == made
+    assert "the best time gained no more than 0.5% in its last" in line and "(patience 12;" in line
+
+
 def test_a_learning_sweep_finds_a_near_best_point_of_the_recording_in_a_fraction_of_it(tmp_path):
     rec = recording.load(KT)
     times = sorted(e.measurements[0].mean_ns for e in rec.entries if e.status == Status.OK)

@@ -87,10 +87,16 @@ def test_resume_replays_to_identical_asks():
     assert c.ask(5) != d.ask(5)
 
 
-def test_stop_on_flat_function_and_budget():
-    s = LearningSearch(DIMS, legal, seed=4)
-    run(s, 60, f=lambda p: 2.0)
-    assert s.stop() is not None and "expected improvement" in s.stop()
+def test_stop_once_the_best_held_for_its_patience_and_at_its_budget():
+    s = LearningSearch(DIMS, legal, seed=4, patience=20)
+    run(s, 20, f=lambda p: 2.0)
+    assert s.stop() is None                                         # 19 without a gain after the first
+    run(s, 1, f=lambda p: 2.0)
+    assert s.stop() == ("the best time gained no more than 0.5% in its last 20 evaluations "
+                        "(patience 20; patience 0 runs to the budget)")
+    never = LearningSearch(DIMS, legal, seed=4, patience=0)
+    run(never, 60, f=lambda p: 2.0)
+    assert never.stop() is None
     t = LearningSearch(DIMS, legal, seed=4, budget=12)
     run(t, 12)
     assert "budget" in t.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.moves import basin_heads, near, ranked, stalled_for, subsample, switch_flips
+from sweep.plan.moves import basin_heads, near, out_of_patience, ranked, stalled_for, subsample, switch_flips
 
 TOLD = {(0, 0, 1): (1.0, None), (0, 1, 1): (1.1, None), (5, 5, 0): (1.2, None), (3, 3, 1): (None, "verify_failed"),
         (7, 7, 1): (9.0, None)}
@@ -24,6 +24,28 @@ def test_stalled_for_counts_the_evaluations_since_the_best_last_improved_failure
     order = [(7, 7, 1), (0, 1, 1), (3, 3, 1), (0, 0, 1), (5, 5, 0)]
     assert stalled_for(TOLD, order) == 1
     assert stalled_for(TOLD, order[:3]) == 1 and stalled_for(TOLD, order[:2]) == 0
+
+
+def told_in_order(times):
+    return {(i,): (t, None if t is not None else "runtime_failed") for i, t in enumerate(times)}, \
+        [(i,) for i in range(len(times))]
+
+
+def test_stalled_for_with_a_gain_lets_no_run_of_small_gains_reset_the_count():
+    told, order = told_in_order([10.0, 9.96, 9.92, 9.88])     # 0.4% each
+    assert stalled_for(told, order) == 0
+    assert stalled_for(told, order, gain=0.005) == 1         # 9.92 is 0.8% under 10.0: counted from there
+    assert stalled_for(told, order, gain=0.05) == 3
+
+
+def test_out_of_patience_needs_patience_evaluations_and_half_of_all_without_a_gain():
+    told, order = told_in_order([5.0] * 100 + [4.0] + [4.0] * 70)
+    assert out_of_patience(told, order[:161], 60, 0.005) == 0       # 60 held, but 161 made: 81 needed
+    assert out_of_patience(told, order, 60, 0.005) == 0              # 70 of 171
+    told, order = told_in_order([5.0, None] + [6.0] * 60)
+    assert out_of_patience(told, order[:60], 60, 0.005) == 0         # 59 held, the failure among them
+    assert out_of_patience(told, order[:61], 60, 0.005) == 60
+    assert out_of_patience(told, order, 0, 0.005) == 0               # patience 0: never
 
 
 def test_near_is_one_parameter_any_value_or_two_parameters_one_level():

@@ -110,9 +110,14 @@ def test_an_option_in_the_strategy_mapping_is_refused_when_undeclared(tmp_path):
 
 
 def test_an_option_no_strategy_reads_says_to_remove_it(tmp_path):
+    msg = refusal(tmp_path, ONE + "strategy: {name: random, tolerance: 3}\n")
+    assert "strategy.tolerance: random does not take 'tolerance' (random takes samples (default 20), seed (default 0))" in msg
+    assert "no strategy reads 'tolerance': remove it" in msg
+
+
+def test_an_option_another_strategy_reads_names_it(tmp_path):
     msg = refusal(tmp_path, ONE + "strategy: {name: random, patience: 3}\n")
-    assert "strategy.patience: random does not take 'patience' (random takes samples (default 20), seed (default 0))" in msg
-    assert "no strategy reads 'patience': remove it" in msg
+    assert "only the learning and auto strategies read 'patience'; set strategy to one of learning, auto" in msg
 
 
 @pytest.mark.parametrize("text,fragment", [
