@@ -372,9 +372,10 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
     sw.stream(ask, progress, on_result)
     progress.close()
-    if getattr(search, "stopped", ""):
-        print(f"{space.name}: {space.strategy.name} stopped after {len(results)} evaluations: {search.stopped}",
-              file=sys.stderr)
+    stopped = (f"{space.strategy.name} stopped after {len(results)} evaluations: {search.stopped}"
+               if getattr(search, "stopped", "") else "")
+    if stopped:
+        print(f"{space.name}: {stopped}", file=sys.stderr)
 
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()
@@ -384,7 +385,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
         "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
-        "dry_run": opts.dry_run, "counts": counts, "model_export_s": prepared.seconds,
+        "dry_run": opts.dry_run, "counts": counts, "stopped": stopped, "model_export_s": prepared.seconds,
         "model_export_interval": prepared.interval, "gpu_occupancy": sw.occupancy,
         "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()

@@ -4,6 +4,7 @@ driver, the replay executor and the model meet as they do on a GPU. No GPU."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -80,6 +81,13 @@ def test_a_learning_sweep_with_proposals_in_flight_stops_when_out_of_patience(tm
     made = int(line.split("stopped after ")[1].split()[0])
     assert 12 < made < 60 and len(measured(tmp_path)) == made
     assert "the best time gained no more than 0.5% in its last" in line and "(patience 12;" in line
+    # kept with the sweep, and said in the report's header, for whoever reads them later
+    runs = json.loads((tmp_path / "jobs" / "conv" / "sweep.json").read_text())["runs"]
+    assert runs[-1]["stopped"] == line.split("conv: ", 1)[1]
+    assert cli.main(["report", "conv", "--jobs-dir", str(tmp_path / "jobs"),
+                     "--results-dir", str(tmp_path / "results")]) == 0
+    page = (tmp_path / "results" / "conv" / "report.html").read_text()
+    assert html.escape(runs[-1]["stopped"]) in page
 
 
 def test_a_learning_sweep_finds_a_near_best_point_of_the_recording_in_a_fraction_of_it(tmp_path):
