@@ -73,7 +73,8 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
     rows = [
         ("Sweep", sw.name), ("GPU", env("gpu")), ("Driver", env("driver")), ("CUDA runtime", env("cuda_runtime")),
         ("Commit", ", ".join(commits) or "unknown"), ("Host(s)", env("host")), ("Space file", space),
-        ("Strategy", strategy + (f" ({m['note']})" if m.get("note") else "") + stopped_note(m)),
+        ("Strategy", strategy + (f" ({m['note']})" if m.get("note") else "")
+         + (f"; {stopped}" if (stopped := (m.get("runs") or [{}])[-1].get("stopped")) else "")),   # why it stopped
         ("Backend", (", ".join(_uniq(_col(done, "backend"))) or m.get("backend") or "unknown")
          + (f" (capture: {', '.join(_uniq(_col(done, 'capture')))})" if _uniq(_col(done, "capture")) else "")),
         ("Executor", m.get("executor") or "unknown"),
@@ -98,14 +99,6 @@ def header(sw: SweepData) -> list[tuple[str, str]]:
         rows.append(("Throttled", f"{samples} sample(s) taken under 75% of the default SM clock dropped; "
                                   f"{runs} run(s) measured again"))
     return rows
-
-
-def stopped_note(manifest: dict) -> str:
-    """Why the last run's search stopped, as its driver printed it (a learning search: its budget,
-    or out of patience), so the report read later says it too."""
-    runs = manifest.get("runs") or [{}]
-    last = runs[-1].get("stopped", "") if isinstance(runs[-1], dict) else ""
-    return f"; {last}" if last else ""
 
 
 def counts(sw: SweepData) -> dict[str, Any]:
