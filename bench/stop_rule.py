@@ -1,6 +1,6 @@
 """What the learning strategy's stop by itself saves and costs, replayed on brute-forced spaces.
 
-    python bench/stop_rule.py                                   # 30 seeds, the spaces below, patience 60
+    python bench/stop_rule.py                                   # 30 seeds, the spaces below, the default patience
     python bench/stop_rule.py --patience 0,40,60,80 --budgets 100,200 --in-flight 10 --jobs 2
 
 Each run asks for configurations up to the largest budget whatever the rule says (`ours`, or
@@ -33,8 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from cache_spaces import cached_space, check_space, load_name, space_files  # noqa: E402
-from sweep.plan.learning import PATIENCE_GAIN as GAIN  # noqa: E402
-from sweep.plan.moves import out_of_patience  # noqa: E402
+from sweep.plan.moves import PATIENCE, PATIENCE_GAIN as GAIN, out_of_patience  # noqa: E402
 
 # the three shared convolution spaces, and those committed here (the RTX 2080 Ti's, tiled_gemm's two)
 DEFAULT_SPACES = ["/work/shared/benchmark-spaces/convolution", str(ROOT / "bench" / "data")]
@@ -89,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spaces", nargs="*", default=DEFAULT_SPACES, help="Kernel Tuner cache files or folders of them")
     ap.add_argument("--seeds", type=int, default=30)
-    ap.add_argument("--patience", default="60", help="values to compare, comma-separated (0: never stops)")
+    ap.add_argument("--patience", default=str(PATIENCE),
+                    help="values to compare, comma-separated (default: the strategy's; 0: never stops)")
     ap.add_argument("--budgets", default="100,200")
     ap.add_argument("--in-flight", type=int, default=0, help="proposals awaiting results (0: each told first)")
     ap.add_argument("--jobs", type=int, default=1)

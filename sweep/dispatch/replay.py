@@ -178,8 +178,9 @@ class ReplayExecutor(Executor):
             raise SweepError("--executor replay needs --from FILE (a Kernel Tuner cache, T4 results, or a sweep's "
                              "results folder)")
         idx = index(self.ctx.space, self.ctx.replay_from)
-        if not self.noted and objective_note(idx.recording):
-            print(objective_note(idx.recording), file=sys.stderr)
+        note = objective_note(idx.recording)
+        if note and not self.noted:
+            print(note, file=sys.stderr)
         self.noted = True
         while self.queued:
             j = self.queued.pop(0)

@@ -25,6 +25,7 @@ from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, Stra
     group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
+from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
 from sweep.space import Config, Space, check, groups, make_config
 
 ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
@@ -143,20 +144,12 @@ def auto_search(space: Space) -> Search:
     return search
 
 
-# Evaluations without a gain over 0.5% before the search stops by itself (and at least half of all
-# made). bench/stop_rule.py, 30 seeds on six brute-forced spaces: the expected-improvement rule this
-# replaced never fired with proposals in flight, and told one at a time it ended 52 of 180 runs at
-# budget 100 more than 1% above where running on got. 80 ends 2 of 180 so at budget 100 (0 with 10
-# in flight), saving little there; at budget 200 it saves 67 evaluations a run (50 in flight) and
-# ends 10 of 180 (15) more than 1% short, 5 (13) of them on W6600, whose optimum is found late.
-PATIENCE = 80
-
 _BUDGETS = (
     Option("budget", int, 100, "evaluations at most (failed ones count)", lo=1, hi=1_000_000),
     Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit)", lo=0),
     Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
-    Option("patience", int, PATIENCE, "stop once the best time gained no more than 0.5% in this many evaluations, "
-                                      "nor in the last half of all (0: only the budget stops it)", lo=0),
+    Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
+                                      "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
     Option("in_flight", int, 0, "proposals awaiting their results at most (0: a tenth of the budget, at least 4): "
                                 "more keep more GPUs and builds busy, fewer let each proposal learn from more "
                                 "results", lo=0, hi=100_000),

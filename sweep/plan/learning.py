@@ -25,10 +25,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .moves import basin_heads, near, out_of_patience, ranked, stalled_for, subsample, switch_flips
+from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
+                    switch_flips)
 from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
-
-PATIENCE_GAIN = 0.005   # a gain of the best time smaller than this does not reset the patience count
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -43,7 +42,7 @@ class LearningSearch:
     def __init__(self, dims: Sequence[Dim], is_legal: Callable[[dict], bool] | None = None,
                  legal_points: Sequence[dict] | None = None, seed: int = 0, budget: int | None = None,
                  n_init: int | None = None, enumerate_limit: int = 200_000, n_candidates: int = 4000,
-                 patience: int = 80, patience_gain: float = PATIENCE_GAIN, max_train: int = 300, warp: str = "copula",
+                 patience: int = PATIENCE, patience_gain: float = PATIENCE_GAIN, max_train: int = 300, warp: str = "copula",
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
