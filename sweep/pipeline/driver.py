@@ -377,17 +377,21 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     if stopped:
         print(f"{space.name}: {stopped}", file=sys.stderr)
 
+    # the run's record (what bench/sweep_overhead.py --analyze reads) is written before the results, so
+    # the report they include says why this run's search stopped; completed once they are written
+    sw.manifest = sw.manifest.with_run({"started": started, "executor": opts.executor,
+                                        "backend": space.profile.backend, "dry_run": opts.dry_run, "counts": counts,
+                                        "stopped": stopped})
+    sw.save_manifest()
     results_dir = Path(opts.results_root) / space.name
     prepared.wait()
     best, conf = (None, Confirmation()) if opts.dry_run else \
         finish_mod.finish(space, sw, results_dir, confirm=opts.confirm,
                           certify_picks=False if replaying else opts.certify)   # a race needs new samples
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    sw.manifest = sw.manifest.with_run({  # what bench/sweep_overhead.py --analyze reads
-        "started": started, "finished": time.time(), "executor": opts.executor, "backend": space.profile.backend,
-        "dry_run": opts.dry_run, "counts": counts, "stopped": stopped, "model_export_s": prepared.seconds,
-        "model_export_interval": prepared.interval, "gpu_occupancy": sw.occupancy,
-        "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
+    sw.manifest = sw.manifest.with_run_ended({
+        "finished": time.time(), "model_export_s": prepared.seconds, "model_export_interval": prepared.interval,
+        "gpu_occupancy": sw.occupancy, "driver_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)})
     sw.save_manifest()
     return RunSummary(space.name, sweep_dir, results_dir, counts, best, conf, time.monotonic() - t0, note,
                       no_legal=no_legal_line(space, search.skipped) if not all_tags else "")

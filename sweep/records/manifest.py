@@ -75,3 +75,7 @@ class Manifest:
 
     def with_run(self, run: Mapping[str, Any]) -> "Manifest":
         return replace(self, runs=self.runs + (dict(run),))
+
+    def with_run_ended(self, ended: Mapping[str, Any]) -> "Manifest":
+        """The last run's record completed with what is known once its results are written."""
+        return replace(self, runs=self.runs[:-1] + ({**self.runs[-1], **ended},))

@@ -74,18 +74,17 @@ def test_a_learning_sweep_stops_at_its_budget_having_run_only_legal_points(tmp_p
 def test_a_learning_sweep_with_proposals_in_flight_stops_when_out_of_patience(tmp_path, capsys):
     # 64 legal points, 4 proposals in flight (the default's floor): the rule reads told times only,
     # so it fires with proposals awaiting results, as the expected-improvement rule it replaced never did
-    assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--budget", "60",
-               "--strategy-option", "patience=12") == 0
+    assert cli.main(["run", str(t1_space(tmp_path)), "--executor", "replay", "--from", str(KT), "--no-confirm",
+                     "--jobs-dir", str(tmp_path / "jobs"), "--results-dir", str(tmp_path / "results"),
+                     "--strategy", "learning", "--budget", "60", "--strategy-option", "patience=12"]) == 0
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if "stopped after" in x)
     made = int(line.split("stopped after ")[1].split()[0])
     assert 12 < made < 60 and len(measured(tmp_path)) == made
     assert "the best time gained no more than 0.5% in its last" in line and "(patience 12;" in line
-    # kept with the sweep, and said in the report's header, for whoever reads them later
+    # kept with the sweep, and said in the header of the report this run wrote, for whoever reads them later
     runs = json.loads((tmp_path / "jobs" / "conv" / "sweep.json").read_text())["runs"]
-    assert runs[-1]["stopped"] == line.split("conv: ", 1)[1]
-    assert cli.main(["report", "conv", "--jobs-dir", str(tmp_path / "jobs"),
-                     "--results-dir", str(tmp_path / "results")]) == 0
+    assert runs[-1]["stopped"] == line.split("conv: ", 1)[1] and runs[-1]["finished"] >= runs[-1]["started"]
     page = (tmp_path / "results" / "conv" / "report.html").read_text()
     assert html.escape(runs[-1]["stopped"]) in page
 
