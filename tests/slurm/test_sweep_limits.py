@@ -60,9 +60,13 @@ class QueueWatcher(threading.Thread):
             out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True).stdout
             self.most = max(self.most, len([l for l in out.splitlines() if l.strip()]))
             self.samples += 1
-            if (self.jobs / self.sweep / "sweep.json").is_file():
-                self.arrays.extend(manage.status(self.sweep, self.jobs)["arrays"])
+            self.status()
             time.sleep(0.3)
+        self.status()   # once the sweep has returned: its arrays as they ended (the last look may predate that)
+
+    def status(self) -> None:
+        if (self.jobs / self.sweep / "sweep.json").is_file():
+            self.arrays.extend(manage.status(self.sweep, self.jobs)["arrays"])
 
 
 def max_array_size() -> int:
