@@ -259,9 +259,9 @@ bool write_json(const std::string& path, const Options& o, const std::vector<Ent
 int main(int argc, char** argv) {
     Options o;
     if (!parse(argc, argv, o)) return 2;
-    printf("stencil: BLOCK %dx%d USE_SHARED=%d (%d B shared memory), RED_BLOCK=%d ITEMS=%d, %d sweeps\n",
-           STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_USE_SHARED, STENCIL_SMEM_BYTES, STENCIL_RED_BLOCK, STENCIL_ITEMS,
-           o.sweeps);
+    printf("stencil: BLOCK %dx%d TILE %dx%d USE_SHARED=%d (%d B shared memory), RED_BLOCK=%d ITEMS=%d, %d sweeps\n",
+           STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_TILE_X, STENCIL_TILE_Y, STENCIL_USE_SHARED, STENCIL_SMEM_BYTES,
+           STENCIL_RED_BLOCK, STENCIL_ITEMS, o.sweeps);
 
     // Every timed size, and one size that is no multiple of any block (edges).
     std::vector<Problem> problems(o.sizes.size());

@@ -8,13 +8,18 @@
 //     (f[i][j] + u[i-1][j] + u[i+1][j] + u[i][j-1] + u[i][j+1] - 4 u[i][j])^2.
 //
 // Versions:
-//   1. jacobi_kernel<BX, BY, USE_SHARED>: one thread per point, blocks of BX x BY.
-//      With USE_SHARED = 1 a block first stages its (BY+2) x (BX+2) tile (the
-//      points it updates and a one-point halo) in shared memory, so each value
-//      of u is read from global memory about once per block instead of five
-//      times per point; with 0 every thread reads its five values from global
-//      memory and relies on the caches. Which is faster depends on the block
-//      shape (a wide block reuses more of each row in L1), hence a swept flag.
+//   1. jacobi_kernel<BX, BY, TX, TY, USE_SHARED>: blocks of BX x BY threads, each
+//      thread updating TX x TY points, so a block updates a (BY*TY) x (BX*TX)
+//      patch. A thread's points are BX columns and BY rows apart (not adjacent),
+//      so the threads of a warp always touch consecutive columns (coalesced);
+//      more points per thread means fewer blocks and more work per thread to
+//      hide latency with, at the cost of registers and parallelism (TX = TY = 1:
+//      one thread per point). With USE_SHARED = 1 a block first stages its patch
+//      and a one-point halo in shared memory, so each value of u is read from
+//      global memory about once per block instead of five times per point; with
+//      0 every thread reads its five values from global memory and relies on the
+//      caches. Which is faster depends on the patch shape (a wide patch reuses
+//      more of each row in L1), hence a swept flag.
 //   2. residual_partial_kernel<BLOCK, ITEMS>: a block sums BLOCK * ITEMS interior
 //      points; thread t takes points t, t + BLOCK, ... (ITEMS of them, so a warp
 //      reads consecutive points), then a shared-memory tree sums the block's
@@ -49,20 +54,32 @@
 #ifndef STENCIL_ITEMS
 #define STENCIL_ITEMS 4         // points each residual thread sums before the block's tree
 #endif
+#ifndef STENCIL_TILE_X
+#define STENCIL_TILE_X 1        // points each Jacobi thread updates along a row (BLOCK_X columns apart)
+#endif
+#ifndef STENCIL_TILE_Y
+#define STENCIL_TILE_Y 1        // points each Jacobi thread updates along a column (BLOCK_Y rows apart)
+#endif
 #ifndef STENCIL_USE_SHARED
 #define STENCIL_USE_SHARED 1    // 0 or 1: stage the Jacobi block's tile and halo in shared memory
 #endif
 
 #define STENCIL_THREADS (STENCIL_BLOCK_X * STENCIL_BLOCK_Y)
-// Static shared memory of the Jacobi kernel: the tile and its halo (none without USE_SHARED).
-#define STENCIL_SMEM_BYTES (STENCIL_USE_SHARED * (STENCIL_BLOCK_X + 2) * (STENCIL_BLOCK_Y + 2) * 4)
+// The patch of points a Jacobi block updates: STENCIL_PATCH_Y rows of STENCIL_PATCH_X.
+#define STENCIL_PATCH_X (STENCIL_BLOCK_X * STENCIL_TILE_X)
+#define STENCIL_PATCH_Y (STENCIL_BLOCK_Y * STENCIL_TILE_Y)
+// Static shared memory of the Jacobi kernel: the patch and its halo (none without USE_SHARED).
+#define STENCIL_SMEM_BYTES (STENCIL_USE_SHARED * (STENCIL_PATCH_X + 2) * (STENCIL_PATCH_Y + 2) * 4)
 
 static_assert(STENCIL_BLOCK_X >= 1 && STENCIL_BLOCK_Y >= 1, "STENCIL_BLOCK_X and STENCIL_BLOCK_Y must be positive");
 static_assert(STENCIL_THREADS % 32 == 0,
               "STENCIL_BLOCK_X*STENCIL_BLOCK_Y threads must be a multiple of 32 (whole warps)");
 static_assert(STENCIL_THREADS <= 1024, "STENCIL_BLOCK_X*STENCIL_BLOCK_Y threads must be <= 1024 (a block's limit)");
+static_assert(STENCIL_TILE_X >= 1 && STENCIL_TILE_X <= 8 && STENCIL_TILE_Y >= 1 && STENCIL_TILE_Y <= 8,
+              "STENCIL_TILE_X and STENCIL_TILE_Y must be 1..8 (points per thread: registers)");
 static_assert(STENCIL_SMEM_BYTES <= 48 * 1024,
-              "(STENCIL_BLOCK_X+2)*(STENCIL_BLOCK_Y+2)*4 bytes of shared memory must be <= 48 KB (the static limit)");
+              "(STENCIL_BLOCK_X*STENCIL_TILE_X+2)*(STENCIL_BLOCK_Y*STENCIL_TILE_Y+2)*4 bytes of shared memory must be "
+              "<= 48 KB (the static limit) when STENCIL_USE_SHARED is 1");
 static_assert(STENCIL_RED_BLOCK >= 32 && STENCIL_RED_BLOCK <= 1024 &&
                   (STENCIL_RED_BLOCK & (STENCIL_RED_BLOCK - 1)) == 0,
               "STENCIL_RED_BLOCK must be a power of two from 32 to 1024 (the tree halves it)");
@@ -73,41 +90,49 @@ static_assert(STENCIL_USE_SHARED == 0 || STENCIL_USE_SHARED == 1, "STENCIL_USE_S
 // Kernels
 // ---------------------------------------------------------------------------
 
-template <int BX, int BY, int USE_SHARED>
+template <int BX, int BY, int TX, int TY, int USE_SHARED>
 __global__ void __launch_bounds__(BX * BY)
 jacobi_kernel(int n, const float* __restrict__ u, const float* __restrict__ f, float* __restrict__ out) {
-    const int j = blockIdx.x * BX + threadIdx.x, i = blockIdx.y * BY + threadIdx.y;
-    const bool inside = i < n && j < n;
-    const bool interior = i > 0 && j > 0 && i < n - 1 && j < n - 1;
-    float north, south, west, east;
+    constexpr int PX = BX * TX, PY = BY * TY;   // the block's patch: PY rows of PX points
+    // The patch with its halo (one element when unused); points outside the grid
+    // are never read (only interior points read neighbours, and theirs are inside).
+    __shared__ float tile[USE_SHARED ? PY + 2 : 1][USE_SHARED ? PX + 2 : 1];
+    const int i0 = blockIdx.y * PY, j0 = blockIdx.x * PX;
     if constexpr (USE_SHARED) {
-        // The tile with its halo; points outside the grid are never read (only
-        // interior points read neighbours, and theirs are inside).
-        __shared__ float tile[BY + 2][BX + 2];
-        const int i0 = blockIdx.y * BY - 1, j0 = blockIdx.x * BX - 1;
-        for (int t = threadIdx.y * BX + threadIdx.x; t < (BY + 2) * (BX + 2); t += BX * BY) {
-            int ti = t / (BX + 2), tj = t % (BX + 2), gi = i0 + ti, gj = j0 + tj;
+        for (int t = threadIdx.y * BX + threadIdx.x; t < (PY + 2) * (PX + 2); t += BX * BY) {
+            int ti = t / (PX + 2), tj = t % (PX + 2), gi = i0 - 1 + ti, gj = j0 - 1 + tj;
             tile[ti][tj] = gi >= 0 && gj >= 0 && gi < n && gj < n ? u[(size_t)gi * n + gj] : 0.0f;
         }
         __syncthreads();
-        const int ti = threadIdx.y + 1, tj = threadIdx.x + 1;
-        north = tile[ti - 1][tj];
-        south = tile[ti + 1][tj];
-        west = tile[ti][tj - 1];
-        east = tile[ti][tj + 1];
-    } else {
-        if (!interior) {
-            north = south = west = east = 0.0f;
-        } else {
-            north = u[(size_t)(i - 1) * n + j];
-            south = u[(size_t)(i + 1) * n + j];
-            west = u[(size_t)i * n + j - 1];
-            east = u[(size_t)i * n + j + 1];
+    }
+#pragma unroll
+    for (int ty = 0; ty < TY; ++ty) {
+#pragma unroll
+        for (int tx = 0; tx < TX; ++tx) {
+            const int li = threadIdx.y + ty * BY, lj = threadIdx.x + tx * BX;   // within the patch
+            const int i = i0 + li, j = j0 + lj;
+            if (i >= n || j >= n) continue;   // after the block's __syncthreads
+            const bool interior = i > 0 && j > 0 && i < n - 1 && j < n - 1;
+            const size_t at = (size_t)i * n + j;
+            if (!interior) {
+                out[at] = u[at];
+                continue;
+            }
+            float north, south, west, east;
+            if constexpr (USE_SHARED) {
+                north = tile[li][lj + 1];
+                south = tile[li + 2][lj + 1];
+                west = tile[li + 1][lj];
+                east = tile[li + 1][lj + 2];
+            } else {
+                north = u[at - n];
+                south = u[at + n];
+                west = u[at - 1];
+                east = u[at + 1];
+            }
+            out[at] = 0.25f * (north + south + west + east + f[at]);
         }
     }
-    if (!inside) return;   // after the block's __syncthreads
-    const size_t at = (size_t)i * n + j;
-    out[at] = interior ? 0.25f * (north + south + west + east + f[at]) : u[at];
 }
 
 template <int BLOCK>
@@ -155,7 +180,7 @@ __global__ void __launch_bounds__(BLOCK) residual_sum_kernel(int count, const do
 // Launchers: they own the grid arithmetic and check the launch at once.
 // ---------------------------------------------------------------------------
 
-inline dim3 jacobi_grid(int n) { return dim3(CEIL_DIV(n, STENCIL_BLOCK_X), CEIL_DIV(n, STENCIL_BLOCK_Y)); }
+inline dim3 jacobi_grid(int n) { return dim3(CEIL_DIV(n, STENCIL_PATCH_X), CEIL_DIV(n, STENCIL_PATCH_Y)); }
 inline dim3 jacobi_block() { return dim3(STENCIL_BLOCK_X, STENCIL_BLOCK_Y); }
 
 // Partial sums (blocks of the first residual pass) for an n x n grid.
@@ -165,7 +190,7 @@ inline int residual_blocks(int n) {
 }
 
 inline bool jacobi(int n, const float* u, const float* f, float* out, cudaStream_t stream = 0) {
-    jacobi_kernel<STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_USE_SHARED><<<jacobi_grid(n), jacobi_block(), 0, stream>>>(
+    jacobi_kernel<STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_TILE_X, STENCIL_TILE_Y, STENCIL_USE_SHARED><<<jacobi_grid(n), jacobi_block(), 0, stream>>>(
         n, u, f, out);
     return cudaCheck(cudaGetLastError());
 }
