@@ -8,6 +8,8 @@ One cache entry per configuration the sweep ran (role "sweep"); the points its c
 rejected are left out, as Kernel Tuner leaves out the points its restrictions reject, so the
 entries are the legal set. An entry's "time" is the sweep's own objective in milliseconds: the
 sum over the swept kernels' launch shapes of each one's per-launch median (what `best` ranks by);
+only the kernels the space's parameters name (`kernels:`) count, so a program's other kernels, timed
+beside them at fixed sizes, do not dilute the ratios (all kernels count when no parameter names any);
 a configuration that did not measure carries Kernel Tuner's failure string for its status
 (CompilationFailedConfig for a build failure, RuntimeFailedConfig for any other). compile_time
 and benchmark_time are the job's build and profile seconds (in ms, Kernel Tuner's unit), so a
@@ -32,6 +34,20 @@ def _ms(seconds: float) -> float:
     return float(seconds) * 1000 if pd.notna(seconds) else 0.0
 
 
+def declared_values(parameter: dict) -> list[int]:
+    """A parameter's values as its space declares them; a flag declared without them (type: flag,
+    or values: bool) has 0 and 1."""
+    values = parameter.get("values")
+    if isinstance(values, list):
+        return [int(v) for v in values]
+    return [0, 1]
+
+
+def swept_kernels(space: dict) -> set[str]:
+    """The kernels a space's parameters name (their `kernels:` lists); empty when none does."""
+    return {k for p in space["parameters"].values() if isinstance(p, dict) for k in p.get("kernels") or ()}
+
+
 def cache_of(results: Path) -> dict:
     """The Kernel Tuner cache of a sweep's results folder (configs.csv, measurements.csv, space.yaml)."""
     import yaml
@@ -42,6 +58,9 @@ def cache_of(results: Path) -> dict:
     configs = configs[(configs["role"] == "sweep") & (configs["status"] != "skipped")]
     m = pd.read_csv(results / "measurements.csv")
     m = m[(m["role"] == "sweep") & (m["status"] == "ok")]
+    swept = swept_kernels(space)
+    if swept:
+        m = m[m["kernel"].isin(swept)]
     total_ms = m.groupby("tag")["total_median_ns"].sum() / 1e6
     cache = {}
     for row in configs.itertuples(index=False):
@@ -58,7 +77,7 @@ def cache_of(results: Path) -> dict:
     gpus = sorted(set(configs["gpu"].dropna()))
     return {"device_name": ", ".join(gpus), "kernel_name": space["target"]["name"], "problem_size": [1],
             "tune_params_keys": keys,
-            "tune_params": {k: list(space["parameters"][k]["values"]) for k in keys},
+            "tune_params": {k: declared_values(space["parameters"][k]) for k in keys},
             "objective": "time", "cache": cache}
 
 

@@ -25,8 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
-                    switch_flips)
+from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, other_sides_climbing, out_of_patience, ranked,
+                    stalled_for, subsample, switch_flips)
 from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
@@ -282,9 +282,11 @@ class LearningSearch:
             if flip is not None:
                 return flip
         held = stalled_for(self.told, self.order)     # evaluations since the best last improved
-        stalled, long_stalled = held >= self.stall, held >= 2 * self.stall
+        stalled = held >= self.stall
         # stalled: the local steps search the other sides of the switches; stalled twice as long
-        # (the best has held while those searches ran), every step does
+        # (the best has held while those searches ran), every step does while one of those sides
+        # still climbs (moves.other_sides_climbing)
+        long_stalled = held >= 2 * self.stall and other_sides_climbing(self.told, self.order, self._switches, self.stall)
         if len(self._switches) and ((local and stalled) or long_stalled):
             turn = step if long_stalled else step // self.local_every
             other_side = self._other_side(cands, done, turn, rng)

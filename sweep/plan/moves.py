@@ -50,6 +50,16 @@ def stalled_for(told: Told, order: Sequence[tuple], gain: float = 0.0) -> int:
     return since
 
 
+def other_sides_climbing(told: Told, order: Sequence[tuple], switches: Sequence[int], stall: int) -> bool:
+    """Whether the other side of some switch, from the best point's, improved its own best time in
+    its last `stall` evaluations there (a side not yet evaluated counts as climbing). A search long
+    stalled keeps every step on such a side (W6600's optimum's side climbs from 2x for dozens of
+    evaluations), and once each has held too, returns to the best point's side (stencil_large_H200:
+    a side 12% behind took every step for 60 evaluations while the optimum lay beside the best)."""
+    best = ranked(told)[0]
+    return any(stalled_for(told, [k for k in order if k[j] != best[j]]) < stall for j in switches)
+
+
 def out_of_patience(told: Told, order: Sequence[tuple], patience: int, gain: float) -> int:
     """The evaluations the best time has held (gaining no more than `gain`) when that is at least
     `patience` and half of all told, else 0: a search's stop by itself (0 patience: never)."""

@@ -58,7 +58,7 @@ def test_a_dry_run_builds_the_shared_and_the_global_jacobi_through_the_makefile(
         exe = job / "build" / "stencil"
         assert exe.is_file(), sorted(d.name for d in (jobs / "stencil-cmake").iterdir())
         if shutil.which("nm"):
-            assert f"_Z13jacobi_kernelILi32ELi8ELi{flag}EEviPKfS1_Pf" in nm(exe)
+            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in nm(exe)
     built = [json.loads((jobs / "stencil-cmake" / f"B32x8_S{f}_R256_I4" / "built.json").read_text()) for f in (0, 1)]
     assert built[0]["build"]["objects"] != built[1]["build"]["objects"]   # the flag reached the compiler
 
@@ -82,7 +82,7 @@ def test_cmake_builds_it_with_conf_cuh_from_conf_dir_first_on_the_include_path(t
     assert includes[0].replace('"', "") == f"-I{conf}"   # CMake quotes some paths
     if shutil.which("nm"):
         symbols = nm(exe)
-        assert "_Z13jacobi_kernelILi64ELi4ELi0EEviPKfS1_Pf" in symbols
+        assert "_Z13jacobi_kernelILi64ELi4ELi1ELi1ELi0EEviPKfS1_Pf" in symbols
         assert "_Z23residual_partial_kernelILi128ELi16EEviPKfS1_Pd" in symbols
 
 
@@ -109,8 +109,25 @@ def test_a_cmake_targets_dry_run_configures_once_and_builds_each_configuration_w
     for flag in (0, 1):
         job = sweep / f"B32x8_S{flag}_R256_I4"
         if shutil.which("nm"):
-            assert f"_Z13jacobi_kernelILi32ELi8ELi{flag}EEviPKfS1_Pf" in nm(job / "build" / "stencil")
+            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in nm(job / "build" / "stencil")
         built = json.loads((job / "built.json").read_text())["build"]
         assert list(built["objects"]) == ["cmake/CMakeFiles/stencil.dir/stencil.cu.o"]   # not CMake's own
         assert {k["name"] for k in built["kernels"]} == {"jacobi_kernel", "residual_partial_kernel",
                                                           "residual_sum_kernel"}
+
+
+def test_the_large_space_counts_634_legal_points_the_committed_brute_force_measured_them_all():
+    """bench/data's cache of space_large.yaml, brute-forced on an H200 (bench/kt_cache.py): every
+    configuration the tool calls legal ran and measured, nothing else ran."""
+    import gzip
+
+    large = load_space(EXAMPLE / "space_large.yaml")
+    assert large.size() == (800, "5*5*4*4*2")
+    cache = json.loads(gzip.open(ROOT / "bench" / "data" / "stencil_large_H200.json.gz").read())
+    names = [p.macro for p in large.swept]
+    assert cache["tune_params_keys"] == names and "H200" in cache["device_name"]
+    points = [dict(zip(names, map(int, key.split(",")))) for key in cache["cache"]]
+    assert len(points) == 634 and all(check(large, make_config(large, p)) is None for p in points)
+    times = {key: e["time"] for key, e in cache["cache"].items()}
+    assert all(isinstance(t, float) and t > 0 for t in times.values())
+    assert min(times, key=times.get) == "64,1,1,4,0"

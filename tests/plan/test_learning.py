@@ -11,6 +11,7 @@ from pathlib import Path
 from sweep.plan.learning import Dim, LearningSearch
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "data"
 
 DIMS = [Dim("bx", (16, 32, 64, 128, 256)), Dim("by", (1, 2, 4, 8)), Dim("tile", (1, 2, 3, 4)), Dim("flag", (0, 1))]
 
@@ -198,6 +199,56 @@ def test_a_stalled_search_with_a_switch_takes_its_local_steps_on_the_other_side_
 def test_the_other_sides_proposal_is_the_same_after_a_replayed_history():
     first = _stalled_with_a_switch().ask(3)
     assert _stalled_with_a_switch().ask(3) == first
+
+
+def _long_stalled(other_side_improving: bool) -> LearningSearch:
+    """The best point (0, 0) on side s=1 of a switch and sixteen evaluations since, twice its
+    stall and more: twelve on side s=0, whose own best improved at its last one (or was its first),
+    then four on side s=1. The next proposal is not a local step."""
+    dims = [Dim("a", tuple(range(10))), Dim("b", tuple(range(10))), Dim("s", (0, 1))]
+    s = LearningSearch(dims, seed=3, n_init=2, stall=5, alignment=False, flip_every=0)
+    s.tell({"a": 0, "b": 0, "s": 1}, 1.0)
+    for i in range(12):
+        s.tell({"a": i % 10, "b": 5 + i // 10, "s": 0}, 30.0 - i if other_side_improving else 20.0 + i)
+    for i in range(1, 5):
+        s.tell({"a": i, "b": 9, "s": 1}, 2.0 + i)
+    return s
+
+
+def _side_searches(s: LearningSearch) -> list[tuple]:
+    searched: list[tuple] = []
+    inner = s._side_search
+    s._side_search = lambda cands, done, j, level, rng: searched.append((j, level)) or inner(cands, done, j, level, rng)
+    return searched
+
+
+def test_a_long_stalled_search_takes_every_step_on_another_side_while_that_side_still_climbs():
+    s = _long_stalled(other_side_improving=True)
+    assert len(s.told) % s.local_every == 1                  # not a local step
+    searched = _side_searches(s)
+    assert s.ask(1)[0]["s"] == 0 and searched == [(2, 0)]
+
+
+def test_a_long_stalled_search_whose_other_side_has_held_too_refines_the_best_points_side():
+    s = _long_stalled(other_side_improving=False)
+    searched = _side_searches(s)
+    s.ask(1)
+    assert searched == []                                     # the step is the whole space's model's
+
+
+def test_on_the_stencil_brute_force_a_side_that_has_held_no_longer_takes_every_step():
+    """stencil_large_H200 (bench/data), seed 4, one proposal at a time: its best held at 1.059 from
+    the 6th evaluation while every step searched the shared-memory side (12% behind at best) and
+    the patience stop ended it at 86; the optimum is on the best point's side."""
+    data = json.load(gzip.open(BENCH / "stencil_large_H200.json.gz", "rt"))
+    keys = data["tune_params_keys"]
+    times = {tuple(e[k] for k in keys): e["time"] for e in data["cache"].values()}
+    dims = [Dim(k, tuple(data["tune_params"][k])) for k in keys]
+    s = LearningSearch(dims, legal_points=[dict(zip(keys, c)) for c in times], seed=4, budget=100)
+    while s.stop() is None:
+        p = s.ask(1)[0]
+        s.tell(p, times[tuple(p[k] for k in keys)])
+    assert s.best()[1] <= 1.01 * min(times.values())
 
 
 def _switch_history(**opts) -> LearningSearch:

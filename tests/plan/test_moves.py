@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.moves import basin_heads, near, out_of_patience, ranked, stalled_for, subsample, switch_flips
+from sweep.plan.moves import (basin_heads, near, other_sides_climbing, out_of_patience, ranked, stalled_for, subsample,
+                              switch_flips)
 
 TOLD = {(0, 0, 1): (1.0, None), (0, 1, 1): (1.1, None), (5, 5, 0): (1.2, None), (3, 3, 1): (None, "verify_failed"),
         (7, 7, 1): (9.0, None)}
@@ -65,3 +66,15 @@ def test_subsample_keeps_every_marked_candidate_and_fills_up_to_the_limit_at_ran
     assert mask.sum() == 10 and mask[[3, 50, 97]].all()
     assert subsample(keep, 2, np.random.default_rng(0)).sum() == 3      # the marked ones even over the limit
     assert subsample(np.zeros(5, dtype=bool), 10, np.random.default_rng(0)).all()   # fewer than the limit: all
+
+
+def test_another_side_climbs_while_its_own_best_improved_within_its_last_stall_evaluations():
+    best = {(0, 0, 1): (1.0, None)}
+    falling = {(i, 1, 0): (9.0 - i, None) for i in range(6)}             # side 0 improves every time
+    order = [(0, 0, 1), *falling]
+    assert other_sides_climbing({**best, **falling}, order, [2], stall=3)
+    rising = {(i, 1, 0): (3.0 + i, None) for i in range(6)}              # its first was its best
+    assert not other_sides_climbing({**best, **rising}, [(0, 0, 1), *rising], [2], stall=3)
+    assert other_sides_climbing({**best, **rising}, [(0, 0, 1), *rising], [2], stall=6)   # held 5 of 6
+    assert other_sides_climbing(best, [(0, 0, 1)], [2], stall=3)         # a side not yet evaluated
+    assert not other_sides_climbing(best, [(0, 0, 1)], [], stall=3)      # no switch: no other side
