@@ -75,7 +75,9 @@ def cache_of(results: Path) -> dict:
             "benchmark_time": _ms(row.profile_s), "strategy_time": 0, "framework_time": 0,
             "timestamp": str(row.finished_at)}
     gpus = sorted(set(configs["gpu"].dropna()))
-    return {"device_name": ", ".join(gpus), "kernel_name": space["target"]["name"], "problem_size": [1],
+    # the kernel the times are of, as a space's replay looks for it; the program's name where several count
+    kernel = next(iter(swept)) if len(swept) == 1 else space["target"]["name"]
+    return {"device_name": ", ".join(gpus), "kernel_name": kernel, "problem_size": [1],
             "tune_params_keys": keys,
             "tune_params": {k: declared_values(space["parameters"][k]) for k in keys},
             "objective": "time", "cache": cache}

@@ -110,7 +110,21 @@ def index(space: Space, path: Path) -> Index:
                              f"({dict(zip(macros, k))}): they differ in {', '.join(rest) or 'nothing recorded'}; "
                              f"sweep those too, or hold them with replay: {{fixed: {{name: value}}}} in {space.path}")
         entries[k] = e
-    return Index(rec, macros, entries, rec.kernel or space.replay.kernel or _governed(space))
+    return Index(rec, macros, entries, replayed_kernel(rec, space))
+
+
+def replayed_kernel(rec: recording.Recording, space: Space) -> str:
+    """The kernel the recorded times are of: `replay.kernel` where the space says; else the file's
+    kernel name where the space's parameters govern it (or name no kernel); else the one kernel
+    they govern (a cache written by bench/kt_cache.py before 2026-11-29 named the program, not its
+    kernel, and its times would have been of no swept kernel: nothing to learn from)."""
+    if space.replay.kernel:
+        return space.replay.kernel
+    named = [p for p in space.parameters if p.kernels]
+    if rec.kernel and (not named or any(p.governs(rec.kernel) for p in named)):
+        return rec.kernel
+    governed = _governed(space)
+    return rec.kernel if governed == recording.T4_KERNEL and rec.kernel else governed
 
 
 def _governed(space: Space) -> str:

@@ -209,3 +209,35 @@ def test_replay_needs_from_and_from_needs_replay(tmp_path, capsys):
 
 def test_a_replayed_result_never_passes_for_a_gpu_measurement():
     assert replay.identity("abc", KT) != "abc" and replay.identity("abc", KT) != replay.identity("abc", T4)
+
+
+def _renamed_space(tmp_path: Path, kernel: str, replay_kernel: str = "") -> Path:
+    shutil.copytree(DATA / "toy_target", tmp_path / "toy_target", dirs_exist_ok=True)
+    (tmp_path / "conv.yaml").write_text(f"""
+name: convy
+target: {{name: toy, dir: toy_target, profile: ["{{build}}/toy_bench"]}}
+parameters:
+  BX: {{values: [16, 32], kernels: [{kernel}]}}
+  BY: {{values: [1, 2], kernels: [{kernel}]}}
+replay:
+  params: {{BX: block_size_x, BY: block_size_y}}
+  fixed: {{tile_size_x: 1, tile_size_y: 1, read_only: 0, use_padding: 0, use_shmem: 0}}
+""" + (f"  kernel: {replay_kernel}\n" if replay_kernel else ""))
+    return tmp_path / "conv.yaml"
+
+
+def test_recorded_times_named_after_no_swept_kernel_are_the_one_swept_kernels(tmp_path):
+    """A cache naming its program, not its kernel (bench/kt_cache.py's before 2026-11-29), still
+    drives the pick: its times are the one kernel the space sweeps (else nothing is learned)."""
+    from sweep.space import load_space
+
+    rec = recording.load(KT)
+    assert rec.kernel == "convolution_kernel"
+    assert replay.replayed_kernel(rec, load_space(_renamed_space(tmp_path, "conv*"))) == "convolution_kernel"
+    assert replay.replayed_kernel(rec, load_space(_renamed_space(tmp_path, "my_conv"))) == "my_conv"
+    assert replay.replayed_kernel(rec, load_space(_renamed_space(tmp_path, "conv*", "other"))) == "other"
+    assert run(tmp_path, _renamed_space(tmp_path, "my_conv"), KT, "--no-confirm") == 0
+    m = collect_mod.collect(tmp_path / "jobs" / "convy").measurements
+    assert set(m["kernel"]) == {"my_conv"} and len(m) == 4
+    best = json.loads((tmp_path / "results" / "convy" / "best.json").read_text())
+    assert "my_conv" in json.dumps(best)
