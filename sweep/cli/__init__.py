@@ -12,7 +12,9 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from sweep.core import paths
@@ -266,6 +268,11 @@ COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "rep
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A shell script's background job starts with SIGINT ignored, and the local executor's workers
+        # handle it (sweep.dispatch.workers): a driver ignoring it would watch them stop and record
+        # their jobs as failed. An interrupt stops a sweep the same however it was started.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         try:
             rc = _main(argv)

@@ -35,12 +35,16 @@ def _space(tmp_path: Path, alphas=(64, 128), **run) -> Path:
     return path
 
 
-def _driver(tmp_path: Path, *args: str, jobs: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _driver(tmp_path: Path, *args: str, jobs: Path | None = None, env: dict[str, str] | None = None,
+            sigint: object = signal.SIG_DFL) -> subprocess.Popen:
+    """The driver, started with SIGINT's disposition `sigint` (SIG_IGN: as a shell script's
+    background job starts), in a session of its own."""
     jobs = jobs or tmp_path / "jobs"
     cmd = [sys.executable, str(ROOT / "config_sweep.py"), "run", str(tmp_path / "toy.yaml"), "--jobs-dir", str(jobs),
            "--results-dir", str(tmp_path / "results"), "--no-report", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "0", **(env or {})})
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "0", **(env or {})},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
 
 
 def _wait_for(predicate, timeout_s: float = 120.0, what: str = "") -> None:
@@ -82,7 +86,7 @@ def _still_running(jobs: Path, pattern: str) -> list[str]:
 def test_ctrl_c_during_a_build_leaves_no_result_and_the_rerun_measures_it(tmp_path):
     _space(tmp_path)
     jobs = tmp_path / "jobs"
-    p = _driver(tmp_path, "--executor", "local")
+    p = _driver(tmp_path, "--executor", "local", sigint=signal.SIG_IGN)   # as a script's `&` starts it
     _wait_for(lambda: _building(jobs), what="a build to start")
     os.killpg(p.pid, signal.SIGINT)          # what Ctrl-C sends: the driver, make and nvcc alike
     _, err = p.communicate(timeout=120)
@@ -169,10 +173,13 @@ def _profiling(jobs: Path) -> bool:
     return False
 
 
-def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_traceback(tmp_path):
+@pytest.mark.parametrize("started", [signal.SIG_DFL, signal.SIG_IGN], ids=["foreground", "background-job"])
+def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_traceback(tmp_path, started):
+    # background-job: SIGINT comes ignored (a script's `&`); the workers handle it all the same, so
+    # the driver must too, or it records the jobs they stopped as failed
     _space(tmp_path)
     jobs = tmp_path / "jobs"
-    p = _driver(tmp_path, "--executor", "local", "--no-confirm", env={"TOY_BENCH_SLEEP_MS": "60000"})
+    p = _driver(tmp_path, "--executor", "local", "--no-confirm", env={"TOY_BENCH_SLEEP_MS": "60000"}, sigint=started)
     _wait_for(lambda: _profiling(jobs), timeout_s=300, what="a job to measure")
     time.sleep(1.0)
     os.killpg(p.pid, signal.SIGINT)          # what Ctrl-C sends: the driver, its controllers and jobs
