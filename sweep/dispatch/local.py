@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -103,6 +104,8 @@ class LocalExecutor(Executor):
         self._ready_at: dict[str, float] = {}   # job tag -> when its build was done here (epoch seconds)
         self._log: Path | None = None           # the hand-over log (HANDOVER_LOG)
         self.builds_started = 0                 # builds handed to the pool, over the executor's dispatches
+        # set by cancel(): the pool's builds stop their make and record nothing (sweep.node.build.run_make)
+        self._stop_builds = threading.Event()
 
     @classmethod
     def preflight(cls, space, dry_run: bool) -> None:
@@ -145,6 +148,7 @@ class LocalExecutor(Executor):
         """Ctrl-C: each busy worker gets SIGINT (its job leaves no result and kills its programs; the
         next run measures it) and ends; idle ones end as their input closes."""
         self.stopped = self.in_flight
+        self._stop_builds.set()
         for w in self.workers:
             (w.interrupt if w.job is not None else w.close)()
         deadline = time.monotonic() + group.GRACE_S + 10
@@ -178,9 +182,11 @@ class LocalExecutor(Executor):
         pool = ThreadPoolExecutor(max_workers=max(1, cpus))
         asked_out, since_ask = self._ask is None, True
 
+        stop_builds = self._stop_builds = threading.Event()   # this dispatch's: cancel() sets it
+
         def build_one(j: PendingJob, make_jobs: int) -> JobResult | None:
             t0 = time.monotonic()
-            result = Job(j.dir, build_jobs=make_jobs).run("build")
+            result = Job(j.dir, build_jobs=make_jobs, stop_build=stop_builds.is_set).run("build")
             build_s.append(time.monotonic() - t0)
             return None if (result.status == Status.OK and stages != "build") else result
 

@@ -23,9 +23,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from sweep.core import limits, safe
-from sweep.node import resources
+from sweep.node import group, resources
 from sweep.core.errors import NO_SPACE, DiskFull, SweepError
 
 STATIC_ASSERT = re.compile(r'static assertion failed with "(?P<msg>[^"]*)"|static_assert failed[:,]? "?(?P<msg2>[^"\n]*)')
@@ -40,6 +41,10 @@ CACHE_LINE = re.compile(r"^objcache: (hit|miss) (\S+)", re.M)
 
 class BuildInterrupted(Exception):
     """The build was stopped from outside (an interrupt): the job records nothing."""
+
+
+def never() -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,11 @@ def resolve_arch(arch: list[str] | tuple[str, ...]) -> str:
     return detect_arch() if list(arch) == ["auto"] else " ".join(arch)
 
 
-def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> BuildOutcome:
-    """Run make in `job_dir` (ARCH overridden), logging to job_dir/build.log."""
+def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
+          stop: Callable[[], bool] = never) -> BuildOutcome:
+    """Run make in `job_dir` (ARCH overridden), logging to job_dir/build.log. `stop()` true: the
+    build is being interrupted (the local executor's driver got Ctrl-C while this ran on one of its
+    threads): make is stopped and BuildInterrupted raised, whatever make's own exit says."""
     job_dir = Path(job_dir)
     log = job_dir / "build.log"
     if not shutil.which("make"):
@@ -120,17 +128,16 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
     jobs = jobs or len(os.sched_getaffinity(0))
     cmd = ["make", "-C", str(job_dir), f"-j{jobs}", f"ARCH={arch}"]
     t0 = time.monotonic()
-    try:
-        with safe.open_nofollow(log, "w") as f:
-            f.write("$ " + " ".join(cmd) + "\n")
-            f.flush()
-            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
-    except subprocess.TimeoutExpired:
-        return BuildOutcome("compile_failed", f"make did not finish in {timeout_s:.0f} s", log, time.monotonic() - t0, arch)
+    with safe.open_nofollow(log, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        rc, why = run_make(cmd, f, timeout_s, stop)
     seconds = time.monotonic() - t0
+    if why == "deadline":
+        return BuildOutcome("compile_failed", f"make did not finish in {timeout_s:.0f} s", log, seconds, arch)
     text = log.read_text(errors="replace")
-    if rc < 0 or INTERRUPTED.search(text):  # make was stopped (Ctrl-C, SIGTERM): not this configuration's result
-        raise BuildInterrupted(f"make was stopped ({'signal ' + str(-rc) if rc < 0 else 'Interrupt'})")
+    if why == "stopped" or rc < 0 or INTERRUPTED.search(text):  # stopped from outside: not this configuration's result
+        raise BuildInterrupted(f"make was stopped ({why or ('signal ' + str(-rc) if rc < 0 else 'Interrupt')})")
     compiled = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "miss")
     cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
     if rc == 0:
@@ -140,6 +147,36 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600) -> B
         shutil.rmtree(job_dir / "build", ignore_errors=True)  # half-built objects go
         raise DiskFull.at(job_dir, written)
     return BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
+
+
+def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[], bool]) -> tuple[int, str]:
+    """make in a process group of its own, as a job's programs run (sweep.node.group), so that an
+    interrupt reaches it only through this process, which then knows the build was stopped rather
+    than refused. Signalled alongside its parent, make's exit cannot tell: GNU make interrupted
+    while reaping can exit 2 ("wait: No child processes"), and a compiler launcher killed while
+    starting up is reported as an ordinary "Error 1" (a flaky Ctrl-C test recorded such builds as
+    compile_failed). (exit code, why it ended): "" it ended by itself; "deadline" after timeout_s;
+    "stopped" stop() came true. A KeyboardInterrupt here (a build on a process's main thread) ends
+    the group and goes on; so does any other exception."""
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    why = ""
+    try:
+        while p.poll() is None:
+            if stop():
+                why = "stopped"
+            elif time.monotonic() >= deadline:
+                why = "deadline"
+            if why:
+                break
+            try:
+                p.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        if p.poll() is None:
+            group.kill_group(p)     # SIGTERM to make and its compilers, SIGKILL to what is left
+    return p.returncode, why
 
 
 def out_of_space(job_dir: Path, written_bytes: int, floor_bytes: int = 1 << 20) -> bool:

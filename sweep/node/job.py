@@ -76,7 +76,8 @@ class Job:
     """The stages of one job; each raises JobFailed to end it with a status."""
 
     def __init__(self, job_dir: Path, tools: Tools | None = None, timeout_s: float | None = None,
-                 build_jobs: int | None = None, gpu_lock_path: str | Path | None = None):
+                 build_jobs: int | None = None, gpu_lock_path: str | Path | None = None,
+                 stop_build: Callable[[], bool] = build_mod.never):
         self.dir = Path(job_dir).resolve()
         self.cfg = JobConfig.load(self.dir)
         settings = self.cfg.settings
@@ -84,6 +85,7 @@ class Job:
         self.timeout_s = timeout_s if timeout_s is not None else settings.timeout_s
         self.build_jobs = build_jobs if build_jobs is not None else (self.cfg.build.get("jobs", 0) or settings.build_jobs)
         self.gpu_lock_path = gpu_lock_path
+        self.stop_build = stop_build            # true once the process running this build on a thread is interrupted
         self.gpu_token: Path | None = None      # overlap mode: the lock file the program takes (sweep.node.overlap)
         self.backend = profile.backend(self.cfg.profile["backend"])
         self.timings: dict[str, float] = {}
@@ -136,7 +138,7 @@ class Job:
         t0 = time.monotonic()
         arch = self.cfg.settings.arch or build_mod.resolve_arch(self.cfg.build["arch"])
         start = time.time()
-        out = build_mod.build(self.dir, arch, self.build_jobs, self.timeout_s)
+        out = build_mod.build(self.dir, arch, self.build_jobs, self.timeout_s, stop=self.stop_build)
         self.timings["build"] = time.monotonic() - t0
         self.mark("build", start)
         self.build_info = {"arch": arch, "compiled": list(out.compiled), "cached": list(out.cached),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import threading
 
 import pytest
 
@@ -47,3 +49,49 @@ def test_auto_arch_without_nvidia_smi_says_what_to_set(monkeypatch):
 
 def test_explicit_arch_list_needs_no_gpu():
     assert build.resolve_arch(["sm_80", "sm_90"]) == "sm_80 sm_90"
+
+
+# A recipe that starts a child and waits on it: what a compile under a launcher looks like to make.
+SLOW_RECIPE = "all:\n\tsh -c 'sleep {s} & wait'\n"
+
+
+def _slow_job(tmp_path, seconds: int):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "Makefile").write_text(SLOW_RECIPE.format(s=seconds))
+    return job
+
+
+def _sleeping(seconds: int) -> list[str]:
+    return subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True).stdout.split()
+
+
+def test_a_build_told_to_stop_is_interrupted_whatever_make_exits_with_and_leaves_no_process(tmp_path):
+    job = _slow_job(tmp_path, 3711)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    with pytest.raises(build.BuildInterrupted, match="stopped"):
+        build.build(job, "sm_90", timeout_s=60, stop=stop.is_set)
+    assert not _sleeping(3711), "make's child outlived the stopped build"
+
+
+def test_a_build_past_its_deadline_is_a_compile_failure_and_its_whole_group_ends(tmp_path):
+    job = _slow_job(tmp_path, 3712)
+    out = build.build(job, "sm_90", timeout_s=1)
+    assert (out.status, out.reason) == ("compile_failed", "make did not finish in 1 s")
+    assert not _sleeping(3712), "make's child outlived the build's deadline"
+
+
+def test_an_interrupt_on_the_building_thread_ends_make_and_goes_on(tmp_path):
+    job = _slow_job(tmp_path, 3713)
+    calls = []
+
+    def interrupt_on_second_look() -> bool:   # what Ctrl-C does to a build on a process's main thread
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        build.build(job, "sm_90", timeout_s=60, stop=interrupt_on_second_look)
+    assert not _sleeping(3713), "make's child outlived the interrupted build"

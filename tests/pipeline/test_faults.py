@@ -70,6 +70,19 @@ def _building(jobs: Path) -> bool:
     return False
 
 
+def _still_running(jobs: Path, pattern: str) -> list[str]:
+    """Processes matching `pattern` whose command line names the jobs folder."""
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    mine = []
+    for pid in found:
+        try:
+            if str(jobs) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                mine.append(pid)
+        except OSError:      # it ended meanwhile
+            pass
+    return mine
+
+
 def test_ctrl_c_during_a_build_leaves_no_result_and_the_rerun_measures_it(tmp_path):
     _space(tmp_path)
     jobs = tmp_path / "jobs"
@@ -81,6 +94,7 @@ def test_ctrl_c_during_a_build_leaves_no_result_and_the_rerun_measures_it(tmp_pa
     assert "interrupted" in err
     for r in _results(jobs).values():        # whatever ended before the interrupt is a real result
         assert "Interrupt" not in r["reason"] and r["status"] != "compile_failed"
+    assert not _still_running(jobs, "make"), "a stopped build's make (or its compilers) still runs"
     again = _driver(tmp_path, "--executor", "local")
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err
@@ -176,6 +190,4 @@ def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_trace
     assert stopped and int(stopped[1]) >= 1, err           # the one measuring, and any building beside it
     assert "keep running" not in err
     assert not _results(jobs)                                   # an interrupt is no result: the rerun measures it
-    leftovers = subprocess.run(["pgrep", "-f", "toy_bench"], capture_output=True, text=True).stdout.split()
-    mine = [pid for pid in leftovers if str(jobs) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
-    assert not mine, "the stopped job's program still runs"
+    assert not _still_running(jobs, "toy_bench"), "the stopped job's program still runs"
