@@ -186,7 +186,7 @@ class LocalExecutor(Executor):
 
         def build_one(j: PendingJob, make_jobs: int) -> JobResult | None:
             t0 = time.monotonic()
-            result = Job(j.dir, build_jobs=make_jobs, stop_build=stop_builds.is_set).run("build")
+            result = Job(j.dir, build_jobs=make_jobs, stop_build=stop_builds.wait).run("build")
             build_s.append(time.monotonic() - t0)
             return None if (result.status == Status.OK and stages != "build") else result
 

@@ -43,7 +43,8 @@ class BuildInterrupted(Exception):
     """The build was stopped from outside (an interrupt): the job records nothing."""
 
 
-def never() -> bool:
+def never(timeout: float = 0.0) -> bool:
+    """A build's stop word that never comes (the default: no driver to interrupt it)."""
     return False
 
 
@@ -117,10 +118,11 @@ def resolve_arch(arch: list[str] | tuple[str, ...]) -> str:
 
 
 def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
-          stop: Callable[[], bool] = never) -> BuildOutcome:
-    """Run make in `job_dir` (ARCH overridden), logging to job_dir/build.log. `stop()` true: the
-    build is being interrupted (the local executor's driver got Ctrl-C while this ran on one of its
-    threads): make is stopped and BuildInterrupted raised, whatever make's own exit says."""
+          stop: Callable[[float], bool] = never) -> BuildOutcome:
+    """Run make in `job_dir` (ARCH overridden), logging to job_dir/build.log. `stop(timeout)` (an
+    Event's wait) true: the build is being interrupted (the local executor's driver got Ctrl-C while
+    this ran on one of its threads): make is stopped and BuildInterrupted raised, whatever make's
+    own exit says (run_make)."""
     job_dir = Path(job_dir)
     log = job_dir / "build.log"
     if not shutil.which("make"):
@@ -146,24 +148,32 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
     if NO_SPACE in text or out_of_space(job_dir, written):  # not this configuration's fault: the run ends, the
         shutil.rmtree(job_dir / "build", ignore_errors=True)  # half-built objects go
         raise DiskFull.at(job_dir, written)
-    return BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
+    outcome = BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
+    if outcome.status == "compile_failed" and stop(STOP_GRACE_S):   # make's exit cannot say (run_make)
+        raise BuildInterrupted("make failed while its driver was being interrupted")
+    return outcome
 
 
-def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[], bool]) -> tuple[int, str]:
-    """make in a process group of its own, as a job's programs run (sweep.node.group), so that an
-    interrupt reaches it only through this process, which then knows the build was stopped rather
-    than refused. Signalled alongside its parent, make's exit cannot tell: GNU make interrupted
-    while reaping can exit 2 ("wait: No child processes"), and a compiler launcher killed while
-    starting up is reported as an ordinary "Error 1" (a flaky Ctrl-C test recorded such builds as
-    compile_failed). (exit code, why it ended): "" it ended by itself; "deadline" after timeout_s;
-    "stopped" stop() came true. A KeyboardInterrupt here (a build on a process's main thread) ends
-    the group and goes on; so does any other exception."""
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+STOP_GRACE_S = 1.0    # how long a failed build waits for word that its driver was interrupted
+
+
+def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[float], bool]) -> tuple[int, str]:
+    """make in this process's group, so that a Ctrl-C, or a kill of the whole group, reaches it with
+    its driver (in a group of its own it outlived a driver killed with kill -9, and the rerun's make
+    built beside it). Interrupted alongside its driver, make's exit cannot say so: GNU make
+    interrupted while reaping can exit 2 ("wait: No child processes"), and a compiler launcher
+    killed while starting up is reported as an ordinary "Error 1" (a flaky Ctrl-C test recorded such
+    builds as compile_failed). So build() has a compile failure wait up to STOP_GRACE_S for the word
+    `stop(timeout)` (an Event's wait: the local executor's cancel() sets it once its main thread has
+    taken the interrupt, milliseconds after the signal). (exit code, why it ended): "" it ended by
+    itself; "deadline" after timeout_s; "stopped" stop came true. A KeyboardInterrupt here (a build
+    on a process's main thread: make got the signal too) ends make and goes on."""
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
     why = ""
     try:
         while p.poll() is None:
-            if stop():
+            if stop(0.0):
                 why = "stopped"
             elif time.monotonic() >= deadline:
                 why = "deadline"
@@ -174,8 +184,13 @@ def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[], bool]) ->
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        if p.poll() is None:
-            group.kill_group(p)     # SIGTERM to make and its compilers, SIGKILL to what is left
+        if p.poll() is None:    # SIGTERM: make ends the compilers it started, and deletes half-made targets
+            p.terminate()
+            try:
+                p.wait(timeout=group.GRACE_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     return p.returncode, why
 
 

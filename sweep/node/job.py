@@ -77,7 +77,7 @@ class Job:
 
     def __init__(self, job_dir: Path, tools: Tools | None = None, timeout_s: float | None = None,
                  build_jobs: int | None = None, gpu_lock_path: str | Path | None = None,
-                 stop_build: Callable[[], bool] = build_mod.never):
+                 stop_build: Callable[[float], bool] = build_mod.never):
         self.dir = Path(job_dir).resolve()
         self.cfg = JobConfig.load(self.dir)
         settings = self.cfg.settings

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -51,14 +56,14 @@ def test_explicit_arch_list_needs_no_gpu():
     assert build.resolve_arch(["sm_80", "sm_90"]) == "sm_80 sm_90"
 
 
-# A recipe that starts a child and waits on it: what a compile under a launcher looks like to make.
-SLOW_RECIPE = "all:\n\tsh -c 'sleep {s} & wait'\n"
+# A recipe make runs directly (no shell metacharacters: make execs it), as it runs a compiler.
+SLOW_RECIPE = "all:\n\tsleep {s}\n"
 
 
-def _slow_job(tmp_path, seconds: int):
+def _slow_job(tmp_path, seconds: int, recipe: str = SLOW_RECIPE):
     job = tmp_path / "job"
     job.mkdir()
-    (job / "Makefile").write_text(SLOW_RECIPE.format(s=seconds))
+    (job / "Makefile").write_text(recipe.format(s=seconds))
     return job
 
 
@@ -71,14 +76,26 @@ def test_a_build_told_to_stop_is_interrupted_whatever_make_exits_with_and_leaves
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
     with pytest.raises(build.BuildInterrupted, match="stopped"):
-        build.build(job, "sm_90", timeout_s=60, stop=stop.is_set)
+        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
     assert not _sleeping(3711), "make's child outlived the stopped build"
 
 
-def test_a_build_past_its_deadline_is_a_compile_failure_and_its_whole_group_ends(tmp_path):
+def test_a_compile_failure_while_the_driver_is_interrupted_is_no_result(tmp_path):
+    """make exits 2 as if the configuration failed (GNU make interrupted while reaping can), and the
+    driver's word that it was interrupted comes just after: the build records nothing."""
+    job = _slow_job(tmp_path, 0, "all:\n\t@echo 'make: *** wait: No child processes.  Stop.'; exit 2\n")
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    with pytest.raises(build.BuildInterrupted, match="interrupted"):
+        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+    assert build.build(job, "sm_90", timeout_s=60).status == "compile_failed"      # no driver: a failure
+
+
+def test_a_build_past_its_deadline_is_a_compile_failure_and_make_ends_its_compiler(tmp_path):
     job = _slow_job(tmp_path, 3712)
     out = build.build(job, "sm_90", timeout_s=1)
     assert (out.status, out.reason) == ("compile_failed", "make did not finish in 1 s")
+    time.sleep(0.5)
     assert not _sleeping(3712), "make's child outlived the build's deadline"
 
 
@@ -86,7 +103,7 @@ def test_an_interrupt_on_the_building_thread_ends_make_and_goes_on(tmp_path):
     job = _slow_job(tmp_path, 3713)
     calls = []
 
-    def interrupt_on_second_look() -> bool:   # what Ctrl-C does to a build on a process's main thread
+    def interrupt_on_second_look(timeout: float = 0.0) -> bool:   # Ctrl-C on a process's main thread
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
@@ -95,3 +112,23 @@ def test_an_interrupt_on_the_building_thread_ends_make_and_goes_on(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         build.build(job, "sm_90", timeout_s=60, stop=interrupt_on_second_look)
     assert not _sleeping(3713), "make's child outlived the interrupted build"
+
+
+def test_a_build_whose_driver_is_killed_outright_ends_with_it(tmp_path):
+    """make runs in its driver's process group, so kill -9 of that group ends it too (in a group of
+    its own it outlived the driver, and the rerun's make built in the same folder beside it)."""
+    job = _slow_job(tmp_path, 3714)
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "import threading, sys; sys.path.insert(0, %r); from sweep.node import build; "
+        "t = threading.Thread(target=build.build, args=(%r, 'sm_90'), kwargs={'timeout_s': 60}); t.start(); t.join()"
+    ) % (str(Path(__file__).resolve().parents[2]), str(job))], start_new_session=True)
+    t0 = time.monotonic()
+    while not _sleeping(3714) and time.monotonic() - t0 < 30:
+        time.sleep(0.05)
+    assert _sleeping(3714), "the build never started"
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    t0 = time.monotonic()
+    while _sleeping(3714) and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    assert not _sleeping(3714), "the killed driver's build still runs"
