@@ -40,7 +40,9 @@ def declared_values(parameter: dict) -> list[int]:
     values = parameter.get("values")
     if isinstance(values, list):
         return [int(v) for v in values]
-    return [0, 1]
+    if parameter.get("type") == "flag" or values == "bool":
+        return [0, 1]
+    raise ValueError(f"a swept parameter declares no values ({parameter}): a cache needs each one's list")
 
 
 def swept_kernels(space: dict) -> set[str]:

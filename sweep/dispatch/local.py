@@ -104,7 +104,7 @@ class LocalExecutor(Executor):
         self._ready_at: dict[str, float] = {}   # job tag -> when its build was done here (epoch seconds)
         self._log: Path | None = None           # the hand-over log (HANDOVER_LOG)
         self.builds_started = 0                 # builds handed to the pool, over the executor's dispatches
-        # set by cancel(): the pool's builds stop their make and record nothing (sweep.node.build.run_make)
+        # set by cancel(): the pool's builds stop their make and record nothing (sweep.node.build.build)
         self._stop_builds = threading.Event()
 
     @classmethod

@@ -43,6 +43,9 @@ class BuildInterrupted(Exception):
     """The build was stopped from outside (an interrupt): the job records nothing."""
 
 
+STOP_GRACE_S = 1.0    # how long a failed build waits for word that its driver was interrupted
+
+
 def never(timeout: float = 0.0) -> bool:
     """A build's stop word that never comes (the default: no driver to interrupt it)."""
     return False
@@ -152,9 +155,6 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
     if outcome.status == "compile_failed" and stop(STOP_GRACE_S):   # make's exit cannot say (run_make)
         raise BuildInterrupted("make failed while its driver was being interrupted")
     return outcome
-
-
-STOP_GRACE_S = 1.0    # how long a failed build waits for word that its driver was interrupted
 
 
 def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[float], bool]) -> tuple[int, str]:
