@@ -60,12 +60,16 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
     spec = strategies.spec(space)
-    planned = None
-    if spec.plan is not None:
-        p = spec.plan(space)
+    planned, search = None, None
+    if spec.plan is None and "samples" not in spec.values(space.strategy):
+        search = spec.search(space)       # learning, auto: the search says what it will do (auto: which and why)
+    p = spec.plan(space) if spec.plan is not None else getattr(search, "plan", None)   # auto on a small space
+    if p is not None:
         tags = tags_for(space, list(p.configs))
         planned, note = tuple(tags[c] for c in p.configs), p.note or f"{space.strategy.name}: {len(p.configs)} configurations"
-    else:
+    elif search is not None:
+        note = search.note
+    else:                       # optuna: a trial count, no legal set of its own to count
         note = f"{space.strategy.name}: up to {space.strategy.samples} trials, each batch chosen from the results before it"
     names = tuple(sorted(set(kernel_names or ())))
     globs = []

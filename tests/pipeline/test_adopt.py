@@ -168,6 +168,20 @@ def test_validate_prints_the_grid_the_legal_count_and_the_first_rule_each_illega
     assert not (tmp_path / "jobs").exists()                                 # nothing written
 
 
+@pytest.mark.parametrize("strategy, says", [
+    ({"name": "learning", "budget": 7}, "strategy learning: 12 legal points; at most 7 evaluations"),
+    ({"name": "auto", "whole": 64}, "strategy auto: 12 legal points, at most 64: the whole grid"),
+    ({"name": "auto", "whole": 4, "budget": 9}, "strategy auto: 12 legal points, over 4: learning: 12 legal points; "
+                                                "at most 9 evaluations"),
+])
+def test_validate_of_a_learning_or_auto_space_says_what_the_search_will_do(tmp_path, strategy, says):
+    path = toy(tmp_path, strategy=strategy, constraints=[{"expr": "ALPHA_BLOCK <= 256", "why": "at most 256"},
+                                                         {"expr": "BETA_X * BETA_Y <= 128", "why": "small beta"}])
+    p = cli("validate", str(path), "--jobs-dir", str(tmp_path / "jobs"))
+    assert p.returncode == 0, p.stderr          # it raised AttributeError (no option 'samples') before
+    assert says in p.stdout
+
+
 def test_validate_checks_the_globs_against_a_builds_kernels_and_exits_1_on_one_matching_none(tmp_path):
     build = tmp_path / "job"
     build.mkdir()
