@@ -118,13 +118,14 @@ def source_digest(target: space_mod.Target) -> str:
 
 
 def commit(path: Path) -> str:
-    """The git commit of `path` (with -dirty when modified), or 'unknown' outside git."""
+    """The git commit of `path` (with -dirty when its files differ from it: modified, or present and
+    neither committed nor ignored, as a new kernel not yet added is), or 'unknown' outside git."""
     try:
         rev = subprocess.run(["git", "-C", str(path), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=10)
         if rev.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no", "."],
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=normal", "."],
                                capture_output=True, text=True, timeout=10)
         return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):

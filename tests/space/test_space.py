@@ -649,6 +649,33 @@ def test_build_output_and_hidden_folders_are_not_part_of_the_source_digest(tmp_p
     assert target.source_digest(space.target) == before
 
 
+def test_the_recorded_commit_is_dirty_when_the_targets_files_are_modified_or_not_yet_committed(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    src = tmp_path / "prog"
+    src.mkdir()
+    (src / "k.cu").write_text("// kernel\n")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "k"], check=True)
+    head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert target.commit(src) == head
+    (src / "build").mkdir()
+    (src / "build" / "k.o").write_text("object")            # ignored build output: still the commit
+    assert target.commit(src) == head
+    (src / "new.cuh").write_text("// not added yet\n")    # a source the commit does not hold
+    assert target.commit(src) == head + "-dirty"
+    (src / "new.cuh").unlink()
+    (src / "k.cu").write_text("// edited\n")
+    assert target.commit(src) == head + "-dirty"
+    assert target.commit(tmp_path.parent / "nowhere") == "unknown"
+
+
 def _space_with(tmp_path, parameters: dict, constraints: list) -> "object":
     from sweep.space import target
 
