@@ -1,0 +1,187 @@
+// xgemm: checks xgemm_kernel (the configuration conf.cuh names) against the
+// reference, then times it at one problem size.
+//
+//   xgemm [--size S] [--iters N] [--warmup W] [--nvtx] [--check-only] [--json FILE]
+//
+// --size S       M = N = K = S, a multiple of 128 (every tile of the space divides it)
+// --iters N      timed launches
+// --warmup W     untimed launches first (outside any NVTX range)
+// --nvtx         wrap each timed launch in an NVTX range named "iteration"
+// --check-only   exit after the correctness check (0: right, 1: wrong)
+// --json FILE    write the event timing of every launch as engine-timing/1 JSON
+//                (what the sweep's events backend reads)
+//
+// The check runs first, every time, at the timed size: a sweep's
+// `verify: profile` needs no separate check run (exit 1 before any timing).
+#include "inputs.cuh"
+#include "xgemm.cuh"
+
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+    int size = 2048;
+    int iters = 10;
+    int warmup = 2;
+    bool nvtx = false;
+    bool check_only = false;
+    std::string json;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (a == "--size" && has_value) o.size = atoi(argv[++i]);
+        else if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
+        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
+        else if (a == "--nvtx") o.nvtx = true;
+        else if (a == "--check-only") o.check_only = true;
+        else if (a == "--json" && has_value) o.json = argv[++i];
+        else {
+            fprintf(stderr, "xgemm: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    if (o.size < 128 || o.size > 8192 || o.size % 128 || o.iters < 1 || o.warmup < 0) {
+        fprintf(stderr, "xgemm: need --size a multiple of 128 in 128..8192, --iters >= 1, --warmup >= 0\n");
+        return false;
+    }
+    return true;
+}
+
+// Every element of the kernel's C against the reference kernel's, within
+// atol + |ref| * rtol; the reference itself is spot-checked on the CPU (in
+// double), so a bug the two kernels share is caught too.
+bool check(int S, const float* dA, const float* dB, float* dC, float* dRef, const std::vector<float>& At,
+           const std::vector<float>& B) {
+    const double atol = 1e-4 * std::sqrt(double(S)), rtol = 1e-4;
+    size_t elems = size_t(S) * S;
+    if (cudaCheck(cudaMemset(dC, 0, elems * 4)) || xgemm(S, S, S, dA, dB, dC) || xgemm_reference(S, S, S, dA, dB, dRef))
+        return false;
+    std::vector<float> Ct(elems), ref(elems);
+    if (cudaCheck(cudaMemcpy(Ct.data(), dC, elems * 4, cudaMemcpyDeviceToHost)) ||
+        cudaCheck(cudaMemcpy(ref.data(), dRef, elems * 4, cudaMemcpyDeviceToHost)))
+        return false;
+    for (int probe = 0; probe < 32; ++probe) {
+        int m = int((probe * 7919u) % unsigned(S)), n = int((probe * 104729u) % unsigned(S));
+        double want = 0;
+        for (int k = 0; k < S; ++k) want += double(At[size_t(k) * S + m]) * B[size_t(k) * S + n];
+        double got = ref[size_t(n) * S + m];
+        if (std::fabs(got - want) > atol + std::fabs(want) * rtol) {
+            fprintf(stderr, "xgemm_reference_kernel is wrong at C[%d][%d] = %g, the CPU says %g\n", m, n, got, want);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < elems; ++i) {
+        if (!(std::fabs(Ct[i] - ref[i]) <= atol + std::fabs(ref[i]) * rtol)) {
+            fprintf(stderr, "xgemm_kernel is wrong at C[%zu][%zu] = %g, the reference says %g\n", i % S, i / S,
+                    Ct[i], ref[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+// engine-timing/1 (sweep/profile/events.py): the launch times in ns.
+bool write_json(const std::string& path, const Options& o, std::vector<double> ns) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) {
+        fprintf(stderr, "xgemm: cannot write %s\n", path.c_str());
+        return false;
+    }
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::vector<double> sorted = ns;
+    std::sort(sorted.begin(), sorted.end());
+    double mean = 0, var = 0;
+    for (double x : ns) mean += x / ns.size();
+    for (double x : ns) var += (x - mean) * (x - mean);
+    double sd = ns.size() > 1 ? std::sqrt(var / (ns.size() - 1)) : 0.0, median = sorted[sorted.size() / 2];
+    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"xgemm\",\n"
+               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
+               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
+               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
+               " \"kernels\": [\n  {\"kernel\": \"xgemm_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, 1, 1], \"calls\": 1, "
+               "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
+            prop.name, driver, runtime, o.iters, o.warmup, median / 1e6, sorted.front() / 1e6, sorted.back() / 1e6,
+            mean / 1e6, sd / 1e6, o.size / XGEMM_MWG, o.size / XGEMM_NWG, XGEMM_THREADS, median, sorted.front(),
+            sorted.back(), mean, sd);
+    for (size_t it = 0; it < ns.size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[it]);
+    fprintf(f, "]}\n]}\n");
+    return fclose(f) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    if (!parse(argc, argv, o)) return 2;
+    printf("xgemm: MWG=%d NWG=%d KWG=%d MDIMC=%d NDIMC=%d MDIMA=%d NDIMB=%d VWM=%d VWN=%d SA=%d SB=%d, %d threads\n",
+           XGEMM_MWG, XGEMM_NWG, XGEMM_KWG, XGEMM_MDIMC, XGEMM_NDIMC, XGEMM_MDIMA, XGEMM_NDIMB, XGEMM_VWM, XGEMM_VWN,
+           XGEMM_SA, XGEMM_SB, XGEMM_THREADS);
+    const int S = o.size;
+    size_t elems = size_t(S) * S;
+    std::vector<float> At(elems), B(elems);
+    fill(At, 1);
+    fill(B, 2);
+    float *dA, *dB, *dC, *dRef;
+    if (cudaCheck(cudaMalloc(&dA, elems * 4)) || cudaCheck(cudaMalloc(&dB, elems * 4)) ||
+        cudaCheck(cudaMalloc(&dC, elems * 4)) || cudaCheck(cudaMalloc(&dRef, elems * 4)) ||
+        cudaCheck(cudaMemcpy(dA, At.data(), elems * 4, cudaMemcpyHostToDevice)) ||
+        cudaCheck(cudaMemcpy(dB, B.data(), elems * 4, cudaMemcpyHostToDevice)))
+        return 1;
+    if (!check(S, dA, dB, dC, dRef, At, B)) {
+        fprintf(stderr, "xgemm: FAILED the check at %d x %d x %d\n", S, S, S);
+        return 1;
+    }
+    printf("check: ok\n");
+    if (o.check_only) return 0;
+
+    for (int it = 0; it < o.warmup; ++it)
+        if (xgemm(S, S, S, dA, dB, dC)) return 1;
+    std::vector<cudaEvent_t> events(2 * o.iters);
+    for (cudaEvent_t& e : events)
+        if (cudaCheck(cudaEventCreate(&e))) return 1;
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
+    for (int it = 0; it < o.iters; ++it) {
+        if (o.nvtx) nvtxRangePushA("iteration");
+        if (cudaCheck(cudaEventRecord(events[2 * it])) || xgemm(S, S, S, dA, dB, dC) ||
+            cudaCheck(cudaEventRecord(events[2 * it + 1])))
+            return 1;
+        if (o.nvtx) nvtxRangePop();
+    }
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
+    std::vector<double> ns(o.iters);
+    for (int it = 0; it < o.iters; ++it) {
+        float ms = 0;
+        if (cudaCheck(cudaEventElapsedTime(&ms, events[2 * it], events[2 * it + 1]))) return 1;
+        ns[it] = ms * 1e6;
+    }
+    std::vector<double> sorted = ns;
+    std::sort(sorted.begin(), sorted.end());
+    double median_ms = sorted[sorted.size() / 2] / 1e6, s = S;
+    printf("M=N=K=%d: median %.4f ms, %.0f GFLOP/s over %d launches\n", S, median_ms, 2 * s * s * s / (median_ms * 1e6),
+           o.iters);
+    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaFree(dRef);
+    return 0;
+}

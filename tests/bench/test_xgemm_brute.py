@@ -1,0 +1,72 @@
+"""bench/xgemm_brute.py, the brute force of examples/xgemm/space.yaml in one process: the sources
+it generates follow the tool's own enumeration of the legal set and build with real nvcc, and a
+run's log (a real excerpt, tests/data/h200/xgemm_brute) becomes a Kernel Tuner cache. Running the
+program needs a GPU (tests/gpu/test_xgemm_gpu.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import xgemm_brute
+from sweep.plan.learned import legal_points
+from sweep.space import load_space
+
+EXCERPT = Path(__file__).resolve().parents[1] / "data" / "h200" / "xgemm_brute"
+
+
+def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_registry_calls_them_in_turn(tmp_path):
+    keys, points, values = xgemm_brute.legal_set(xgemm_brute.SPACE)
+    assert len(points) == 15_364 and points == legal_points(load_space(xgemm_brute.SPACE))
+    units = xgemm_brute.write_sources(tmp_path, keys, points[:5], chunk=2)
+    assert [u.name for u in units] == ["chunk_0000.cu", "chunk_0001.cu", "chunk_0002.cu"]
+    first = units[0].read_text()
+    assert '{"16,16,16,8,8,8,8,1,1,0,0", &brute_force_one<16, 16, 16, 8, 8, 8, 8, 1, 1, 0, 0>}' in first
+    registry = (tmp_path / "registry.cu").read_text()
+    assert registry.index("brute_force_chunk_0(e)") < registry.index("brute_force_chunk_1(e)") \
+        < registry.index("brute_force_chunk_2(e)")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, capsys):
+    assert xgemm_brute.main(["build", "--build", str(tmp_path), "--jobs", "2", "--limit", "3", "--chunk", "2"]) == 0
+    assert (tmp_path / "brute_force").is_file()
+    built = json.loads((tmp_path / "build.json").read_text())
+    assert built["configurations"] == 3 and built["units"] == 2 and built["compile_seconds"] >= 0
+    assert "3 configurations in 2 units" in capsys.readouterr().out
+
+
+def test_a_logged_run_becomes_a_cache_of_each_configurations_median_time(tmp_path, capsys):
+    out = tmp_path / "cache.json.gz"
+    assert xgemm_brute.main(["cache", "--build", str(EXCERPT), "--log", str(EXCERPT / "run_excerpt.jsonl"),
+                             str(out)]) == 0
+    data = json.loads(gzip.open(out).read())
+    lines = [json.loads(line) for line in (EXCERPT / "run_excerpt.jsonl").read_text().splitlines()[1:]]
+    assert data["device_name"] == "NVIDIA H200" and data["kernel_name"] == "xgemm_kernel"
+    assert data["problem_size"] == [2048, 2048, 2048] and data["objective"] == "time"
+    assert list(data["cache"]) == [r["key"] for r in lines]
+    first = data["cache"]["16,16,16,8,8,8,8,1,1,0,0"]
+    assert first["time"] == sorted(lines[0]["times"])[3] and first["times"] == lines[0]["times"]
+    assert first["compile_time"] == pytest.approx(4117 / 15364 * 1000)
+    assert first["benchmark_time"] == pytest.approx(lines[0]["wall_s"] * 1000)
+    assert "8 of 15364 configurations (8 measured, 0 failed)" in capsys.readouterr().out
+
+
+def test_a_log_of_another_build_is_refused_naming_the_line(tmp_path):
+    text = (EXCERPT / "run_excerpt.jsonl").read_text().replace('"key": "16,16,16,8,8,8,8,1,1,0,1"',
+                                                               '"key": "32,16,16,8,8,8,8,1,1,0,1"')
+    log = tmp_path / "run.jsonl"
+    log.write_text(text)
+    with pytest.raises(SystemExit, match="line 1 is 32,16,16,8,8,8,8,1,1,0,1, the space's point 1 is 16,16"):
+        xgemm_brute.main(["cache", "--build", str(EXCERPT), "--log", str(log), str(tmp_path / "c.json")])
+
+
+def test_a_torn_last_line_of_a_killed_run_is_dropped_and_the_rest_kept(tmp_path):
+    log = tmp_path / "run.jsonl"
+    log.write_text((EXCERPT / "run_excerpt.jsonl").read_text() + '{"i": 8, "key": "16,16,')
+    rows = xgemm_brute.logged(log)
+    assert [r.get("i") for r in rows] == [None, 0, 1, 2, 3, 4, 5, 6, 7]

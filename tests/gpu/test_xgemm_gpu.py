@@ -1,0 +1,74 @@
+"""examples/xgemm on a GPU: the program checks and times its kernel, a learning sweep of its
+space measures what it proposes through the tool (cupti) and picks the fastest measured, and the
+brute-force harness (bench/xgemm_brute.py) checks, times, logs and resumes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench import xgemm_brute
+from sweep.pipeline import driver as pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "xgemm"
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path):
+    from sweep.node.build import detect_arch
+
+    build = subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp_path}", f"ARCH={detect_arch()}"],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    events = tmp_path / "events.json"
+    p = subprocess.run([str(tmp_path / "xgemm"), "--size", "1024", "--iters", "5", "--json", str(events)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "check: ok" in p.stdout and "M=N=K=1024: median" in p.stdout
+    timing = json.loads(events.read_text())
+    (kernel,) = timing["kernels"]
+    assert kernel["kernel"] == "xgemm_kernel" and kernel["grid"] == [16, 16, 1] and kernel["block"] == [256, 1, 1]
+    assert len(kernel["iter_total_ns"]) == 5 and all(t > 0 for t in kernel["iter_total_ns"])
+
+
+def test_a_learning_sweep_of_the_space_measures_its_proposals_and_picks_the_fastest(tmp_path, sweep_roots):
+    space = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    space.update(name="xgemm-learning-gpu", strategy={"name": "learning", "budget": 12})
+    space["target"]["dir"] = str(EXAMPLE)
+    path = tmp_path / "xgemm.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    jobs, results = sweep_roots
+    s = pipeline.run(path, pipeline.Options(executor="local", jobs_root=jobs, results_root=results, confirm=False))
+    assert s.counts == {"ok": 12}
+    m = pd.read_csv(s.results_dir / "measurements.csv")
+    m = m[(m["role"] == "sweep") & (m["status"] == "ok") & (m["kernel"] == "xgemm_kernel")]
+    fastest = m.loc[m["total_median_ns"].idxmin()]
+    assert s.best.config == {k: int(fastest[k]) for k in space["parameters"]}
+    cache = json.loads(gzip.open(ROOT / "bench" / "data" / "xgemm_H200.json.gz").read())
+    gpus = set(pd.read_csv(s.results_dir / "configs.csv")["gpu"].dropna())
+    if gpus == {cache["device_name"]}:     # the brute force's GPU: the two measurements agree
+        keys = cache["tune_params_keys"]
+        ratios = [row.total_median_ns / 1e6 / cache["cache"][",".join(str(int(getattr(row, k))) for k in keys)]["time"]
+                  for row in m.itertuples()]
+        assert 0.8 < sorted(ratios)[len(ratios) // 2] < 1.25, ratios
+
+
+def test_the_harness_checks_times_and_logs_each_configuration_and_a_second_run_resumes_past_them(tmp_path, capsys):
+    build, log = tmp_path / "build", tmp_path / "run.jsonl"
+    assert xgemm_brute.main(["build", "--build", str(build), "--jobs", "4", "--limit", "4", "--chunk", "2"]) == 0
+    assert xgemm_brute.main(["run", "--build", str(build), "--log", str(log), "--size", "1024"]) == 0
+    rows = xgemm_brute.logged(log)
+    assert rows[0]["size"] == 1024 and rows[0]["count"] == 4
+    assert [r["i"] for r in rows[1:]] == [0, 1, 2, 3]
+    assert all("failure" not in r and len(r["times"]) in (3, 7) and min(r["times"]) > 0 for r in rows[1:])
+    assert xgemm_brute.main(["run", "--build", str(build), "--log", str(log), "--size", "1024"]) == 0
+    assert "all 4 configurations logged" in capsys.readouterr().out
+    assert len(xgemm_brute.logged(log)) == 5
