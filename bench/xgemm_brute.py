@@ -128,14 +128,26 @@ def logged(log: Path) -> list[dict]:
     return rows
 
 
+def resume_point(log: Path) -> int:
+    """The index of the first configuration the log lacks. A torn last line (a run killed while it
+    wrote) is cut off first, so the next line appended does not merge with it and get dropped."""
+    if log.exists():
+        data = log.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with log.open("r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+    return max((r["i"] for r in logged(log) if "i" in r), default=-1) + 1
+
+
 def run(a: argparse.Namespace) -> int:
     program = a.build / "brute_force"
     deadline = time.monotonic() + a.deadline if a.deadline else None
     while True:
-        rows = [r for r in logged(a.log) if "i" in r]
-        start = max((r["i"] for r in rows), default=-1) + 1
+        start = resume_point(a.log)
         header = subprocess.run([str(program), "--size", str(a.size), "--start", "0", "--end", "0"],
                                 capture_output=True, text=True)
+        if header.returncode or not header.stdout.strip():
+            raise SystemExit(f"{program} could not start ({header.returncode}): {header.stderr.strip()[-2000:]}")
         count = json.loads(header.stdout.splitlines()[0])["count"]
         if start >= count:
             print(f"{a.log}: all {count} configurations logged")
@@ -156,9 +168,8 @@ def run(a: argparse.Namespace) -> int:
                     return 0
             rc = p.wait()
         if rc == 3:       # the context was poisoned by the configuration after the last one logged
-            last = max((r["i"] for r in logged(a.log) if "i" in r), default=-1) + 1
             with a.log.open("a") as out:
-                out.write(json.dumps({"i": last, "key": None, "failure": "RuntimeFailedConfig",
+                out.write(json.dumps({"i": resume_point(a.log), "key": None, "failure": "RuntimeFailedConfig",
                                       "detail": "the context was left unusable"}) + "\n")
         elif rc:
             raise SystemExit(f"{program} exited {rc}")

@@ -70,3 +70,16 @@ def test_a_torn_last_line_of_a_killed_run_is_dropped_and_the_rest_kept(tmp_path)
     log.write_text((EXCERPT / "run_excerpt.jsonl").read_text() + '{"i": 8, "key": "16,16,')
     rows = xgemm_brute.logged(log)
     assert [r.get("i") for r in rows] == [None, 0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_resumed_run_cuts_a_torn_last_line_so_the_next_one_appended_is_kept(tmp_path):
+    log = tmp_path / "run.jsonl"
+    whole = (EXCERPT / "run_excerpt.jsonl").read_text()
+    log.write_text(whole + '{"i": 8, "key": "16,16,')
+    assert xgemm_brute.resume_point(log) == 8
+    assert log.read_text() == whole
+    with log.open("a") as out:                  # what run() appends next
+        out.write('{"i": 8, "key": "k", "wall_s": 0.01, "times": [1.0]}\n')
+    assert [r.get("i") for r in xgemm_brute.logged(log)][-2:] == [7, 8]
+    assert xgemm_brute.resume_point(tmp_path / "none.jsonl") == 0
+
