@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from sweep.plan.base import GRID_LIMIT, Option, Plan, Search, StaticSearch, StrategySpec, constant_rules_break, \
-    group_combinations, group_size
+from sweep.plan.base import GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
+    constant_rules_break, default_in_flight, group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
@@ -150,18 +150,8 @@ _BUDGETS = (
     Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
-    Option("in_flight", int, 0, "proposals awaiting their results at most (0: a tenth of the budget, at least 4): "
-                                "more keep more GPUs and builds busy, fewer let each proposal learn from more "
-                                "results", lo=0, hi=100_000),
+    IN_FLIGHT,
 )
-
-
-def default_in_flight(budget: int) -> int:
-    """A tenth of the budget, at least 4. A two-GPU machine asked for 72 configurations at once, so
-    a 100-evaluation sweep proposed 72 of them before its first result: it ended at 1.11x the
-    optimum its space's brute force found, where the same strategy told each result before the
-    next proposal reaches the optimum in every replayed seed."""
-    return max(4, budget // 10)
 
 
 SPEC = StrategySpec(

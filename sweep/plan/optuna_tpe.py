@@ -2,9 +2,12 @@
 (2-D tiles, thread tiles and block sizes of one kernel), where neither a full grid
 nor a factorized sweep fits.
 
-The driver asks for a batch (as many as it can run at once), runs it and tells
-each result's objective: the summed time of the kernels the space governs. A
-failed config is told as failed.
+The driver asks for a batch (as many as it can run at once, but at most
+`in_flight` awaiting their results: a tenth of `samples`, at least 4, as for the
+learning strategy), runs it and tells each result's objective: the summed time
+of the kernels the space governs. A failed config is told as failed. Uncapped, a
+sweep on a 16-core H200 asked 36 proposals before its first result (xgemm,
+bench/STRATEGIES.md), so a third of a 100-trial budget learned nothing.
 
 The space's constraints are handed to the sampler as Optuna constraints: each
 trial's value for constraint i is 1 when the trial breaks it, else 0. TPE then
@@ -24,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.space import Config, Space, check, first_broken, make_config
-from sweep.plan.base import Option, Search, Skipped, StrategySpec
+from sweep.plan.base import IN_FLIGHT, Option, Search, Skipped, StrategySpec, default_in_flight
 
 
 def per_trial_constraints(optuna: Any) -> bool:
@@ -44,6 +47,7 @@ class TPESearch(Search):
         self.study = optuna.create_study(direction="minimize",
                                          sampler=optuna.samplers.TPESampler(seed=o["seed"], **extra))
         self.budget = o["samples"]
+        self.in_flight = o["in_flight"] or default_in_flight(self.budget)
         self.asked = 0
         self.pending: dict[Config, list] = {}
         self.told: dict[Config, float | None] = {}   # measured configs: a repeat is answered from here
@@ -59,6 +63,7 @@ class TPESearch(Search):
         return self.violations(make_config(self.space, trial.params))
 
     def ask(self, n: int) -> list[Config]:
+        n = min(n, self.in_flight - len(self.pending))   # enough await their results: asked again as each ends
         out: list[Config] = []
         tries = 0
         while len(out) < n and self.asked < self.budget and tries < 100 * max(1, n):
@@ -104,6 +109,7 @@ SPEC = StrategySpec(
     options=(
         Option("samples", int, 20, "how many distinct configs to measure (trials)", lo=1, hi=1_000_000),
         Option("seed", int, 0, "seeds the sampler: the same seed and results ask for the same configs"),
+        IN_FLIGHT,
     ),
     search=TPESearch,
 )

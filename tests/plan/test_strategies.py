@@ -438,6 +438,22 @@ def test_tpe_never_exceeds_its_budget_and_never_repeats_a_measured_config(tmp_pa
     assert search.ask(4) == []
 
 
+def test_tpe_keeps_at_most_in_flight_proposals_awaiting_their_results(tmp_path, optuna):
+    """A sweep with many slots asked 36 before the first result came back (xgemm on a 16-core
+    H200): a tenth of `samples`, at least 4, await their results at once, as for `learning`."""
+    s = load_text(tmp_path, TPE.format(samples=40, seed=0))
+    search = start(s)
+    first = search.ask(36)
+    assert len(first) == 4                                  # default: max(4, 40 // 10)
+    assert search.ask(36) == []                             # nothing more until a result comes back
+    search.tell(first[0], _objective(first[0]))
+    assert len(search.ask(36)) == 1
+    wide_text = TPE.format(samples=40, seed=0).replace("strategy: optuna\n    samples: 40\n    seed: 0\n",
+                                                       "strategy: {name: optuna, samples: 40, seed: 0, in_flight: 9}\n")
+    wide = start(load_text(tmp_path, wide_text, "wide.yaml"))
+    assert len(wide.ask(36)) == 9
+
+
 def test_tpe_records_illegal_suggestions_as_skipped(tmp_path, optuna):
     s = load_text(tmp_path, TPE.format(samples=12, seed=0))
     search = start(s)

@@ -71,8 +71,8 @@ def test_options_not_given_read_as_the_strategys_declared_defaults(tmp_path):
     s = load_text(tmp_path, ONE + "strategy: optuna\n")
     assert s.strategy.options == ()
     assert s.strategy.samples == 20 and s.strategy.seed == 0
-    assert REGISTRY["optuna"].values(s.strategy) == {"samples": 20, "seed": 0}
-    with pytest.raises(AttributeError, match="strategy 'optuna' has no option 'rows'; it takes: samples, seed"):
+    assert REGISTRY["optuna"].values(s.strategy) == {"samples": 20, "seed": 0, "in_flight": 0}
+    with pytest.raises(AttributeError, match="strategy 'optuna' has no option 'rows'; it takes: samples, seed, in_flight"):
         s.strategy.rows
 
 
