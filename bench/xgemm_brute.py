@@ -28,6 +28,7 @@ import argparse
 import concurrent.futures as futures
 import gzip
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -116,7 +117,8 @@ def build(a: argparse.Namespace) -> int:
 
 
 def logged(log: Path) -> list[dict]:
-    """The configuration lines of a run log (a torn last line, from a killed run, is dropped)."""
+    """The lines of a run log, its header and one per configuration (a torn last line, from a killed
+    run, is dropped)."""
     rows = []
     if log.exists():
         for line in log.read_text().splitlines():
@@ -175,11 +177,6 @@ def run(a: argparse.Namespace) -> int:
             raise SystemExit(f"{program} exited {rc}")
 
 
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-
-
 def cache(a: argparse.Namespace) -> int:
     keys, points, values = legal_set(a.space)
     rows = logged(a.log)
@@ -196,7 +193,7 @@ def cache(a: argparse.Namespace) -> int:
             continue
         if r.get("key") not in (None, key):
             raise SystemExit(f"{a.log}: line {i} is {r['key']}, the space's point {i} is {key}: a log of another build")
-        t: float | str = median(r["times"]) if "times" in r else r["failure"]
+        t: float | str = statistics.median(r["times"]) if "times" in r else r["failure"]
         entries[key] = {**dict(zip(keys, map(int, key.split(",")))), "time": t,
                         "times": r.get("times", []), "compile_time": compile_ms,
                         "verification_time": 0, "benchmark_time": r.get("wall_s", 0.0) * 1000,

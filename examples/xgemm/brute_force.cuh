@@ -21,8 +21,6 @@
 
 #include "xgemm.cuh"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -49,36 +47,33 @@ struct BruteForceResult {
 // One configuration: checked, then timed. A context-poisoning error exits 3.
 template <int MWG, int NWG, int KWG, int MDIMC, int NDIMC, int MDIMA, int NDIMB, int VWM, int VWN, int SA, int SB>
 BruteForceResult brute_force_one(BruteForceBench& b) {
-    BruteForceResult r;
     const int S = b.S;
     const size_t n = size_t(S) * S;
     auto launch = [&]() {
         return xgemm_launch<MWG, NWG, KWG, MDIMC, NDIMC, MDIMA, NDIMB, VWM, VWN, SA, SB>(S, S, S, b.dA, b.dB, b.dC);
     };
-    auto poisoned = [&](cudaError_t e) {
-        if (e == cudaSuccess || cudaDeviceSynchronize() == cudaSuccess) return;
-        fprintf(stderr, "brute_force: %s left the context unusable\n", cudaGetErrorString(e));
-        exit(3);
+    // A failed configuration, and why; an error that left the context unusable (the next
+    // synchronize fails too) ends the process with exit 3 instead.
+    auto failed = [](cudaError_t e, const char* detail) {
+        if (e != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess) {
+            fprintf(stderr, "brute_force: %s left the context unusable\n", cudaGetErrorString(e));
+            exit(3);
+        }
+        BruteForceResult f;
+        f.failure = "RuntimeFailedConfig";
+        f.detail = detail;
+        return f;
     };
     cudaMemset(b.dC, 0, n * 4);
     cudaMemset(b.dBad, 0, sizeof(unsigned));
     cudaError_t e = launch();
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-        poisoned(e);
-        r.failure = "RuntimeFailedConfig";
-        r.detail = cudaGetErrorString(e);
-        return r;
-    }
+    if (e != cudaSuccess) return failed(e, cudaGetErrorString(e));
     const float atol = 1e-4f * sqrtf(float(S)), rtol = 1e-4f;
     xgemm_count_mismatches<<<CEIL_DIV(n, 256), 256>>>(b.dC, b.dRef, n, atol, rtol, b.dBad);
     unsigned bad = 0;
     cudaMemcpy(&bad, b.dBad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-    if (bad) {
-        r.failure = "RuntimeFailedConfig";
-        r.detail = "wrong result";
-        return r;
-    }
+    if (bad) return failed(cudaSuccess, "wrong result");
     // One launch between two events: its time in ms, or the error.
     auto timed = [&](float& ms) {
         cudaEventRecord(b.start);
@@ -92,18 +87,13 @@ BruteForceResult brute_force_one(BruteForceBench& b) {
     float first = 0;
     e = timed(first);
     const int reps = first > 20.0f ? 3 : 7;
+    BruteForceResult r;
     for (int i = 0; i < reps && e == cudaSuccess; ++i) {
         float ms = 0;
         e = timed(ms);
         r.times_ms.push_back(ms);
     }
-    if (e != cudaSuccess) {
-        poisoned(e);
-        r.failure = "RuntimeFailedConfig";
-        r.detail = cudaGetErrorString(e);
-        r.times_ms.clear();
-    }
-    return r;
+    return e == cudaSuccess ? r : failed(e, cudaGetErrorString(e));
 }
 
 struct BruteForceEntry {
