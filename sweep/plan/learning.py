@@ -25,8 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, other_sides_climbing, out_of_patience, ranked,
-                    stalled_for, subsample, switch_flips)
+from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
+                    switch_flips, unlike_sides)
 from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
@@ -46,7 +46,7 @@ class LearningSearch:
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
-                 flip_every: int = 4, max_side_score: int = 6000):
+                 flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -62,7 +62,8 @@ class LearningSearch:
         kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
         restricted to the neighbourhood of the n_incumbents best points (0: never); after `stall`
         evaluations with no better time, to the best point of another basin in turn (basins: best
-        points more than `basin` parameters apart), as a multi-start local search restarts.
+        points more than `basin` parameters apart), as a multi-start local search restarts, or
+        where two-valued parameters are, to the other side of one of them (_other_side).
         refit_every: hyperparameters are refitted every this many good points.  fail_margin:
         failed points are told to the surrogate this many standard units worse than the worst.
         kappa: None for expected improvement, else a lower confidence bound with this weight.
@@ -72,7 +73,8 @@ class LearningSearch:
         plus a random sample of the rest); max_side_score: the same for a search of a switch's
         other side, which scores all of that side's candidates up to this many.  flip_every: every
         flip_every-th proposal tries the other value of a two-valued parameter at one of the
-        n_incumbents best points, where untried (0: never)."""
+        n_incumbents best points, where untried (0: never). mirror: a switch's other side holding a
+        time within this fraction of the best is not searched on its own (it mirrors the best's)."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
@@ -91,6 +93,7 @@ class LearningSearch:
         self.max_score = int(max_score)
         self.max_side_score = int(max_side_score)
         self.flip_every = int(flip_every)
+        self.mirror = float(mirror)
         self.alignment = bool(alignment)
         self._hyper: dict[int, tuple] = {}
         self._side_hyper: dict[tuple, dict[int, tuple]] = {}   # (switch, the side's level): its own
@@ -281,15 +284,9 @@ class LearningSearch:
             flip = self._switch_flip()
             if flip is not None:
                 return flip
-        held = stalled_for(self.told, self.order)     # evaluations since the best last improved
-        stalled = held >= self.stall
-        # stalled: the local steps search the other sides of the switches; stalled twice as long
-        # (the best has held while those searches ran), every step does while one of those sides
-        # still climbs (moves.other_sides_climbing)
-        long_stalled = held >= 2 * self.stall and other_sides_climbing(self.told, self.order, self._switches, self.stall)
-        if len(self._switches) and ((local and stalled) or long_stalled):
-            turn = step if long_stalled else step // self.local_every
-            other_side = self._other_side(cands, done, turn, rng)
+        stalled = stalled_for(self.told, self.order) >= self.stall   # the best has held this long
+        if len(self._switches) and local and stalled:   # the local steps search the other sides
+            other_side = self._other_side(cands, done, step // self.local_every, rng)
             if other_side is not None:
                 return other_side
         if local or len(cands) > self.max_score:
@@ -307,15 +304,17 @@ class LearningSearch:
         return self._best_scored(cands, done, failed, self.pending, self._hyper)
 
     def _other_side(self, cands: np.ndarray, done: list, turn: int, rng: np.random.Generator) -> tuple | None:
-        """Once stalled, a step searches the other side of one two-valued parameter (in turn)
-        from the best point's: a model fitted to that side's points alone, its expected improvement
-        over that side's best. A switch between code paths (shared memory or not) can make the
-        times a different function of the other parameters on each side; a model of the whole
-        space, dominated by the side the best point is on, ranks the other side's best cells from
-        the wrong trends (W6600's optimum, bench/STRATEGIES.md)."""
+        """Once stalled, a local step searches the other side of one two-valued parameter (in
+        turn) from the best point's: a model fitted to that side's points alone, its expected
+        improvement over that side's best. A switch between code paths (shared memory or not) can
+        make the times a different function of the other parameters on each side; a model of the
+        whole space, dominated by the side the best point is on, ranks the other side's best cells
+        from the wrong trends (W6600's optimum, bench/STRATEGIES.md). A side that already holds a
+        time within `mirror` of the best is left to the whole space's model (moves.unlike_sides)."""
         best = min(done, key=lambda kv: kv[1])[0]
-        for t in range(len(self._switches)):
-            j = int(self._switches[(turn + t) % len(self._switches)])
+        sides = unlike_sides(self.told, self._switches, self.mirror)
+        for t in range(len(sides)):
+            j = sides[(turn + t) % len(sides)]
             found = self._side_search(cands, done, j, 1 - best[j], rng)
             if found is not None:
                 return found

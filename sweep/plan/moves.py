@@ -50,14 +50,18 @@ def stalled_for(told: Told, order: Sequence[tuple], gain: float = 0.0) -> int:
     return since
 
 
-def other_sides_climbing(told: Told, order: Sequence[tuple], switches: Sequence[int], stall: int) -> bool:
-    """Whether the other side of some switch, from the best point's, improved its own best time in
-    its last `stall` evaluations there (a side not yet evaluated counts as climbing). A search long
-    stalled keeps every step on such a side (W6600's optimum's side climbs from 2x for dozens of
-    evaluations), and once each has held too, returns to the best point's side (stencil_large_H200:
-    a side 12% behind took every step for 60 evaluations while the optimum lay beside the best)."""
-    best = ranked(told)[0]
-    return any(stalled_for(told, [k for k in order if k[j] != best[j]]) < stall for j in switches)
+def unlike_sides(told: Told, switches: Sequence[int], within: float) -> list[int]:
+    """The switches whose other side, from the best point's, has no told time within `within` (a
+    fraction) of the best: sides that may be a different landscape. A side already as fast as the
+    best is a mirror of the best point's (W6600's read-only loads under shared memory: 1.201 against
+    1.196), which the whole space's model covers; searching it spent a third of the side steps
+    there while the optimum lay on the shared-memory side, two times behind (bench/STRATEGIES.md)."""
+    ok = ranked(told)
+    if not ok:
+        return []
+    best = ok[0]
+    as_fast = [k for k in ok if told[k][0] <= told[best][0] * (1.0 + within)]
+    return [int(j) for j in switches if all(k[j] == best[j] for k in as_fast)]
 
 
 def out_of_patience(told: Told, order: Sequence[tuple], patience: int, gain: float) -> int:

@@ -201,15 +201,15 @@ def test_the_other_sides_proposal_is_the_same_after_a_replayed_history():
     assert _stalled_with_a_switch().ask(3) == first
 
 
-def _long_stalled(other_side_improving: bool) -> LearningSearch:
-    """The best point (0, 0) on side s=1 of a switch and sixteen evaluations since, twice its
-    stall and more: twelve on side s=0, whose own best improved at its last one (or was its first),
-    then four on side s=1. The next proposal is not a local step."""
+def _long_stalled() -> LearningSearch:
+    """The best point (0, 0) on side s=1 of a switch and sixteen evaluations since, more than
+    twice its stall: twelve on side s=0, whose own best improved at its last one, then four on
+    side s=1. The next proposal is not a local step."""
     dims = [Dim("a", tuple(range(10))), Dim("b", tuple(range(10))), Dim("s", (0, 1))]
     s = LearningSearch(dims, seed=3, n_init=2, stall=5, alignment=False, flip_every=0)
     s.tell({"a": 0, "b": 0, "s": 1}, 1.0)
     for i in range(12):
-        s.tell({"a": i % 10, "b": 5 + i // 10, "s": 0}, 30.0 - i if other_side_improving else 20.0 + i)
+        s.tell({"a": i % 10, "b": 5 + i // 10, "s": 0}, 30.0 - i)
     for i in range(1, 5):
         s.tell({"a": i, "b": 9, "s": 1}, 2.0 + i)
     return s
@@ -222,18 +222,50 @@ def _side_searches(s: LearningSearch) -> list[tuple]:
     return searched
 
 
-def test_a_long_stalled_search_takes_every_step_on_another_side_while_that_side_still_climbs():
-    s = _long_stalled(other_side_improving=True)
+def test_however_long_a_search_has_stalled_its_steps_between_local_ones_are_the_whole_spaces_models():
+    """Before, a search stalled twice as long gave every step to a side still climbing: on the
+    xgemm brute force (a GEMM, its optimum on the best point's side) such sides kept every step
+    for dozens of evaluations (bench/STRATEGIES.md)."""
+    s = _long_stalled()
     assert len(s.told) % s.local_every == 1                  # not a local step
     searched = _side_searches(s)
-    assert s.ask(1)[0]["s"] == 0 and searched == [(2, 0)]
+    (p,) = s.ask(1)
+    assert searched == []
+    s.tell(p, 50.0)
+    s.ask(1)                                                  # the local step that follows searches the side
+    assert searched == [(2, 0)]
 
 
-def test_a_long_stalled_search_whose_other_side_has_held_too_refines_the_best_points_side():
-    s = _long_stalled(other_side_improving=False)
+def _stalled_with_two_switches(mirror_time: float) -> LearningSearch:
+    """The best point (0, 0, s=1, t=1) and twelve worse points on its sides of both switches;
+    three points on side t=0 (the slowest 3.0), three on side s=0, of which (0, 0, s=0, t=1)
+    takes `mirror_time`. The next proposal is a local step."""
+    dims = [Dim("a", tuple(range(6))), Dim("b", tuple(range(6))), Dim("s", (0, 1)), Dim("t", (0, 1))]
+    s = LearningSearch(dims, seed=5, n_init=2, stall=10, alignment=False, flip_every=0)
+    s.tell({"a": 0, "b": 0, "s": 1, "t": 1}, 1.0)
+    s.tell({"a": 0, "b": 0, "s": 0, "t": 1}, mirror_time)
+    for a in (2, 4):
+        s.tell({"a": a, "b": 3, "s": 0, "t": 1}, 2.0 + a)
+    for a in (1, 3, 5):
+        s.tell({"a": a, "b": 5, "s": 1, "t": 0}, 3.0 + a)
+    for i in range(1, 12):
+        s.tell({"a": i % 6, "b": 1 + i // 6, "s": 1, "t": 1}, 1.5 + i / 10)
+    return s
+
+
+def _sides_searched_in(s: LearningSearch, proposals: int) -> list[int]:
+    """The switches whose other side the next proposals searched (each told a slow time)."""
     searched = _side_searches(s)
-    s.ask(1)
-    assert searched == []                                     # the step is the whole space's model's
+    for _ in range(proposals):
+        s.tell(s.ask(1)[0], 50.0)
+    return [j for j, _ in searched]
+
+
+def test_a_side_already_as_fast_as_the_best_is_not_searched_on_its_own():
+    # side s=0 within 1% of the best: only switch t's other side, in every local step
+    assert set(_sides_searched_in(_stalled_with_two_switches(mirror_time=1.005), 6)) == {3}
+    # side s=0 30% behind: both sides in turn
+    assert set(_sides_searched_in(_stalled_with_two_switches(mirror_time=1.3), 6)) == {2, 3}
 
 
 def test_on_the_stencil_brute_force_a_side_that_has_held_no_longer_takes_every_step():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.moves import (basin_heads, near, other_sides_climbing, out_of_patience, ranked, stalled_for, subsample,
-                              switch_flips)
+from sweep.plan.moves import (basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
+                              switch_flips, unlike_sides)
 
 TOLD = {(0, 0, 1): (1.0, None), (0, 1, 1): (1.1, None), (5, 5, 0): (1.2, None), (3, 3, 1): (None, "verify_failed"),
         (7, 7, 1): (9.0, None)}
@@ -68,13 +68,9 @@ def test_subsample_keeps_every_marked_candidate_and_fills_up_to_the_limit_at_ran
     assert subsample(np.zeros(5, dtype=bool), 10, np.random.default_rng(0)).all()   # fewer than the limit: all
 
 
-def test_another_side_climbs_while_its_own_best_improved_within_its_last_stall_evaluations():
-    best = {(0, 0, 1): (1.0, None)}
-    falling = {(i, 1, 0): (9.0 - i, None) for i in range(6)}             # side 0 improves every time
-    order = [(0, 0, 1), *falling]
-    assert other_sides_climbing({**best, **falling}, order, [2], stall=3)
-    rising = {(i, 1, 0): (3.0 + i, None) for i in range(6)}              # its first was its best
-    assert not other_sides_climbing({**best, **rising}, [(0, 0, 1), *rising], [2], stall=3)
-    assert other_sides_climbing({**best, **rising}, [(0, 0, 1), *rising], [2], stall=6)   # held 5 of 6
-    assert other_sides_climbing(best, [(0, 0, 1)], [2], stall=3)         # a side not yet evaluated
-    assert not other_sides_climbing(best, [(0, 0, 1)], [], stall=3)      # no switch: no other side
+def test_unlike_sides_are_the_switches_whose_other_side_holds_no_time_near_the_best():
+    told = {(0, 1, 1): (1.0, None), (0, 0, 1): (1.005, None), (0, 1, 0): (1.5, None), (1, 0, 0): (None, "verify_failed")}
+    assert unlike_sides(told, [1, 2], within=0.01) == [2]      # switch 1's other side is within 1%
+    assert unlike_sides(told, [1, 2], within=0.001) == [1, 2]
+    assert unlike_sides(told, [], within=0.01) == []
+    assert unlike_sides({(1, 0, 0): (None, "verify_failed")}, [1, 2], within=0.01) == []   # nothing ran yet
