@@ -1,6 +1,7 @@
 """The learning search's local moves, as functions of what it was told (sweep.plan.learning):
-which points are the heads of distinct basins, how long the best has held, which candidates are
-near a point, and a good point's other switch values. Pure: stdlib + numpy only.
+which points are the heads of distinct basins, how long the best has held, which switches' other
+sides are worth a search of their own, which candidates are near a point, and a good point's other
+switch values. Pure: stdlib + numpy only.
 
 `told` maps a point's index tuple to (time or None, failure or None); `order` lists the told
 points in the order they were told."""
