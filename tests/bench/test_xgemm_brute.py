@@ -82,4 +82,3 @@ def test_a_resumed_run_cuts_a_torn_last_line_so_the_next_one_appended_is_kept(tm
         out.write('{"i": 8, "key": "k", "wall_s": 0.01, "times": [1.0]}\n')
     assert [r.get("i") for r in xgemm_brute.logged(log)][-2:] == [7, 8]
     assert xgemm_brute.resume_point(tmp_path / "none.jsonl") == 0
-
