@@ -238,6 +238,7 @@ class LocalExecutor(Executor):
                 progress.show(running=self.in_flight, busy=self.occupancy.line() if offer else None)
                 time.sleep(ctx.poll_s)
         except BaseException:
+            stop_builds.set()      # now, before the pool's next queued build starts its make (cancel() comes after)
             for w in self.workers:
                 w.close()
             raise

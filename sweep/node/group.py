@@ -19,6 +19,7 @@ No process outlives its job.
                  running program is killed as at its own deadline, so the job still records
                  `timeout` itself, with the stage's log and what the program printed
     run_group    runs one command so; says how it ended (Ended)
+    end_tree     ends a program left in its caller's process group, and every process under it
 """
 
 from __future__ import annotations
@@ -89,6 +90,70 @@ def group_members(pgid: int) -> list[int]:
         if len(fields) > 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(entry.name))
     return out
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, start time in clock ticks, state) of every process, from /proc."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            out[int(entry.name)] = (int(fields[1]), int(fields[19]), fields[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _tree(root: int, known: dict[int, int]) -> dict[int, int]:
+    """The live processes under `root` and under the `known` ones still alive (pid -> start time),
+    `root` included: a child whose parent died meanwhile is found through what was known of it."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    alive = {pid for pid, start in known.items() if pid in table and table[pid][1] == start}
+    todo, found = [root, *alive], {}
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in found:
+            if table[pid][2] != "Z":
+                found[pid] = table[pid][1]
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def end_tree(p: subprocess.Popen, grace_s: float | None = None) -> None:
+    """SIGTERM to the program and to every process under it, SIGKILL after grace_s to those left;
+    the program reaped. For a program in its caller's own process group (make: a kill -9 of the
+    driver's group must reach it), where killpg would reach the caller too. A process under it
+    that missed the signal its group got (a sub-make started just after a Ctrl-C), or that it
+    would not wait for, is found by its parent links, while its parent lives, and signalled
+    itself; one whose parent died is found by what was known of it before."""
+    known: dict[int, int] = {}
+    for sig, wait_s in ((signal.SIGTERM, GRACE_S if grace_s is None else grace_s), (signal.SIGKILL, 5.0)):
+        signalled: set[int] = set()
+        deadline = time.monotonic() + wait_s
+        while True:
+            p.poll()
+            now = _tree(p.pid, known) if p.returncode is None else _tree(-1, known)
+            known.update(now)
+            if not now:
+                break
+            for pid in now.keys() - signalled:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+                signalled.add(pid)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _gone(p: subprocess.Popen, wait_s: float) -> bool:

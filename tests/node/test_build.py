@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.node import build
+from sweep.node import build, group
 from sweep.core.errors import SweepError
 
 NVCC_STATIC_ASSERT = """\
@@ -78,6 +78,28 @@ def test_a_build_told_to_stop_is_interrupted_whatever_make_exits_with_and_leaves
     with pytest.raises(build.BuildInterrupted, match="stopped"):
         build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
     assert not _sleeping(3711), "make's child outlived the stopped build"
+
+
+def test_a_stopped_builds_processes_that_outlast_makes_signal_are_ended_with_it(tmp_path, monkeypatch):
+    """A process under make that its signal does not end (here one ignoring SIGTERM and SIGINT; in
+    the full suite, a sub-make started just after the Ctrl-C) is ended itself once make's grace is
+    over: before, make alone was killed and the rest built on, orphaned."""
+    monkeypatch.setattr(group, "GRACE_S", 0.5)
+    job = _slow_job(tmp_path, 3716, "all:\n\tsh -c \"trap '' TERM INT; sleep {s} & wait\"\n")
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    with pytest.raises(build.BuildInterrupted, match="stopped"):
+        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+    assert not _sleeping(3716), "a process under the stopped make outlived it"
+
+
+def test_a_build_told_to_stop_before_it_starts_never_starts_make(tmp_path):
+    job = _slow_job(tmp_path, 3717)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(build.BuildInterrupted, match="before it started"):
+        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+    assert not (job / "build.log").exists() and not _sleeping(3717)
 
 
 def test_a_compile_failure_while_the_driver_is_interrupted_is_no_result(tmp_path):

@@ -71,15 +71,18 @@ def _building(jobs: Path) -> bool:
 
 
 def _still_running(jobs: Path, pattern: str) -> list[str]:
-    """Processes matching `pattern` whose command line names the jobs folder."""
+    """Processes matching `pattern` whose command line names the jobs folder, each as
+    "pid (parent pid, state): command line", so that a failure says which process it was."""
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
     mine = []
     for pid in found:
         try:
-            if str(jobs) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
-                mine.append(pid)
-        except OSError:      # it ended meanwhile
-            pass
+            cmdline = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ").strip()
+            state, parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):      # it ended meanwhile
+            continue
+        if str(jobs) in cmdline:
+            mine.append(f"{pid} (parent {parent}, {state}): {cmdline}")
     return mine
 
 
@@ -94,7 +97,8 @@ def test_ctrl_c_during_a_build_leaves_no_result_and_the_rerun_measures_it(tmp_pa
     assert "interrupted" in err
     for r in _results(jobs).values():        # whatever ended before the interrupt is a real result
         assert "Interrupt" not in r["reason"] and r["status"] != "compile_failed"
-    assert not _still_running(jobs, "make"), "a stopped build's make (or its compilers) still runs"
+    left = _still_running(jobs, "make")
+    assert not left, "a stopped build's make (or its compilers) still runs: " + "; ".join(left)
     again = _driver(tmp_path, "--executor", "local")
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err
@@ -190,4 +194,5 @@ def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_trace
     assert stopped and int(stopped[1]) >= 1, err           # the one measuring, and any building beside it
     assert "keep running" not in err
     assert not _results(jobs)                                   # an interrupt is no result: the rerun measures it
-    assert not _still_running(jobs, "toy_bench"), "the stopped job's program still runs"
+    left = _still_running(jobs, "toy_bench")
+    assert not left, "the stopped job's program still runs: " + "; ".join(left)
