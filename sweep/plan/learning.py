@@ -27,7 +27,7 @@ import numpy as np
 
 from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
                     switch_flips, unlike_sides)
-from .surrogate import GP, columns, expected_improvement, feasibility, normal_scores
+from .surrogate import GP, columns, expected_improvement, feasibility, warped
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -46,7 +46,7 @@ class LearningSearch:
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
-                 flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01):
+                 flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -58,7 +58,9 @@ class LearningSearch:
         nor in the last half of all (0: only the budget stops it; bench/stop_rule.py measures what
         such stops cost).  max_train: the surrogate sees at most this many told points
         (the best ones plus the most recent).  warp: "copula" (normal scores of the ranks of
-        log time) or "log" (standardized log time).  additive_grid: the additive shares of the
+        log time) or "log" (standardized log time); log_above: a model whose points' median time
+        is more than this many times their best is fitted to log time all the same (0: never;
+        surrogate.warped).  additive_grid: the additive shares of the
         kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
         restricted to the neighbourhood of the n_incumbents best points (0: never); after `stall`
         evaluations with no better time, to the best point of another basin in turn (basins: best
@@ -87,6 +89,7 @@ class LearningSearch:
         self.patience_gain = float(patience_gain)
         self.max_train = int(max_train)
         self.warp = warp
+        self.log_above = float(log_above)
         self.refit_every = int(refit_every)
         self.fail_margin = float(fail_margin)
         self.kappa = kappa
@@ -251,13 +254,8 @@ class LearningSearch:
         return self._by_model(cands, done, rng)
 
     def _transform(self, y: np.ndarray) -> tuple[np.ndarray, float]:
-        """Standardized log times (or their normal scores), and the scale back to log time."""
-        if self.warp == "copula":   # ranks to normal scores: robust to a heavy tail of slow points
-            sd = float(y.std())   # ~ log time per normal score: expected improvements in log time
-            return normal_scores(y), (sd if sd > 1e-12 else 1e-12)
-        mu, sd = float(y.mean()), float(y.std())
-        sd = sd if sd > 1e-12 else 1.0
-        return (y - mu) / sd, sd
+        """The surrogate's targets for log times y (surrogate.warped), and the scale back to log time."""
+        return warped(y, self.warp, self.log_above)
 
     def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
         """Best of several random candidates (of the least-covered switch combinations) by distance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.surrogate import columns
+from sweep.plan.surrogate import columns, normal_scores, warped
 
 
 def test_an_integer_parameter_gets_its_rank_its_power_of_two_and_its_odd_part_as_columns():
@@ -27,3 +27,17 @@ def test_powers_of_two_alone_get_no_odd_part_column_and_switches_and_floats_only
 def test_without_alignment_each_parameter_is_its_rank_alone():
     col_dim, _ = columns([(16, 48, 64), (1, 3, 5)], [0, 1], alignment=False)
     assert col_dim == [0, 1]
+
+
+def test_times_whose_median_is_over_ten_times_their_best_are_modelled_on_log_time_not_ranks():
+    y = np.log([1.0, 1.5, 40.0, 90.0, 100.0])              # the median 40x the best
+    ys, sd = warped(y, "copula", log_above=10.0)
+    assert np.allclose(ys, (y - y.mean()) / y.std()) and sd == y.std()
+
+
+def test_times_with_a_few_slow_outliers_keep_the_normal_scores_of_their_ranks():
+    y = np.log([1.0, 1.5, 2.0, 90.0, 100.0])               # the median 2x the best
+    ys, sd = warped(y, "copula", log_above=10.0)
+    assert np.allclose(ys, normal_scores(y)) and sd == y.std()
+    assert np.allclose(warped(np.log([1.0, 1.5, 40.0, 90.0, 100.0]), "copula", log_above=0.0)[0],
+                       normal_scores(np.log([1.0, 1.5, 40.0, 90.0, 100.0])))   # 0: never
