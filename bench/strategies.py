@@ -38,6 +38,7 @@ Tuner: its whole process time per evaluation, simulation overhead included).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import warnings
 import json
@@ -170,6 +171,30 @@ def run_tpe(space, seed, limit, multivariate=False):
 KT_RESTARTS_IDLE = 3   # restarts in a row that add no new configuration end the run
 
 
+@contextlib.contextmanager
+def seeded_latin_hypercubes():
+    """Kernel Tuner draws Latin hypercube samples (differential evolution's population through
+    searchspace.get_LHS_sample, Bayesian optimization's start) from scipy's LatinHypercube with
+    no seed: fresh OS entropy, so those two strategies' rows differed from run to run with the same
+    seed. Within this, each such sampler's rng is drawn from numpy's global generator instead,
+    which run_kt seeds before each start."""
+    from scipy.stats import qmc
+    from kernel_tuner.strategies import bayes_opt
+    original = qmc.LatinHypercube
+
+    class Seeded(original):
+        def __init__(self, d, **kw):
+            if kw.get("rng") is None and kw.get("seed") is None:
+                kw["rng"] = int(np.random.randint(0, 2**31 - 1))
+            super().__init__(d, **kw)
+
+    qmc.LatinHypercube = bayes_opt.LatinHypercube = Seeded
+    try:
+        yield
+    finally:
+        qmc.LatinHypercube = bayes_opt.LatinHypercube = original
+
+
 def run_kt(space, seed, limit, strategy, restart=True):
     """One Kernel Tuner run; with `restart`, a strategy that ends before the budget (dual and
     simulated annealing do) is started again with the next seed until `limit` distinct
@@ -179,7 +204,6 @@ def run_kt(space, seed, limit, strategy, restart=True):
     import kernel_tuner
     import random
     import io
-    import contextlib
     keys = space["keys"]
     tune_params = {k: space["params"][k] for k in keys}
     legal = {",".join(str(v) for v in cfg) for cfg in space["table"]}
@@ -199,7 +223,7 @@ def run_kt(space, seed, limit, strategy, restart=True):
             random.seed(start_seed)
             before = len(ev.trace)
             t0 = time.process_time()
-            with contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stdout(io.StringIO()), seeded_latin_hypercubes():
                 results, env = kernel_tuner.tune_kernel(
                     space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
                     space["data"].get("problem_size", (1,)), [], tune_params,

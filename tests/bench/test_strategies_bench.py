@@ -29,6 +29,15 @@ def test_a_kernel_tuner_strategy_that_ends_short_is_started_again_until_the_budg
     assert len(strategies.Evaluator.last.seen) == 100        # distinct configurations only: earlier ones free
 
 
+@pytest.mark.parametrize("strategy", ["diff_evo", "bayes_opt"])
+def test_kernel_tuner_strategies_that_sample_latin_hypercubes_repeat_their_run_for_a_seed(space, strategy):
+    """Both draw Latin hypercube samples from scipy with no seed (fresh OS entropy): the bench's
+    tables for them differed from run to run until their samplers drew from the seeded generator."""
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
+    first, second = (strategies.run_kt(space, 3, 30, strategy, restart=False)[0] for _ in range(2))
+    assert first == second and len(first) >= 10
+
+
 def _run(strategy: str, trace: list, **extra) -> dict:
     return {"space": "s", "strategy": strategy, "seed": 0, "trace": trace, "optimum": 1.0,
             "cpu_per_suggestion": 0.0, **extra}
