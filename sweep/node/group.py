@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 LINGER_S = 10.0     # a program exited: how long a process it left may still hold its output
 GRACE_S = 5.0       # SIGTERM to SIGKILL
@@ -77,49 +77,46 @@ class Ended:
     why: str = ""        # "": it ended; "deadline": killed at its limit; "lingering": exited, its output held
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of a process group, from /proc."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry.name))
-    return out
+class Proc(NamedTuple):
+    parent: int
+    group: int
+    start: int     # clock ticks after boot: with the pid, tells a process from a later one given its pid
+    state: str     # "Z": a zombie, ended and not yet reaped
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, start time in clock ticks, state) of every process, from /proc."""
+def processes() -> dict[int, Proc]:
+    """Every process, from /proc (one that ends while it is read is left out)."""
     out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            out[int(entry.name)] = (int(fields[1]), int(fields[19]), fields[0])
+            out[int(entry.name)] = Proc(int(fields[1]), int(fields[2]), int(fields[19]), fields[0])
         except (OSError, IndexError, ValueError):
             continue
     return out
 
 
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, from /proc."""
+    return [pid for pid, proc in processes().items() if proc.state != "Z" and proc.group == pgid]
+
+
 def _tree(root: int, known: dict[int, int]) -> dict[int, int]:
     """The live processes under `root` and under the `known` ones still alive (pid -> start time),
     `root` included: a child whose parent died meanwhile is found through what was known of it."""
-    table = _processes()
+    table = processes()
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in table.items():
-        children.setdefault(parent, []).append(pid)
-    alive = {pid for pid, start in known.items() if pid in table and table[pid][1] == start}
+    for pid, proc in table.items():
+        children.setdefault(proc.parent, []).append(pid)
+    alive = {pid for pid, start in known.items() if pid in table and table[pid].start == start}
     todo, found = [root, *alive], {}
     while todo:
         pid = todo.pop()
         if pid in table and pid not in found:
-            if table[pid][2] != "Z":
-                found[pid] = table[pid][1]
+            if table[pid].state != "Z":
+                found[pid] = table[pid].start
             todo.extend(children.get(pid, ()))
     return found
 
