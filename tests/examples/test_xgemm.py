@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweep.node.build import classify_failure
+from tests.examples.conf_build import make_with_conf
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
 
@@ -27,13 +28,7 @@ OPTIMUM_H200 = {"XGEMM_MWG": 128, "XGEMM_NWG": 128, "XGEMM_KWG": 32, "XGEMM_MDIM
 
 
 def make(tmp: Path, macros: dict[str, int] | None = None) -> subprocess.CompletedProcess:
-    variables = [f"BUILD_DIR={tmp / 'build'}", "ARCH=sm_90"]
-    if macros:
-        conf = tmp / "conf"
-        conf.mkdir()
-        (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
-        variables.append(f"CONF_DIR={conf}")
-    return subprocess.run(["make", "-C", str(EXAMPLE), *variables], capture_output=True, text=True, timeout=600)
+    return make_with_conf(EXAMPLE, tmp, macros)
 
 
 def test_the_space_counts_15364_legal_points_and_its_default_is_one():
@@ -72,7 +67,7 @@ def test_an_illegal_configuration_stops_at_the_static_assert_naming_its_rule(tmp
 
 
 def test_the_committed_brute_force_measured_exactly_the_legal_set():
-    """bench/data/xgemm_H200.json.gz (bench/xgemm_brute.py on an H200): every point the tool calls
+    """bench/data/xgemm_H200.json.gz (bench/brute_force.py on an H200): every point the tool calls
     legal checked and timed, nothing else, none failed."""
     space = load_space(EXAMPLE / "space.yaml")
     cache = json.loads(gzip.open(ROOT / "bench" / "data" / "xgemm_H200.json.gz").read())

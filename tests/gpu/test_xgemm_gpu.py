@@ -1,6 +1,6 @@
 """examples/xgemm on a GPU: the program checks and times its kernel, a learning sweep of its
 space measures what it proposes through the tool (cupti) and picks the fastest measured, and the
-brute-force harness (bench/xgemm_brute.py) checks, times, logs and resumes."""
+brute-force harness is tested in tests/gpu/test_brute_force_gpu.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench import xgemm_brute
 from sweep.pipeline import driver as pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,16 +58,3 @@ def test_a_learning_sweep_of_the_space_measures_its_proposals_and_picks_the_fast
         ratios = [row.total_median_ns / 1e6 / cache["cache"][",".join(str(int(getattr(row, k))) for k in keys)]["time"]
                   for row in m.itertuples()]
         assert 0.8 < sorted(ratios)[len(ratios) // 2] < 1.25, ratios
-
-
-def test_the_harness_checks_times_and_logs_each_configuration_and_a_second_run_resumes_past_them(tmp_path, capsys):
-    build, log = tmp_path / "build", tmp_path / "run.jsonl"
-    assert xgemm_brute.main(["build", "--build", str(build), "--jobs", "4", "--limit", "4", "--chunk", "2"]) == 0
-    assert xgemm_brute.main(["run", "--build", str(build), "--log", str(log), "--size", "1024"]) == 0
-    rows = xgemm_brute.logged(log)
-    assert rows[0]["size"] == 1024 and rows[0]["count"] == 4
-    assert [r["i"] for r in rows[1:]] == [0, 1, 2, 3]
-    assert all("failure" not in r and len(r["times"]) in (3, 7) and min(r["times"]) > 0 for r in rows[1:])
-    assert xgemm_brute.main(["run", "--build", str(build), "--log", str(log), "--size", "1024"]) == 0
-    assert "all 4 configurations logged" in capsys.readouterr().out
-    assert len(xgemm_brute.logged(log)) == 5

@@ -1,4 +1,4 @@
-"""bench/xgemm_brute.py, the brute force of examples/xgemm/space.yaml in one process: the sources
+"""bench/brute_force.py, the brute force of examples/xgemm/space.yaml in one process: the sources
 it generates follow the tool's own enumeration of the legal set and build with real nvcc, and a
 run's log (a real excerpt, tests/data/h200/xgemm_brute) becomes a Kernel Tuner cache. Running the
 program needs a GPU (tests/gpu/test_xgemm_gpu.py)."""
@@ -12,17 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from bench import xgemm_brute
+from bench import brute_force
 from sweep.plan.learned import legal_points
 from sweep.space import load_space
 
 EXCERPT = Path(__file__).resolve().parents[1] / "data" / "h200" / "xgemm_brute"
+XGEMM_SPACE = Path(__file__).resolve().parents[2] / "examples" / "xgemm" / "space.yaml"
+XGEMM = ["--space", str(XGEMM_SPACE)]
 
 
 def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_registry_calls_them_in_turn(tmp_path):
-    keys, points, values = xgemm_brute.legal_set(xgemm_brute.SPACE)
-    assert len(points) == 15_364 and points == legal_points(load_space(xgemm_brute.SPACE))
-    units = xgemm_brute.write_sources(tmp_path, keys, points[:5], chunk=2)
+    keys, points, values = brute_force.legal_set(XGEMM_SPACE)
+    assert len(points) == 15_364 and points == legal_points(load_space(XGEMM_SPACE))
+    units = brute_force.write_sources(tmp_path, keys, points[:5], chunk=2)
     assert [u.name for u in units] == ["chunk_0000.cu", "chunk_0001.cu", "chunk_0002.cu"]
     first = units[0].read_text()
     assert '{"16,16,16,8,8,8,8,1,1,0,0", &brute_force_one<16, 16, 16, 8, 8, 8, 8, 1, 1, 0, 0>}' in first
@@ -33,7 +35,7 @@ def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_regis
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, capsys):
-    assert xgemm_brute.main(["build", "--build", str(tmp_path), "--jobs", "2", "--limit", "3", "--chunk", "2"]) == 0
+    assert brute_force.main(["build", *XGEMM, "--build", str(tmp_path), "--jobs", "2", "--limit", "3", "--chunk", "2"]) == 0
     assert (tmp_path / "brute_force").is_file()
     built = json.loads((tmp_path / "build.json").read_text())
     assert built["configurations"] == 3 and built["units"] == 2 and built["compile_seconds"] >= 0
@@ -42,7 +44,7 @@ def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, ca
 
 def test_a_logged_run_becomes_a_cache_of_each_configurations_median_time(tmp_path, capsys):
     out = tmp_path / "cache.json.gz"
-    assert xgemm_brute.main(["cache", "--build", str(EXCERPT), "--log", str(EXCERPT / "run_excerpt.jsonl"),
+    assert brute_force.main(["cache", *XGEMM, "--build", str(EXCERPT), "--log", str(EXCERPT / "run_excerpt.jsonl"),
                              str(out)]) == 0
     data = json.loads(gzip.open(out).read())
     lines = [json.loads(line) for line in (EXCERPT / "run_excerpt.jsonl").read_text().splitlines()[1:]]
@@ -62,13 +64,13 @@ def test_a_log_of_another_build_is_refused_naming_the_line(tmp_path):
     log = tmp_path / "run.jsonl"
     log.write_text(text)
     with pytest.raises(SystemExit, match="line 1 is 32,16,16,8,8,8,8,1,1,0,1, the space's point 1 is 16,16"):
-        xgemm_brute.main(["cache", "--build", str(EXCERPT), "--log", str(log), str(tmp_path / "c.json")])
+        brute_force.main(["cache", *XGEMM, "--build", str(EXCERPT), "--log", str(log), str(tmp_path / "c.json")])
 
 
 def test_a_torn_last_line_of_a_killed_run_is_dropped_and_the_rest_kept(tmp_path):
     log = tmp_path / "run.jsonl"
     log.write_text((EXCERPT / "run_excerpt.jsonl").read_text() + '{"i": 8, "key": "16,16,')
-    rows = xgemm_brute.logged(log)
+    rows = brute_force.logged(log)
     assert [r.get("i") for r in rows] == [None, 0, 1, 2, 3, 4, 5, 6, 7]
 
 
@@ -76,9 +78,24 @@ def test_a_resumed_run_cuts_a_torn_last_line_so_the_next_one_appended_is_kept(tm
     log = tmp_path / "run.jsonl"
     whole = (EXCERPT / "run_excerpt.jsonl").read_text()
     log.write_text(whole + '{"i": 8, "key": "16,16,')
-    assert xgemm_brute.resume_point(log) == 8
+    assert brute_force.resume_point(log) == 8
     assert log.read_text() == whole
     with log.open("a") as out:                  # what run() appends next
         out.write('{"i": 8, "key": "k", "wall_s": 0.01, "times": [1.0]}\n')
-    assert [r.get("i") for r in xgemm_brute.logged(log)][-2:] == [7, 8]
-    assert xgemm_brute.resume_point(tmp_path / "none.jsonl") == 0
+    assert [r.get("i") for r in brute_force.logged(log)][-2:] == [7, 8]
+    assert brute_force.resume_point(tmp_path / "none.jsonl") == 0
+
+
+def test_a_space_without_the_harness_beside_it_is_refused_naming_the_folder(tmp_path):
+    (tmp_path / "space.yaml").write_text(XGEMM_SPACE.read_text().replace("dir: .", f"dir: {XGEMM_SPACE.parent}"))
+    with pytest.raises(SystemExit, match=f"{tmp_path}: no brute_force.cuh beside the space file"):
+        brute_force.legal_set(tmp_path / "space.yaml")
+
+
+def test_the_cache_names_the_one_kernel_the_spaces_macros_govern():
+    dedisp = XGEMM_SPACE.parents[1] / "dedisp" / "space.yaml"
+    assert brute_force.kernel_name(XGEMM_SPACE) == "xgemm_kernel"
+    assert brute_force.kernel_name(dedisp) == "dedisp_kernel"
+    keys, points, _ = brute_force.legal_set(dedisp)
+    assert keys == ["DEDISP_BLOCK_X", "DEDISP_BLOCK_Y", "DEDISP_TILE_X", "DEDISP_TILE_Y", "DEDISP_STRIDE_X",
+                    "DEDISP_STRIDE_Y"] and len(points) == 11_130

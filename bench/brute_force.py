@@ -1,20 +1,30 @@
-"""Brute force of examples/xgemm/space.yaml in one process per GPU run: every legal configuration
-checked and timed, written as a Kernel Tuner cache that bench/strategies.py replays.
+"""Brute force of an example's space in one process per GPU run: every legal configuration checked
+and timed, written as a Kernel Tuner cache that bench/strategies.py replays.
 
-    python bench/xgemm_brute.py build --build /tmp/xgemm-brute --jobs 16      # compile (CPU only)
-    python bench/xgemm_brute.py run --build /tmp/xgemm-brute --log xgemm.jsonl --deadline 500
-    python bench/xgemm_brute.py cache --build /tmp/xgemm-brute --log xgemm.jsonl bench/data/xgemm_H200.json.gz
+    S=examples/xgemm/space.yaml
+    python bench/brute_force.py build --space $S --build /tmp/xgemm-brute --jobs 16      # compile (CPU only)
+    python bench/brute_force.py run --space $S --build /tmp/xgemm-brute --log xgemm.jsonl --deadline 500
+    python bench/brute_force.py cache --space $S --build /tmp/xgemm-brute --log xgemm.jsonl bench/data/xgemm_H200.json.gz
 
 A sweep builds and runs one program per configuration; that is a CUDA context, a link and a
-process start per point, too much for 15,364 of them in a session's GPU time. Here the legal set
+process start per point, too much for 10,000 of them in a session's GPU time. Here the legal set
 (the tool's own constraint evaluation over the space file, sweep.plan.learned.legal_points) is cut
-into chunks; each chunk is one translation unit instantiating its configurations' kernels from
-xgemm.cuh's template (the kernel a sweep's conf.cuh instantiates), compiled in parallel; one
-program (examples/xgemm/brute_force_main.cu) checks and times them all in one CUDA context
-(examples/xgemm/brute_force.cuh says how). `run` appends one JSON line per configuration to the
-log and resumes after the last one logged, so a run stopped by --deadline or a lost machine goes
-on where it stopped; a configuration that poisons the context is logged as failed and the program
-is started again after it.
+into chunks; each chunk is one translation unit instantiating its configurations' kernels from the
+example's template (the kernel a sweep's conf.cuh instantiates), compiled in parallel; one program
+(the example's brute_force_main.cu) checks and times them all in one CUDA context. An example
+takes part by holding, beside its space file:
+
+- brute_force.cuh: its BruteForceBench, then `template <...> BruteForceResult
+  brute_force_one(BruteForceBench&)`, whose template arguments are the space's swept macros in the
+  space file's order, on bench/brute_force_harness.cuh's brute_force_measure (which the build
+  finds on its include path);
+- brute_force_main.cu: sets the bench up, prints a JSON header line (device, driver,
+  problem_size or size, count), then brute_force_run prints one JSON line per configuration from
+  --start to --end.
+
+`run` appends one JSON line per configuration to the log and resumes after the last one logged, so
+a run stopped by --deadline or a lost machine goes on where it stopped; a configuration that poisons
+the context is logged as failed and the program is started again after it.
 
 In the cache, a configuration's compile_time is the build's compile-seconds over its
 configurations (they compile in units of `--chunk`, not one by one), and benchmark_time its own wall time in
@@ -36,27 +46,36 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = ROOT / "examples" / "xgemm" / "space.yaml"
-KERNEL_DIR = ROOT / "examples" / "xgemm"
-TEMPLATE_ARGS = ("XGEMM_MWG", "XGEMM_NWG", "XGEMM_KWG", "XGEMM_MDIMC", "XGEMM_NDIMC", "XGEMM_MDIMA",
-                 "XGEMM_NDIMB", "XGEMM_VWM", "XGEMM_VWN", "XGEMM_SA", "XGEMM_SB")   # xgemm_kernel's order
 
 
 def legal_set(space_path: Path) -> tuple[list[str], list[dict[str, int]], dict[str, list[int]]]:
-    """The space's swept macros, its legal points (the tool's own enumeration) and each macro's values."""
+    """The space's swept macros (brute_force_one's template arguments, in order), its legal points
+    (the tool's own enumeration) and each macro's values."""
     sys.path.insert(0, str(ROOT))
     from sweep.plan.learned import legal_points
     from sweep.space import target
 
     space = target.load(space_path)
     keys = [p.macro for p in space.swept]
-    if sorted(keys) != sorted(TEMPLATE_ARGS):
-        raise SystemExit(f"{space_path}: its swept macros {keys} are not xgemm_kernel's template arguments "
-                         f"{list(TEMPLATE_ARGS)}; the harness instantiates that template")
+    if not (space_path.parent / "brute_force.cuh").is_file():
+        raise SystemExit(f"{space_path.parent}: no brute_force.cuh beside the space file; "
+                         "the harness instantiates its brute_force_one template (see bench/brute_force.py)")
     points = legal_points(space)
     if points is None:
         raise SystemExit(f"{space_path}: the legal set is too large to enumerate")
     return keys, points, {p.macro: list(p.values) for p in space.swept}
+
+
+def kernel_name(space_path: Path) -> str:
+    """The one kernel the space's swept macros govern (their `kernels:` lists), for the cache."""
+    sys.path.insert(0, str(ROOT))
+    from sweep.space import target
+
+    names = sorted({k for p in target.load(space_path).swept for k in p.kernels})
+    if len(names) != 1:
+        raise SystemExit(f"{space_path}: its swept macros govern {names or 'no kernel'}; "
+                         "the brute force times one kernel, so name exactly one in their kernels: lists")
+    return names[0]
 
 
 def key_of(point: dict[str, int], keys: list[str]) -> str:
@@ -70,7 +89,7 @@ def write_sources(build: Path, keys: list[str], points: list[dict[str, int]], ch
     for c, first in enumerate(range(0, len(points), chunk)):
         rows = []
         for p in points[first:first + chunk]:
-            args = ", ".join(str(p[m]) for m in TEMPLATE_ARGS)
+            args = ", ".join(str(p[m]) for m in keys)
             rows.append(f'    e.push_back({{"{key_of(p, keys)}", &brute_force_one<{args}>}});')
         unit = build / f"chunk_{c:04d}.cu"
         unit.write_text('#include "brute_force.cuh"\n\n'
@@ -85,10 +104,10 @@ def write_sources(build: Path, keys: list[str], points: list[dict[str, int]], ch
     return units
 
 
-def nvcc(source: Path, out: Path, arch: str) -> float:
+def nvcc(source: Path, out: Path, arch: str, example: Path) -> float:
     """Compile one unit; its wall seconds. A failure stops the build with nvcc's own words."""
     t0 = time.perf_counter()
-    p = subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", f"-I{KERNEL_DIR}", "-c", str(source),
+    p = subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", f"-I{example}", f"-I{ROOT / 'bench'}", "-c", str(source),
                         "-o", str(out)], capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"nvcc failed on {source}:\n{p.stderr[-4000:]}")
@@ -100,10 +119,10 @@ def build(a: argparse.Namespace) -> int:
     if a.limit:
         points = points[:a.limit]
     units = write_sources(a.build, keys, points, a.chunk)
-    sources = [*units, a.build / "registry.cu", KERNEL_DIR / "brute_force_main.cu"]
+    sources = [*units, a.build / "registry.cu", a.space.parent / "brute_force_main.cu"]
     t0 = time.perf_counter()
     with futures.ThreadPoolExecutor(a.jobs) as pool:
-        seconds = list(pool.map(lambda s: nvcc(s, a.build / (s.stem + ".o"), a.arch), sources))
+        seconds = list(pool.map(lambda s: nvcc(s, a.build / (s.stem + ".o"), a.arch, a.space.parent), sources))
     link = subprocess.run(["nvcc", f"-arch={a.arch}", *[str(a.build / (s.stem + ".o")) for s in sources],
                            "-o", str(a.build / "brute_force")], capture_output=True, text=True)
     if link.returncode:
@@ -143,10 +162,11 @@ def resume_point(log: Path) -> int:
 
 def run(a: argparse.Namespace) -> int:
     program = a.build / "brute_force"
+    size = ["--size", str(a.size)] if a.size else []   # the problem size, where the example's main takes one
     deadline = time.monotonic() + a.deadline if a.deadline else None
     while True:
         start = resume_point(a.log)
-        header = subprocess.run([str(program), "--size", str(a.size), "--start", "0", "--end", "0"],
+        header = subprocess.run([str(program), *size, "--start", "0", "--end", "0"],
                                 capture_output=True, text=True)
         if header.returncode or not header.stdout.strip():
             raise SystemExit(f"{program} could not start ({header.returncode}): {header.stderr.strip()[-2000:]}")
@@ -157,7 +177,7 @@ def run(a: argparse.Namespace) -> int:
         with a.log.open("a") as out:
             if start == 0:
                 out.write(header.stdout.splitlines()[0] + "\n")
-            p = subprocess.Popen([str(program), "--size", str(a.size), "--start", str(start)],
+            p = subprocess.Popen([str(program), *size, "--start", str(start)],
                                  stdout=subprocess.PIPE, text=True)
             for line in p.stdout:
                 if line.startswith('{"i"'):
@@ -198,7 +218,8 @@ def cache(a: argparse.Namespace) -> int:
                         "times": r.get("times", []), "compile_time": compile_ms,
                         "verification_time": 0, "benchmark_time": r.get("wall_s", 0.0) * 1000,
                         "strategy_time": 0, "framework_time": 0, "timestamp": stamp}
-    data = {"device_name": header["device"], "kernel_name": "xgemm_kernel", "problem_size": [header["size"]] * 3,
+    data = {"device_name": header["device"], "kernel_name": kernel_name(a.space),
+            "problem_size": header.get("problem_size") or [header["size"]] * 3,
             "tune_params_keys": keys, "tune_params": values, "objective": "time", "cache": entries}
     opener = gzip.open if a.out.suffix == ".gz" else open
     with opener(a.out, "wt") as f:
@@ -214,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     for name in ("build", "run", "cache"):
         p = sub.add_parser(name)
-        p.add_argument("--space", type=Path, default=SPACE)
+        p.add_argument("--space", type=Path, required=True,
+                       help="the example's space file; brute_force.cuh and brute_force_main.cu lie beside it")
         p.add_argument("--build", type=Path, required=True, help="folder of the generated sources and the program")
         if name == "build":
             p.add_argument("--jobs", type=int, default=16)
@@ -224,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("run", "cache"):
             p.add_argument("--log", type=Path, required=True, help="the run's JSON lines (appended, resumed)")
         if name == "run":
-            p.add_argument("--size", type=int, default=2048)
+            p.add_argument("--size", type=int, default=0,
+                           help="passed to the program as --size (examples/xgemm: M = N = K); 0: its default")
             p.add_argument("--deadline", type=float, default=0, help="stop after this many seconds (0: none)")
         if name == "cache":
             p.add_argument("out", type=Path, help="the cache file to write (.json or .json.gz)")

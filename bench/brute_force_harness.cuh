@@ -1,0 +1,114 @@
+// brute_force_harness.cuh: what every example's one-process harness for
+// bench/brute_force.py shares (the build puts bench/ on the include path). An
+// example's brute_force.cuh defines its BruteForceBench (inputs, outputs and
+// two events) and, per configuration, brute_force_one<...>: it clears the
+// outputs and calls brute_force_measure with a launch and a check; its
+// brute_force_main.cu sets the bench up, prints the header line and calls
+// brute_force_run.
+//
+// Per configuration (brute_force_measure):
+//   1. one launch, synchronized: an error fails the configuration;
+//   2. the example's check of that launch's result: false fails it ("wrong result");
+//   3. one more launch warms up; then `reps` launches, each between two
+//      events; bench/brute_force.py's cache takes their median (ms).
+// An error that poisons the context (the next synchronize fails too) ends the
+// process with exit 3, and the driver starts it again after that configuration.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+struct BruteForceResult {
+    const char* failure = nullptr;     // Kernel Tuner's failure string, or null
+    const char* detail = "";
+    std::vector<float> times_ms;
+};
+
+// A failed configuration, and why; exit 3 instead when the error left the context unusable.
+inline BruteForceResult brute_force_failed(cudaError_t e, const char* detail) {
+    if (e != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess) {
+        fprintf(stderr, "brute_force: %s left the context unusable\n", cudaGetErrorString(e));
+        exit(3);
+    }
+    BruteForceResult f;
+    f.failure = "RuntimeFailedConfig";
+    f.detail = detail;
+    return f;
+}
+
+// launch() -> cudaError_t starts the configuration's kernel; check() -> bool says whether the
+// first launch's result is right.
+template <class Launch, class Check>
+BruteForceResult brute_force_measure(cudaEvent_t start, cudaEvent_t stop, Launch launch, Check check) {
+    cudaError_t e = launch();
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) return brute_force_failed(e, cudaGetErrorString(e));
+    if (!check()) return brute_force_failed(cudaSuccess, "wrong result");
+    auto timed = [&](float& ms) {   // one launch between two events: its time in ms, or the error
+        cudaEventRecord(start);
+        cudaError_t err = launch();
+        cudaEventRecord(stop);
+        if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+        if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+        return err;
+    };
+    // The warm-up also says how long a launch takes: slow ones get fewer repetitions.
+    float first = 0;
+    e = timed(first);
+    const int reps = first > 20.0f ? 3 : 7;
+    BruteForceResult r;
+    for (int i = 0; i < reps && e == cudaSuccess; ++i) {
+        float ms = 0;
+        e = timed(ms);
+        r.times_ms.push_back(ms);
+    }
+    return e == cudaSuccess ? r : brute_force_failed(e, cudaGetErrorString(e));
+}
+
+template <class Bench>
+struct BruteForceEntryOf {
+    const char* key;                   // the values, comma-separated, in the space's order
+    BruteForceResult (*run)(Bench&);
+};
+
+// --start I and --end J; any other "--name value" pair goes to other(name, value), which returns
+// false for a name it does not know. False (after one line on stderr) on a bad argument.
+template <class Other>
+bool brute_force_args(int argc, char** argv, long& start, long& end, Other other) {
+    for (int i = 1; i < argc; i += 2) {
+        std::string a = argv[i];
+        bool known = i + 1 < argc;
+        if (known && a == "--start") start = atol(argv[i + 1]);
+        else if (known && a == "--end") end = atol(argv[i + 1]);
+        else if (!known || !other(a, argv[i + 1])) {
+            fprintf(stderr, "brute_force: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    return true;
+}
+
+// Configurations start..end-1 of entries (end < 0: to the last), one JSON line each, flushed.
+template <class Bench>
+void brute_force_run(const std::vector<BruteForceEntryOf<Bench>>& entries, Bench& b, long start, long end) {
+    if (end < 0 || end > long(entries.size())) end = long(entries.size());
+    for (long i = start; i < end; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        BruteForceResult r = entries[i].run(b);
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("{\"i\": %ld, \"key\": \"%s\", \"wall_s\": %.6f, ", i, entries[i].key, wall);
+        if (r.failure) {
+            printf("\"failure\": \"%s\", \"detail\": \"%s\"}\n", r.failure, r.detail);
+        } else {
+            printf("\"times\": [");
+            for (size_t k = 0; k < r.times_ms.size(); ++k) printf("%s%.6f", k ? ", " : "", r.times_ms[k]);
+            printf("]}\n");
+        }
+        fflush(stdout);
+    }
+}

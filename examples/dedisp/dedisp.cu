@@ -1,0 +1,218 @@
+// dedisp: checks dedisp_kernel (the configuration conf.cuh names) against the
+// reference, then times it at one problem size.
+//
+//   dedisp [--samples N] [--dms N] [--channels N] [--iters N] [--warmup W] [--nvtx] [--check-only] [--json FILE]
+//
+// --samples N    output samples per DM (default 8192)
+// --dms N        trial DMs (default 2048); the largest shift must fit the input's slack
+// --channels N   frequency channels (default 256)
+// --iters N      timed launches
+// --warmup W     untimed launches first (outside any NVTX range)
+// --nvtx         wrap each timed launch in an NVTX range named "iteration"
+// --check-only   exit after the correctness check (0: right, 1: wrong)
+// --json FILE    write the event timing of every launch as engine-timing/1 JSON
+//                (what the sweep's events backend reads)
+//
+// The check runs first, every time, at the timed size: a sweep's
+// `verify: profile` needs no separate check run (exit 1 before any timing).
+#include "dedisp.cuh"
+#include "inputs.cuh"
+
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+    DedispProblem p;
+    int iters = 10;
+    int warmup = 2;
+    bool nvtx = false;
+    bool check_only = false;
+    std::string json;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (a == "--samples" && has_value) o.p.samples = atoi(argv[++i]);
+        else if (a == "--dms" && has_value) o.p.dms = atoi(argv[++i]);
+        else if (a == "--channels" && has_value) o.p.channels = atoi(argv[++i]);
+        else if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
+        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
+        else if (a == "--nvtx") o.nvtx = true;
+        else if (a == "--check-only") o.check_only = true;
+        else if (a == "--json" && has_value) o.json = argv[++i];
+        else {
+            fprintf(stderr, "dedisp: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    // 4096 channels keep every sum (at most 4096 * 255) below 2^24, exact in fp32.
+    const DedispProblem& p = o.p;
+    if (p.samples < 1 || p.samples > (1 << 20) || p.dms < 1 || p.dms > 65536 || p.channels < 1 || p.channels > 4096 ||
+        o.iters < 1 || o.warmup < 0) {
+        fprintf(stderr, "dedisp: need --samples 1..1048576, --dms 1..65536, --channels 1..4096, --iters >= 1, "
+                        "--warmup >= 0\n");
+        return false;
+    }
+    if (dedisp_delays(p).empty()) {
+        // The lowest channel shifts most: (dms - 1) * delay[0] must stay below the row's slack.
+        DedispProblem one = p;
+        one.dms = 1;
+        double d0 = dedisp_delays(one)[0];
+        int most = int((p.max_shift - 1) / d0);
+        while (most > 0 && most * d0 + 1 >= p.max_shift) --most;
+        fprintf(stderr, "dedisp: at --channels %d the largest shift, (dms - 1) * %.4f samples, must stay below %d: "
+                        "lower --dms to at most %d (or --channels)\n", p.channels, d0, p.max_shift, most + 1);
+        return false;
+    }
+    return true;
+}
+
+// A channel's shift as the kernels compute it (dedisp_shift): the float product
+// rounded to nearest, as __fmul_rn does and as the host's IEEE float multiply
+// does (no -ffast-math here), then truncated toward zero, as __float2int_rz.
+int host_shift(int dm, float delay) { return int(float(dm) * delay); }
+
+// Every output of the kernel against the reference kernel's, for equality:
+// each is a sum of at most 4096 bytes, an integer below 2^24, which fp32 holds
+// exactly at every step, so any order of summation gives the same bits. The
+// reference is spot-checked on the CPU (in integers), so a bug the two kernels
+// share is caught too. Both outputs start as NaN (all bytes 0xff), so one
+// that is never written fails the comparison.
+bool check(const DedispProblem& p, const uint8_t* dIn, const float* dDelay, float* dOut, float* dRef,
+           const std::vector<uint8_t>& in, const std::vector<float>& delay) {
+    size_t elems = size_t(p.dms) * p.samples;
+    if (cudaCheck(cudaMemset(dOut, 0xff, elems * 4)) || cudaCheck(cudaMemset(dRef, 0xff, elems * 4)) ||
+        dedisp(p, dIn, dDelay, dOut) || dedisp_reference(p, dIn, dDelay, dRef))
+        return false;
+    std::vector<float> out(elems), ref(elems);
+    if (cudaCheck(cudaMemcpy(out.data(), dOut, elems * 4, cudaMemcpyDeviceToHost)) ||
+        cudaCheck(cudaMemcpy(ref.data(), dRef, elems * 4, cudaMemcpyDeviceToHost)))
+        return false;
+    for (int probe = 0; probe < 32; ++probe) {
+        // The last probe is the last output: the last sample at the largest shift.
+        int s = probe == 31 ? p.samples - 1 : int((probe * 7919u) % unsigned(p.samples));
+        int dm = probe == 31 ? p.dms - 1 : int((probe * 104729u) % unsigned(p.dms));
+        int want = 0;
+        for (int c = 0; c < p.channels; ++c) want += in[size_t(c) * p.row() + s + host_shift(dm, delay[c])];
+        float got = ref[size_t(dm) * p.samples + s];
+        if (!(got == float(want))) {
+            fprintf(stderr, "dedisp_reference_kernel is wrong at out[%d][%d] = %g, the CPU says %d\n", dm, s, got, want);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < elems; ++i) {
+        if (!(out[i] == ref[i])) {
+            fprintf(stderr, "dedisp_kernel is wrong at out[%zu][%zu] = %g, the reference says %g\n", i / p.samples,
+                    i % p.samples, out[i], ref[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+// engine-timing/1 (sweep/profile/events.py): the launch times in ns.
+bool write_json(const std::string& path, const Options& o, std::vector<double> ns) {
+    FILE* f = fopen(path.c_str(), "w");
+    if (!f) {
+        fprintf(stderr, "dedisp: cannot write %s\n", path.c_str());
+        return false;
+    }
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::vector<double> sorted = ns;
+    std::sort(sorted.begin(), sorted.end());
+    double mean = 0, var = 0;
+    for (double x : ns) mean += x / ns.size();
+    for (double x : ns) var += (x - mean) * (x - mean);
+    double sd = ns.size() > 1 ? std::sqrt(var / (ns.size() - 1)) : 0.0, median = sorted[sorted.size() / 2];
+    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"dedisp\",\n"
+               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
+               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
+               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
+               " \"kernels\": [\n  {\"kernel\": \"dedisp_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, %d, 1], \"calls\": 1, "
+               "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
+            prop.name, driver, runtime, o.iters, o.warmup, median / 1e6, sorted.front() / 1e6, sorted.back() / 1e6,
+            mean / 1e6, sd / 1e6, CEIL_DIV(o.p.samples, DEDISP_BLOCK_X * DEDISP_TILE_X),
+            CEIL_DIV(o.p.dms, DEDISP_BLOCK_Y * DEDISP_TILE_Y), DEDISP_BLOCK_X, DEDISP_BLOCK_Y, median, sorted.front(),
+            sorted.back(), mean, sd);
+    for (size_t it = 0; it < ns.size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[it]);
+    fprintf(f, "]}\n]}\n");
+    return fclose(f) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    if (!parse(argc, argv, o)) return 2;
+    printf("dedisp: BLOCK_X=%d BLOCK_Y=%d TILE_X=%d TILE_Y=%d STRIDE_X=%d STRIDE_Y=%d, %d threads\n", DEDISP_BLOCK_X,
+           DEDISP_BLOCK_Y, DEDISP_TILE_X, DEDISP_TILE_Y, DEDISP_STRIDE_X, DEDISP_STRIDE_Y, DEDISP_THREADS);
+    const DedispProblem& p = o.p;
+    std::vector<uint8_t> in = dedisp_input(p);
+    std::vector<float> delay = dedisp_delays(p);
+    size_t elems = size_t(p.dms) * p.samples;
+    uint8_t* dIn;
+    float *dDelay, *dOut, *dRef;
+    if (cudaCheck(cudaMalloc(&dIn, in.size())) || cudaCheck(cudaMalloc(&dDelay, delay.size() * 4)) ||
+        cudaCheck(cudaMalloc(&dOut, elems * 4)) || cudaCheck(cudaMalloc(&dRef, elems * 4)) ||
+        cudaCheck(cudaMemcpy(dIn, in.data(), in.size(), cudaMemcpyHostToDevice)) ||
+        cudaCheck(cudaMemcpy(dDelay, delay.data(), delay.size() * 4, cudaMemcpyHostToDevice)))
+        return 1;
+    if (!check(p, dIn, dDelay, dOut, dRef, in, delay)) {
+        fprintf(stderr, "dedisp: FAILED the check at %d samples x %d DMs x %d channels\n", p.samples, p.dms,
+                p.channels);
+        return 1;
+    }
+    printf("check: ok\n");
+    if (o.check_only) return 0;
+
+    for (int it = 0; it < o.warmup; ++it)
+        if (dedisp(p, dIn, dDelay, dOut)) return 1;
+    std::vector<cudaEvent_t> events(2 * o.iters);
+    for (cudaEvent_t& e : events)
+        if (cudaCheck(cudaEventCreate(&e))) return 1;
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
+    for (int it = 0; it < o.iters; ++it) {
+        if (o.nvtx) nvtxRangePushA("iteration");
+        if (cudaCheck(cudaEventRecord(events[2 * it])) || dedisp(p, dIn, dDelay, dOut) ||
+            cudaCheck(cudaEventRecord(events[2 * it + 1])))
+            return 1;
+        if (o.nvtx) nvtxRangePop();
+    }
+    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
+    std::vector<double> ns(o.iters);
+    for (int it = 0; it < o.iters; ++it) {
+        float ms = 0;
+        if (cudaCheck(cudaEventElapsedTime(&ms, events[2 * it], events[2 * it + 1]))) return 1;
+        ns[it] = ms * 1e6;
+    }
+    std::vector<double> sorted = ns;
+    std::sort(sorted.begin(), sorted.end());
+    // The bytes the sums read (each input byte once per output it feeds), not DRAM traffic.
+    double median_ms = sorted[sorted.size() / 2] / 1e6, bytes = double(p.samples) * p.dms * p.channels;
+    printf("samples=%d dms=%d channels=%d: median %.4f ms, %.1f GB/s of input read over %d launches\n", p.samples,
+           p.dms, p.channels, median_ms, bytes / (median_ms * 1e6), o.iters);
+    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    cudaFree(dIn);
+    cudaFree(dDelay);
+    cudaFree(dOut);
+    cudaFree(dRef);
+    return 0;
+}

@@ -1,0 +1,18 @@
+"""The examples' build as a sweep runs it, for their tests: `make` with a conf.cuh of the given
+macros first on the include path (CONF_DIR), into a build folder of the test's own."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = None) -> subprocess.CompletedProcess:
+    """`make -C example` for sm_90 into tmp/build; with macros, from tmp/conf/conf.cuh defining them."""
+    variables = [f"BUILD_DIR={tmp / 'build'}", "ARCH=sm_90"]
+    if macros:
+        conf = tmp / "conf"
+        conf.mkdir()
+        (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
+        variables.append(f"CONF_DIR={conf}")
+    return subprocess.run(["make", "-C", str(example), *variables], capture_output=True, text=True, timeout=600)

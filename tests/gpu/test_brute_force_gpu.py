@@ -1,0 +1,31 @@
+"""bench/brute_force.py's one-process harness on a GPU, for each example that has one: the first
+configurations of its space checked, timed and logged, and a second run resumed past them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import brute_force
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("example, run_args, header", [
+    ("xgemm", ["--size", "1024"], {"size": 1024}),
+    ("dedisp", [], {"problem_size": [8192, 2048, 256]}),
+])
+def test_the_harness_checks_times_and_logs_each_configuration_and_a_second_run_resumes_past_them(
+        tmp_path, capsys, example, run_args, header):
+    space = ["--space", str(ROOT / "examples" / example / "space.yaml")]
+    build, log = tmp_path / "build", tmp_path / "run.jsonl"
+    assert brute_force.main(["build", *space, "--build", str(build), "--jobs", "4", "--limit", "4", "--chunk", "2"]) == 0
+    assert brute_force.main(["run", *space, "--build", str(build), "--log", str(log), *run_args]) == 0
+    rows = brute_force.logged(log)
+    assert {k: rows[0][k] for k in header} == header and rows[0]["count"] == 4
+    assert [r["i"] for r in rows[1:]] == [0, 1, 2, 3]
+    assert all("failure" not in r and len(r["times"]) in (3, 7) and min(r["times"]) > 0 for r in rows[1:])
+    assert brute_force.main(["run", *space, "--build", str(build), "--log", str(log), *run_args]) == 0
+    assert "all 4 configurations logged" in capsys.readouterr().out
+    assert len(brute_force.logged(log)) == 5
