@@ -11,9 +11,9 @@ Pure module: stdlib + numpy only (see sweep.plan.surrogate).
             search.tell(point, time_or_None, failure=None or "compile_failed" ...)
 
 Determinism: each ask draws its random numbers from a generator seeded by (seed, number of
-tells, number of points asked and not yet told); the surrogate's hyperparameters are fitted
-at checkpoints from the corresponding prefix of the told history alone.  So a sweep that replays its history through tell() and then asks
-gets exactly the proposals the uninterrupted sweep would have got.
+tells, number of points asked and not yet told); the surrogate's hyperparameters are fitted at
+checkpoints from the corresponding prefix of the told history alone.  So a sweep that replays
+its history through tell() and then asks gets exactly the proposals it would have got.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
                     switch_flips, unlike_sides)
-from .surrogate import GP, columns, expected_improvement, feasibility, warped
+from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, warped
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -43,7 +43,7 @@ class LearningSearch:
                  legal_points: Sequence[dict] | None = None, seed: int = 0, budget: int | None = None,
                  n_init: int | None = None, enumerate_limit: int = 200_000, n_candidates: int = 4000,
                  patience: int = PATIENCE, patience_gain: float = PATIENCE_GAIN, max_train: int = 300, warp: str = "copula",
-                 additive_grid: Sequence[float] = (0.0, 0.3, 0.7),
+                 additive_grid: Sequence[float] = (0.0, 0.3, 0.7), aligned_start: bool = True,
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
                  flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0):
@@ -51,7 +51,8 @@ class LearningSearch:
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
         n_init: size of the space-filling start (default min(10, max(8, 2 * #parameters with more
-        than one value))), which covers the combinations of the two-valued parameters first.
+        than one value))): it covers the two-valued parameters' combinations first, and with
+        aligned_start its sizes are powers of two where candidates have them all.
         enumerate_limit: enumerate the legal set when the full product is at most this large,
         else sample n_candidates candidates per ask.  patience: stop() fires once the best time has
         not improved by more than patience_gain (a fraction) in the last `patience` evaluations,
@@ -117,6 +118,7 @@ class LearningSearch:
         # points can look far worse than its best (bench/landscape.py, W6600)
         self._switches = np.flatnonzero(self._sizes == 2)
         self._col_dim, self._coords = columns([d.values for d in self.dims], self._vary, self.alignment)
+        self._aligned = powers_of_two([d.values for d in self.dims]) if aligned_start else []
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -258,8 +260,10 @@ class LearningSearch:
         return warped(y, self.warp, self.log_above)
 
     def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
-        """Best of several random candidates (of the least-covered switch combinations) by distance
-        to everything told or pending."""
+        """Best of several random candidates (of aligned sizes where there are any, and of the
+        least-covered switch combinations) by distance to everything told or pending."""
+        aligned = aligned_rows(cands, self._aligned)
+        cands = cands[aligned] if aligned.any() else cands
         taken = list(self.told) + self.pending
         if taken and len(self._switches):   # only the least-covered switch combinations
             sw = cands[:, self._switches]

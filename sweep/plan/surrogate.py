@@ -30,8 +30,7 @@ def columns(values: list, vary, alignment: bool = True) -> tuple[list[int], list
     for j in vary:
         col_dim.append(int(j))
         coords.append(np.arange(len(values[j])) / (len(values[j]) - 1.0))
-    integer = [j for j in vary if alignment and len(values[j]) > 2
-               and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in values[j])]
+    integer = [j for j in vary if alignment and _sizes(values[j])]
     twos = {j: [(int(v) & -int(v)).bit_length() - 1 for v in values[j]] for j in integer}
     odd = {j: [math.log2(int(v) >> t) for v, t in zip(values[j], twos[j])] for j in integer}
     for kind in (twos, odd):
@@ -41,6 +40,31 @@ def columns(values: list, vary, alignment: bool = True) -> tuple[list[int], list
                 col_dim.append(int(j))
                 coords.append((c - c.min()) / (c.max() - c.min()))
     return col_dim, coords
+
+
+def _sizes(values) -> bool:
+    """Positive integers, more than two of them: sizes (threads, tiles, vector widths) rather
+    than a switch or a choice."""
+    return len(values) > 2 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+                                   for v in values)
+
+
+def powers_of_two(values: list) -> list[tuple[int, np.ndarray]]:
+    """For each dimension of sizes (the ones `columns` gives alignment columns), which of its
+    levels are powers of two: (dimension, mask over its levels), for a start drawn from aligned
+    sizes. A random start on W6600 lands mostly on misaligned block widths or tiles of 3 where
+    shared memory is off, 28-180x slow, and that side looks hopeless; aligned sizes are the ones
+    warps, vectors and banks divide (bench/STRATEGIES.md, twentieth session)."""
+    return [(j, np.array([int(v) & (int(v) - 1) == 0 for v in vals]))
+            for j, vals in enumerate(values) if _sizes(vals)]
+
+
+def aligned_rows(levels: np.ndarray, aligned: list) -> np.ndarray:
+    """Which rows of level indices hold a power of two in every dimension `aligned` names."""
+    ok = np.ones(len(levels), dtype=bool)
+    for j, power_of_two in aligned:
+        ok &= power_of_two[levels[:, j]]
+    return ok
 
 
 def norm_cdf(z: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.surrogate import columns, normal_scores, warped
+from sweep.plan.surrogate import columns, normal_scores, powers_of_two, warped
 
 
 def test_an_integer_parameter_gets_its_rank_its_power_of_two_and_its_odd_part_as_columns():
@@ -41,3 +41,11 @@ def test_times_with_a_few_slow_outliers_keep_the_normal_scores_of_their_ranks():
     assert np.allclose(ys, normal_scores(y)) and sd == y.std()
     assert np.allclose(warped(np.log([1.0, 1.5, 40.0, 90.0, 100.0]), "copula", log_above=0.0)[0],
                        normal_scores(np.log([1.0, 1.5, 40.0, 90.0, 100.0])))   # 0: never
+
+
+def test_the_aligned_levels_are_the_powers_of_two_of_size_parameters_only():
+    values = [(16, 32, 48, 64, 96), (0, 1), (1, 2, 3), (0.5, 1.0, 2.0), (4, 8, 16)]
+    aligned = powers_of_two(values)
+    assert [j for j, _ in aligned] == [0, 2, 4]       # not the switch, not the floats
+    assert [m.tolist() for _, m in aligned] == [[True, True, False, True, False], [True, True, False],
+                                                [True, True, True]]
