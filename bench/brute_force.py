@@ -48,14 +48,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_space(space_path: Path):
+    """The space file, loaded by the tool itself (from this checkout)."""
+    sys.path.insert(0, str(ROOT))
+    from sweep.space import target
+
+    return target.load(space_path)
+
+
 def legal_set(space_path: Path) -> tuple[list[str], list[dict[str, int]], dict[str, list[int]]]:
     """The space's swept macros (brute_force_one's template arguments, in order), its legal points
     (the tool's own enumeration) and each macro's values."""
-    sys.path.insert(0, str(ROOT))
+    space = load_space(space_path)
     from sweep.plan.learned import legal_points
-    from sweep.space import target
 
-    space = target.load(space_path)
     keys = [p.macro for p in space.swept]
     if not (space_path.parent / "brute_force.cuh").is_file():
         raise SystemExit(f"{space_path.parent}: no brute_force.cuh beside the space file; "
@@ -68,10 +74,7 @@ def legal_set(space_path: Path) -> tuple[list[str], list[dict[str, int]], dict[s
 
 def kernel_name(space_path: Path) -> str:
     """The one kernel the space's swept macros govern (their `kernels:` lists), for the cache."""
-    sys.path.insert(0, str(ROOT))
-    from sweep.space import target
-
-    names = sorted({k for p in target.load(space_path).swept for k in p.kernels})
+    names = sorted({k for p in load_space(space_path).swept for k in p.kernels})
     if len(names) != 1:
         raise SystemExit(f"{space_path}: its swept macros govern {names or 'no kernel'}; "
                          "the brute force times one kernel, so name exactly one in their kernels: lists")

@@ -1,7 +1,7 @@
 """bench/brute_force.py, the brute force of examples/xgemm/space.yaml in one process: the sources
 it generates follow the tool's own enumeration of the legal set and build with real nvcc, and a
 run's log (a real excerpt, tests/data/h200/xgemm_brute) becomes a Kernel Tuner cache. Running the
-program needs a GPU (tests/gpu/test_xgemm_gpu.py)."""
+program needs a GPU (tests/gpu/test_brute_force_gpu.py)."""
 
 from __future__ import annotations
 

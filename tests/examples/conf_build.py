@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 
-def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = None) -> subprocess.CompletedProcess:
-    """`make -C example` for sm_90 into tmp/build; with macros, from tmp/conf/conf.cuh defining them."""
-    variables = [f"BUILD_DIR={tmp / 'build'}", "ARCH=sm_90"]
+def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = None,
+                   arch: str = "sm_90") -> subprocess.CompletedProcess:
+    """`make -C example` for `arch` into tmp/build; with macros, from tmp/conf/conf.cuh defining them."""
+    variables = [f"BUILD_DIR={tmp / 'build'}", f"ARCH={arch}"]
     if macros:
         conf = tmp / "conf"
         conf.mkdir()

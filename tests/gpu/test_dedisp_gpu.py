@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.examples.conf_build import make_with_conf
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dedisp"
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -23,12 +25,7 @@ UNEVEN = {"DEDISP_BLOCK_X": 8, "DEDISP_BLOCK_Y": 40, "DEDISP_TILE_X": 3, "DEDISP
 def build(tmp: Path, macros: dict[str, int] | None = None) -> Path:
     from sweep.node.build import detect_arch
 
-    variables = [f"BUILD_DIR={tmp / 'build'}", f"ARCH={detect_arch()}"]
-    if macros:
-        (tmp / "conf").mkdir()
-        (tmp / "conf" / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
-        variables.append(f"CONF_DIR={tmp / 'conf'}")
-    p = subprocess.run(["make", "-C", str(EXAMPLE), *variables], capture_output=True, text=True, timeout=600)
+    p = make_with_conf(EXAMPLE, tmp, macros, arch=detect_arch())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return tmp / "build" / "dedisp"
 
