@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import json
+import re
 
 import pytest
 import yaml
@@ -126,6 +127,24 @@ def test_installed_tool_loads_every_shipped_space_by_its_checkout_path(venv, tmp
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert len(lines) == len(names) and all(str(venv) in line for line in lines)
+
+
+def test_installed_examples_include_only_files_shipped_beside_them(venv, tmp_path):
+    """Every `#include "..."` of a shipped example resolves in its own installed folder (conf.cuh
+    is the one each job renders), so a user's copy of an example builds; the checkout-only brute
+    force, whose harness lives under bench/, is not shipped."""
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", "from sweep.core import paths; print(paths.EXAMPLES)"],
+                       capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    examples = Path(r.stdout.strip())
+    assert str(venv) in str(examples)
+    sources = [p for p in examples.glob("*/*") if p.suffix in (".cu", ".cuh", ".h")]
+    assert {p.parent.name for p in sources} >= {"xgemm", "dedisp", "tiled_gemm", "stencil_cmake"}
+    missing = [f"{p.parent.name}/{p.name}: {name}" for p in sources
+               for name in re.findall(r'^\s*#include\s+"([^"]+)"', p.read_text(), re.M)
+               if name != "conf.cuh" and not (p.parent / name).exists()]
+    assert missing == []
+    assert not list(examples.glob("*/brute_force*"))
 
 
 def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty_folder(venv, tmp_path):
