@@ -25,9 +25,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
-                    switch_flips, unlike_sides)
-from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, warped
+from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, sampled, spread,
+                    stalled_for, subsample, switch_flips, unlike_sides)
+from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, training, warped
 
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
@@ -222,29 +222,8 @@ class LearningSearch:
         """Index tuples of candidate points, neither told nor pending."""
         if self._cands is not None:
             return self._cands[~self._used]
-        seen = set(self.told) | set(self.pending)
-        found: dict[tuple, None] = {}
-        # neighbourhoods of the incumbents: one- and two-step moves in one or two dimensions
-        ok = sorted((v, k) for k, (v, f) in self.told.items() if v is not None)
-        for _, k in ok[:5]:
-            base = np.array(k)
-            for j in range(len(self.dims)):
-                for step in (-2, -1, 1, 2):
-                    c = base.copy()
-                    c[j] += step
-                    if 0 <= c[j] < self._sizes[j]:
-                        found.setdefault(tuple(int(i) for i in c))
-            for _ in range(60):
-                c = base.copy()
-                for j in rng.choice(len(self.dims), size=min(len(self.dims), int(rng.integers(2, 4))), replace=False):
-                    c[j] = int(np.clip(c[j] + rng.integers(-2, 3), 0, self._sizes[j] - 1))
-                found.setdefault(tuple(int(i) for i in c))
-        tries = 0
-        while len(found) < self.n_candidates and tries < 20 * self.n_candidates:
-            tries += 1
-            found.setdefault(tuple(int(rng.integers(s)) for s in self._sizes))
-        keys = [k for k in found if k not in seen and self._legal_key(k)]
-        return np.array(keys, dtype=int).reshape(-1, len(self.dims))
+        keys = sampled(self.told, set(self.told) | set(self.pending), self._sizes, self.n_candidates, rng)
+        return np.array([k for k in keys if self._legal_key(k)], dtype=int).reshape(-1, len(self.dims))
 
     def _next(self, rng: np.random.Generator) -> tuple | None:
         cands = self._candidates(rng)
@@ -260,24 +239,11 @@ class LearningSearch:
         return warped(y, self.warp, self.log_above)
 
     def _space_filling(self, cands: np.ndarray, rng: np.random.Generator) -> tuple:
-        """Best of several random candidates (of aligned sizes where there are any, and of the
-        least-covered switch combinations) by distance to everything told or pending."""
+        """moves.spread: of aligned sizes where there are any (aligned_start), and of the
+        least-covered switch combinations."""
         aligned = aligned_rows(cands, self._aligned)
-        cands = cands[aligned] if aligned.any() else cands
-        taken = list(self.told) + self.pending
-        if taken and len(self._switches):   # only the least-covered switch combinations
-            sw = cands[:, self._switches]
-            seen = np.zeros(len(cands), dtype=int)
-            for combo, count in zip(*np.unique(np.array(taken)[:, self._switches], axis=0, return_counts=True)):
-                seen[(sw == combo).all(1)] += count
-            cands = cands[seen == seen.min()]
-        pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)
-        if not taken:
-            return tuple(int(i) for i in cands[pick[0]])
-        xt = self._encode(np.array(taken))
-        xc = self._encode(cands[pick])
-        d = ((xc[:, None, :] - xt[None, :, :]) ** 2).sum(2).min(1)
-        return tuple(int(i) for i in cands[pick[int(np.argmax(d))]])
+        return spread(cands[aligned] if aligned.any() else cands, list(self.told) + self.pending, self._switches,
+                      self._encode, rng)
 
     def _by_model(self, cands: np.ndarray, done: list, rng: np.random.Generator) -> tuple:
         step = len(self.told) + len(self.pending)
@@ -360,13 +326,7 @@ class LearningSearch:
         """The candidate of highest expected improvement (times feasibility) under a GP of the
         told points `done` (and `failed`, as worse than any), `pending` told at their predicted
         mean; hyperparameters from `hyper`, filled at checkpoints of len(done)."""
-        keys = [k for k, _ in done]
-        y = np.log(np.array([v for _, v in done]))
-        if len(keys) > self.max_train:   # the best half of the budget plus the most recent
-            best = set(np.argsort(y)[: self.max_train // 2].tolist())
-            recent = set(range(len(keys) - (self.max_train - len(best)), len(keys)))
-            sel = sorted(best | recent)[: self.max_train]
-            keys, y = [keys[i] for i in sel], y[sel]
+        keys, y = training(done, self.max_train)
         ys, sd = self._transform(y)
         best_y = float(ys.min())
         failed = failed[-self.max_train // 3:]

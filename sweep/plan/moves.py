@@ -9,7 +9,7 @@ points in the order they were told."""
 from __future__ import annotations
 
 import math
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -103,3 +103,50 @@ def switch_flips(told: Told, switches: Sequence[int], n: int) -> Iterator[tuple]
     for k in ranked(told)[:n]:
         for j in switches:
             yield tuple(1 - int(i) if m == j else int(i) for m, i in enumerate(k))
+
+
+def sampled(told: Told, seen: set, sizes: np.ndarray, n: int, rng: np.random.Generator) -> list[tuple]:
+    """Candidates for a space too large to enumerate, neither in `seen` (told or pending) nor yet
+    checked for legality: the neighbourhoods of the five best points (one- and two-level moves in
+    one parameter, and random moves of up to two levels in two or three), then uniform random
+    points up to n in all. sizes: each parameter's number of values."""
+    found: dict[tuple, None] = {}
+    d = len(sizes)
+    for k in ranked(told)[:5]:
+        base = np.array(k)
+        for j in range(d):
+            for step in (-2, -1, 1, 2):
+                c = base.copy()
+                c[j] += step
+                if 0 <= c[j] < sizes[j]:
+                    found.setdefault(tuple(int(i) for i in c))
+        for _ in range(60):
+            c = base.copy()
+            for j in rng.choice(d, size=min(d, int(rng.integers(2, 4))), replace=False):
+                c[j] = int(np.clip(c[j] + rng.integers(-2, 3), 0, sizes[j] - 1))
+            found.setdefault(tuple(int(i) for i in c))
+    tries = 0
+    while len(found) < n and tries < 20 * n:
+        tries += 1
+        found.setdefault(tuple(int(rng.integers(s)) for s in sizes))
+    return [k for k in found if k not in seen]
+
+
+def spread(cands: np.ndarray, taken: list[tuple], switches: np.ndarray, encode: Callable[[np.ndarray], np.ndarray],
+           rng: np.random.Generator) -> tuple:
+    """A space-filling start's next point: of the candidates on the switch combinations that
+    `taken` (told or pending) covers least, the best of 24 random ones by distance (in `encode`'s
+    coordinates) to everything taken."""
+    if taken and len(switches):   # only the least-covered switch combinations
+        sw = cands[:, switches]
+        seen = np.zeros(len(cands), dtype=int)
+        for combo, count in zip(*np.unique(np.array(taken)[:, switches], axis=0, return_counts=True)):
+            seen[(sw == combo).all(1)] += count
+        cands = cands[seen == seen.min()]
+    pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)
+    if not taken:
+        return tuple(int(i) for i in cands[pick[0]])
+    xt = encode(np.array(taken))
+    xc = encode(cands[pick])
+    d = ((xc[:, None, :] - xt[None, :, :]) ** 2).sum(2).min(1)
+    return tuple(int(i) for i in cands[pick[int(np.argmax(d))]])

@@ -246,6 +246,19 @@ def warped(log_times: np.ndarray, warp: str = "copula", log_above: float = 0.0) 
     return (y - float(y.mean())) / sd, sd
 
 
+def training(done: list, max_train: int) -> tuple[list, np.ndarray]:
+    """The (point, time) pairs a model sees, as points and log times: at most max_train, the best
+    half of that plus the most recent."""
+    keys = [k for k, _ in done]
+    y = np.log(np.array([v for _, v in done]))
+    if len(keys) > max_train:
+        best = set(np.argsort(y)[: max_train // 2].tolist())
+        recent = set(range(len(keys) - (max_train - len(best)), len(keys)))
+        sel = sorted(best | recent)[: max_train]
+        keys, y = [keys[i] for i in sel], y[sel]
+    return keys, y
+
+
 def normal_scores(y: np.ndarray) -> np.ndarray:
     """Normal quantiles of the (tie-averaged) ranks of y."""
     n = len(y)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.moves import (basin_heads, near, out_of_patience, ranked, stalled_for, subsample,
-                              switch_flips, unlike_sides)
+from sweep.plan.moves import (basin_heads, near, out_of_patience, ranked, sampled, spread, stalled_for,
+                              subsample, switch_flips, unlike_sides)
 
 TOLD = {(0, 0, 1): (1.0, None), (0, 1, 1): (1.1, None), (5, 5, 0): (1.2, None), (3, 3, 1): (None, "verify_failed"),
         (7, 7, 1): (9.0, None)}
@@ -74,3 +74,20 @@ def test_unlike_sides_are_the_switches_whose_other_side_holds_no_time_near_the_b
     assert unlike_sides(told, [1, 2], within=0.001) == [1, 2]
     assert unlike_sides(told, [], within=0.01) == []
     assert unlike_sides({(1, 0, 0): (None, "verify_failed")}, [1, 2], within=0.01) == []   # nothing ran yet
+
+
+def test_a_large_spaces_candidates_hold_the_best_points_one_level_moves_and_nothing_seen():
+    told = {(5, 5, 5): (1.0, None), (0, 0, 0): (9.0, None), (9, 9, 9): (None, "compile_failed")}
+    seen = set(told) | {(5, 6, 5)}
+    found = sampled(told, seen, np.array([10, 10, 10]), 200, np.random.default_rng(0))
+    assert not seen & set(found) and len(found) == len(set(found)) <= 200
+    assert {(4, 5, 5), (5, 5, 7), (5, 3, 5)} <= set(found)
+
+
+def test_the_start_spreads_over_the_least_covered_switch_combinations_first():
+    cands = np.array([(x, s) for x in range(8) for s in (0, 1)])
+    taken = [(0, 0), (7, 0)]
+    pick = spread(cands, taken, np.array([1]), lambda k: np.asarray(k, dtype=float) / 7.0, np.random.default_rng(1))
+    assert pick[1] == 1                                 # the switch value nothing taken has yet
+    first = spread(cands, [], np.array([1]), lambda k: np.asarray(k, dtype=float), np.random.default_rng(1))
+    assert first in set(map(tuple, cands.tolist()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.plan.surrogate import columns, normal_scores, powers_of_two, warped
+from sweep.plan.surrogate import columns, normal_scores, powers_of_two, training, warped
 
 
 def test_an_integer_parameter_gets_its_rank_its_power_of_two_and_its_odd_part_as_columns():
@@ -49,3 +49,10 @@ def test_the_aligned_levels_are_the_powers_of_two_of_size_parameters_only():
     assert [j for j, _ in aligned] == [0, 2, 4]       # not the switch, not the floats
     assert [m.tolist() for _, m in aligned] == [[True, True, False, True, False], [True, True, False],
                                                 [True, True, True]]
+
+
+def test_a_model_sees_at_most_max_train_points_the_best_half_and_the_most_recent():
+    done = [((i,), float(t)) for i, t in enumerate([5, 1, 6, 2, 7, 8, 9, 3])]
+    keys, y = training(done, 4)
+    assert keys == [(1,), (3,), (6,), (7,)] and np.allclose(np.exp(y), [1, 2, 9, 3])
+    assert training(done, 100)[0] == [k for k, _ in done]
