@@ -117,8 +117,9 @@ class LearningSearch:
         # gives each combination of them a point before any gets a second, as one region's random
         # points can look far worse than its best (bench/landscape.py, W6600)
         self._switches = np.flatnonzero(self._sizes == 2)
-        self._col_dim, self._coords = columns([d.values for d in self.dims], self._vary, self.alignment)
-        self._aligned = powers_of_two([d.values for d in self.dims]) if aligned_start else []
+        values = [d.values for d in self.dims]
+        self._col_dim, self._coords = columns(values, self._vary, self.alignment)
+        self._aligned = powers_of_two(values) if aligned_start else []
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
