@@ -263,8 +263,25 @@ def validate(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if v.unmatched else 0
 
 
+def choose(args: argparse.Namespace) -> int:
+    from sweep.pipeline import choose as choose_mod
+    from sweep.space import target
+
+    if args.json is not None and args.json.exists():
+        raise SweepError(f"--json {args.json} exists: choose never overwrites a file; give another path, or remove it")
+    space = target.load(paths.shipped_file(args.space))
+    names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
+    ref, runs = choose_mod.compare(space, args.replay_from, names, args.seeds, args.budgets, args.parallel)
+    for line in choose_mod.lines(space, args.replay_from, ref, runs, args.budgets):
+        print(line)
+    if args.json is not None:
+        choose_mod.write_json(args.json, choose_mod.to_json(ref, runs, args.budgets))
+        print(f"wrote {args.json}")
+    return 0
+
+
 COMMANDS = {"run": run, "status": status, "collect": collect, "best": best, "report": report, "compare": compare, "clean": clean,
-            "init": init, "validate": validate}
+            "init": init, "validate": validate, "choose": choose}
 
 
 def main(argv: list[str] | None = None) -> int:

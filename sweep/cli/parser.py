@@ -35,6 +35,7 @@ EPILOG = """examples:
   {cmd} best seed                          the per-kernel picks and best/conf.cuh
   {cmd} report seed                        results/seed/report.html
   {cmd} compare seed-a40 seed-h100         two sweeps side by side
+  {cmd} choose SPACE --from results/seed  which strategy and budget, replayed (no GPU)
 
 exit codes:
   0    something was measured (a dry run: every configuration built)
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--all", action="store_true", help="also remove its results and measurements")
     _add_common(cl)
     add_adopt_commands(sub)
+    add_choose_command(sub)
     return ap
 
 
@@ -149,3 +151,36 @@ def add_adopt_commands(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--build", type=Path, help="a dry run's job folder or a folder of built programs (default: a "
                                               "job folder of this space's earlier dry run under --jobs-dir)")
     _add_common(v)
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas, e.g. 25,50,100") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every budget must be at least 1")
+    return values
+
+
+def add_choose_command(sub: argparse._SubParsersAction) -> None:
+    """choose: which strategy and budget, from a replay of a recording (sweep.pipeline.choose)."""
+    from sweep.pipeline.choose import DEFAULT_BUDGETS, DEFAULT_STRATEGIES
+
+    c = sub.add_parser("choose", help="compare strategies and budgets on a recording, no GPU",
+                       description="Replay each strategy over several seeds on a recording of this space (a Kernel "
+                                   "Tuner cache, T4 results, or an earlier sweep's results/<name>/ folder), as "
+                                   "--executor replay answers a sweep, and print per strategy its best-found / the "
+                                   "recording's best at each budget and what coming within 1%% and 5%% cost. "
+                                   "Builds, runs and writes nothing (but --json).")
+    c.add_argument("space", type=Path, help="space file (YAML, or a T1 JSON file)")
+    c.add_argument("--from", dest="replay_from", type=Path, required=True, metavar="FILE",
+                   help="the recording: a Kernel Tuner cache, T4 results, or results/<name>/ of an earlier sweep")
+    c.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                   help=f"comma list (default {','.join(DEFAULT_STRATEGIES)})")
+    c.add_argument("--seeds", type=int, default=10, help="runs per strategy that takes a seed (default 10)")
+    c.add_argument("--budgets", type=_numbers, default=DEFAULT_BUDGETS,
+                   help=f"evaluations, comma list (default {','.join(map(str, DEFAULT_BUDGETS))}); runs go to the largest")
+    c.add_argument("--parallel", type=int, default=10,
+                   help="proposals awaiting results at most, as a sweep's executor keeps them (default 10)")
+    c.add_argument("--json", type=Path, metavar="FILE", help="also write every run's answers here (a new file)")

@@ -51,6 +51,13 @@ class Index:
     def lookup(self, macros: dict[str, int]) -> recording.Recorded | None:
         return self.entries.get(tuple(macros.get(m) for m in self.macros))
 
+    def measurements(self, e: recording.Recorded) -> tuple:
+        """An entry's Measurements as a replayed job reports them: a Kernel Tuner or T4 time is of
+        this index's kernel (an earlier sweep's measurements name their own)."""
+        if self.recording.kind == "sweep":
+            return e.measurements
+        return tuple(dataclasses.replace(m, kernel=self.kernel) for m in e.measurements)
+
 
 @functools.lru_cache(maxsize=4)
 def _load(path: Path, mtime_ns: int, size: int) -> recording.Recording:
@@ -155,9 +162,7 @@ def replay_job(job_dir: Path, space: Space, idx: Index) -> JobResult:
         r = JobResult.ended(cfg, Status.SKIPPED, STAGE, f"{NOT_RECORDED} ({rec.path.name})", previous=previous,
                             env=env, timings={"total": 0.0})
     else:
-        ms = e.measurements
-        if rec.kind != "sweep":
-            ms = tuple(dataclasses.replace(m, kernel=idx.kernel) for m in ms)
+        ms = idx.measurements(e)
         timings = {"build": e.costs.get("compile", 0.0), "verify": e.costs.get("verify", 0.0),
                    "profile": e.costs.get("runs", 0.0), "framework": e.costs.get("framework", 0.0),
                    "total": e.cost_s}

@@ -1,7 +1,7 @@
 """`pip install .` (not editable) into a fresh virtual environment, then the CLI from
 an empty folder outside the checkout, as a new user runs it: its help, the default
 command's dry run (the engine and its space shipped as package data), a custom
-target's dry run, and status, best, report and clean on a sweep run there."""
+target's dry run, and status, best, report, choose and clean on a sweep run there."""
 
 from __future__ import annotations
 
@@ -164,6 +164,10 @@ def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty
     assert best.returncode == 0 and "#define ALPHA_BLOCK " in best.stdout, best.stdout + best.stderr
     rep = cli_run("report", "toy")
     assert rep.returncode == 0 and (tmp_path / "results" / "toy" / "report.html").is_file(), rep.stdout + rep.stderr
+    # which strategy would have done: the tool's own sweep replayed, no GPU
+    ch = cli_run("choose", "toy.yaml", "--from", "results/toy", "--strategies", "grid,learning", "--seeds", "2",
+                 "--budgets", "1,2")
+    assert ch.returncode == 0 and re.search(r"^learning\s+2\s", ch.stdout, re.M), ch.stdout + ch.stderr
     cl = cli_run("clean", "toy")
     assert cl.returncode == 0, cl.stdout + cl.stderr
     assert not any((tmp_path / "jobs" / "toy").glob("*/build")) and (tmp_path / "results" / "toy" / "best.json").is_file()

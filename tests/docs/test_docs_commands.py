@@ -8,8 +8,9 @@ Inside the block, a line starting with ``$ `` is a command and the lines up to t
 next command are what it printed (stdout and stderr together, in order).
 
 Commands start with ``config-sweep``; the test runs them as ``python config_sweep.py``
-(the interpreter running the tests) in a scratch copy of the checkout, so whatever
-they write lands in that copy's ``jobs/`` and ``results/``, never in the repository.
+(the interpreter running the tests) in a scratch copy of the checkout (its code, examples,
+spaces and the recordings of ``bench/data``), so whatever they write lands in that copy's
+``jobs/`` and ``results/``, never in the repository.
 Before a page's first block the copy's ``results/`` holds the recorded H100 sweeps
 of ``tests/data/h100_sweep`` (``seed``, ``seed-events``, ``seed-ncu``, ``inference``)
 and ``tests/data/toy_results/toy``; the blocks of one page run in order in one copy
@@ -42,7 +43,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 MARK = re.compile(r"^<!--\s*tested(?:\s+exit=(\d+))?\s*-->\s*$")
-COPIED = ("config_sweep.py", "sweep", "templates", "spaces", "examples", "gpt2_engine", "kernels")
+COPIED = ("config_sweep.py", "sweep", "templates", "spaces", "examples", "gpt2_engine", "kernels", "bench/data")
 RECORDED = [ROOT / "tests/data/h100_sweep" / name for name in ("seed", "seed-events", "seed-ncu", "inference")] + [
     ROOT / "tests/data/toy_results/toy"]
 
@@ -131,6 +132,7 @@ def workspace(tmp: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "jobs", "results")
     for name in COPIED:
         src = ROOT / name
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree(src, ws / name, ignore=ignore) if src.is_dir() else shutil.copy2(src, ws / name))
     for rec in RECORDED:
         shutil.copytree(rec, ws / "results" / rec.name)

@@ -1,0 +1,270 @@
+"""Which strategy, and what budget, for a space: each strategy replayed from a recording over
+several seeds, as `config-sweep choose` prints it.
+
+    config-sweep choose SPACE --from RECORDING [--strategies learning,optuna,random]
+                        [--seeds 10] [--budgets 25,50,100] [--parallel 10] [--json FILE]
+
+Every strategy named runs as a sweep runs it: its options are the space file's where the file
+names that strategy, else the declared defaults; each run sets `seed` (where the strategy takes
+one) and spends at most the largest budget (`budget`, or `samples` for a strategy that draws a
+fixed number). Up to `parallel` proposals await their results, the oldest told first, as an
+executor with that many slots tells them. Each configuration is answered from the recording
+matched as `--executor replay` matches it (sweep.dispatch.replay.index): its recorded objective
+(sweep.decide.select.objective_ns), its failure kind, or "skipped" where the recording lacks it
+(nothing is invented), and what it cost the GPU it was recorded on. Nothing is rendered, built or
+written but the JSON asked for.
+
+The reference is the best objective among the space's legal configurations in the recording: the
+optimum only where the recording holds the whole legal set, which the first line says. Per
+strategy the table gives, over its runs, best-found / reference at each budget (median and
+quartiles), the evaluations a run made (a strategy may stop by itself before the budget), the
+evaluations and GPU-seconds (as recorded) to come within 1% and 5% of the reference (median over
+runs; ">B" where the median run did not), and how many of its proposals the recording lacked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from sweep import plan as strategies
+from sweep.core import atomic
+from sweep.core.errors import SweepError
+from sweep.decide.select import objective_ns
+from sweep.dispatch import replay
+from sweep.plan.learned import legal_points
+from sweep.records import Status
+from sweep.space import Config, Space, Strategy, check, make_config
+
+DEFAULT_STRATEGIES = ("learning", "optuna", "random")
+DEFAULT_BUDGETS = (25, 50, 100)
+NOT_RECORDED = "skipped"        # what the replay executor tells a strategy of a configuration the recording lacks
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One configuration as the recording answers it."""
+
+    objective_ns: float | None      # None: it failed, or the recording lacks it
+    failure: str | None
+    cost_s: float                   # what it cost the GPU it was recorded on
+    recorded: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    strategy: str
+    seed: int
+    answers: tuple[Answer, ...]
+    stopped: str                    # why the strategy stopped by itself, where it did
+
+    def best_at(self, budget: int) -> float:
+        times = [a.objective_ns for a in self.answers[:budget] if a.objective_ns is not None]
+        return min(times) if times else math.inf
+
+    def to_within(self, reference: float, tol: float) -> tuple[int, float] | None:
+        """(evaluations, GPU-seconds as recorded) until the first objective within `tol` of the reference."""
+        spent = 0.0
+        for i, a in enumerate(self.answers):
+            spent += a.cost_s
+            if a.objective_ns is not None and a.objective_ns <= reference * (1.0 + tol):
+                return i + 1, spent
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    best_ns: float
+    best: Config
+    recorded_legal: int             # legal configurations the recording holds
+    legal: int | None               # the space's legal configurations (None: too many to count)
+    recording_cost_s: float         # what the recorded legal configurations cost, together
+
+
+def answerer(space: Space, idx: replay.Index) -> Callable[[Config], Answer]:
+    """A configuration's answer from the recording, as the replay executor gives it to a sweep."""
+    def answer(c: Config) -> Answer:
+        e = idx.lookup(c.as_dict())
+        if e is None:
+            return Answer(None, NOT_RECORDED, 0.0, recorded=False)
+        if e.status != Status.OK:
+            return Answer(None, str(e.status), e.cost_s)
+        value = objective_ns(space, idx.measurements(e))
+        if not (math.isfinite(value) and value > 0):
+            return Answer(None, "failed", e.cost_s)
+        return Answer(value, None, e.cost_s)
+    return answer
+
+
+def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer]) -> Reference:
+    """The best recorded objective among the space's legal configurations, and how much of the legal set was recorded."""
+    values = {p.macro: set(p.values) for p in space.swept}
+    best: tuple[float, Config] | None = None
+    n, cost = 0, 0.0
+    for k in idx.entries:
+        if any(m in values and v not in values[m] for m, v in zip(idx.macros, k)):
+            continue                            # a value this space does not sweep
+        c = make_config(space, {m: v for m, v in zip(idx.macros, k) if m in values})
+        if c.values != tuple(zip(idx.macros, k)) or check(space, c) is not None:
+            continue
+        a = answer(c)
+        n += 1
+        cost += a.cost_s
+        if a.objective_ns is not None and (best is None or a.objective_ns < best[0]):
+            best = (a.objective_ns, c)
+    if best is None:
+        raise SweepError(f"--from {idx.recording.path}: none of the {n} legal configurations of {space.path} it records "
+                         "has a time; give a recording with measured configurations of this space")
+    points = legal_points(space)
+    return Reference(best[0], best[1], n, len(points) if points is not None else None, cost)
+
+
+def strategy_space(space: Space, name: str, seed: int, budget: int) -> Space:
+    """`space` with strategy `name`: the file's options where it names that strategy, else the
+    declared defaults, with this run's seed and budget."""
+    if name not in strategies.REGISTRY:
+        raise SweepError(f"--strategies {name}: not a strategy; choose from {', '.join(strategies.STRATEGIES)}")
+    declared = {o.name for o in strategies.REGISTRY[name].options}
+    options = dict(space.strategy.options) if space.strategy.name == name else {}
+    for key, value in (("seed", seed), ("budget", budget), ("samples", budget)):
+        if key in declared:
+            options[key] = value
+    return dataclasses.replace(space, strategy=Strategy(name, options))
+
+
+def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, parallel: int) -> tuple[Answer, ...] | str:
+    """One run of the space's strategy: up to `budget` configurations, `parallel` awaiting their
+    answers at most, the oldest told first. Returns the answers, and why the strategy stopped."""
+    search = strategies.start(space)
+    answers: list[Answer] = []
+    waiting: deque[Config] = deque()
+    while len(answers) < budget:
+        want = min(parallel - len(waiting), budget - len(answers) - len(waiting))
+        if want > 0:
+            waiting.extend(search.ask(want))
+        if not waiting:
+            break
+        c = waiting.popleft()
+        a = answer(c)
+        answers.append(a)
+        search.tell(c, a.objective_ns, failure=a.failure, cost_s=a.cost_s)
+    return tuple(answers), getattr(search, "stopped", "")
+
+
+def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
+            budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10) -> tuple[Reference, list[Run]]:
+    """Every strategy of `names` replayed from `recording`, `seeds` runs each (one where it takes no seed)."""
+    if seeds < 1 or parallel < 1 or not budgets or min(budgets) < 1:
+        raise SweepError("--seeds, --parallel and every budget must be at least 1")
+    for name in names:
+        strategy_space(space, name, 0, 1)              # an unknown name is refused before any run
+    idx = replay.index(space, recording)
+    answer = answerer(space, idx)
+    ref = reference(space, idx, answer)
+    runs = []
+    for name in names:
+        seeded = any(o.name == "seed" for o in strategies.REGISTRY[name].options)
+        for seed in range(seeds if seeded else 1):
+            answers, stopped = replay_run(strategy_space(space, name, seed, max(budgets)), answer, max(budgets), parallel)
+            runs.append(Run(name, seed, answers, stopped))
+    return ref, runs
+
+
+# -- what it prints ------------------------------------------------------------------------
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile by linear interpolation, inf where either neighbour is (a run that never got there)."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    if math.isinf(v[lo]) or math.isinf(v[hi]):
+        return math.inf
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _reach(runs: Sequence[Run], ref: Reference, tol: float, budget: int) -> str:
+    """Median evaluations (GPU-seconds) to within tol of the reference, or >budget."""
+    got = [r.to_within(ref.best_ns, tol) for r in runs]
+    evals = quantile([g[0] if g else math.inf for g in got], 0.5)
+    if math.isinf(evals):
+        return f">{budget}"
+    spent = quantile([g[1] if g else math.inf for g in got], 0.5)
+    return f"{evals:g} ({spent:,.0f} s)"
+
+
+def summary(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict[str, dict]:
+    """Per strategy: its runs' best / reference at each budget (q1, median, q3), evaluations made, reach."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(r.strategy for r in runs):
+        mine = [r for r in runs if r.strategy == name]
+        row: dict = {"runs": len(mine), "evals": quantile([len(r.answers) for r in mine], 0.5),
+                     "unrecorded": sum(not a.recorded for r in mine for a in r.answers),
+                     "to1": _reach(mine, ref, 0.01, max(budgets)), "to5": _reach(mine, ref, 0.05, max(budgets))}
+        for b in budgets:
+            ratios = [r.best_at(b) / ref.best_ns for r in mine]
+            row[b] = tuple(quantile(ratios, q) for q in (0.25, 0.5, 0.75))
+        out[name] = row
+    return out
+
+
+def _ratio(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x:.3f}"
+
+
+def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> list[str]:
+    """The table and what it says, as `config-sweep choose` prints them."""
+    rec = replay.load(recording)
+    rows = summary(ref, runs, budgets)
+    whole = ref.legal is not None and ref.recorded_legal >= ref.legal
+    held = ("all of them recorded" if whole else f"{ref.recorded_legal:,} of them recorded" if ref.legal is not None
+            else f"{ref.recorded_legal:,} recorded")
+    sizes = " ".join(f"{m}={v}" for m, v in ref.best.values)
+    out = [f"{space.name}: {f'{ref.legal:,}' if ref.legal is not None else 'too many to count'} legal configurations, "
+           f"{held} in {Path(recording).name} ({rec.kind}{', ' + rec.device if rec.device else ''})",
+           f"reference: {'the optimum' if whole else 'the best recorded (not a proven optimum)'}, "
+           f"{ref.best_ns / 1e3:,.1f} us at {sizes}; the recorded legal configurations cost "
+           f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded", ""]
+    head = f"{'strategy':<10} {'runs':>4} " + " ".join(f"{'best@' + str(b) + ' med [q1, q3]':>24}" for b in budgets) \
+        + f" {'evals':>6} {'to 1% (GPU-s)':>16} {'to 5% (GPU-s)':>16} {'unrecorded':>10}"
+    out += [head, "-" * len(head)]
+    for name, row in rows.items():
+        cells = " ".join(f"{_ratio(row[b][1]):>7} [{_ratio(row[b][0]):>6}, {_ratio(row[b][2]):>6}]" for b in budgets)
+        out.append(f"{name:<10} {row['runs']:>4} {cells} {row['evals']:>6g} {row['to1']:>16} {row['to5']:>16} "
+                   f"{row['unrecorded']:>10}")
+    out.append("")
+    lows = []
+    for b in budgets if rows else ():
+        low = min(row[b][1] for row in rows.values())
+        names = [n for n, row in rows.items() if row[b][1] == low]
+        lows.append(f"at {b}, {' and '.join(names)} ({_ratio(low)}{', a tie' if len(names) > 1 else ''})")
+    if lows:
+        out.append("lowest median best-found / reference: " + "; ".join(lows))
+    missing = sum(row["unrecorded"] for row in rows.values())
+    if not whole or missing:
+        out.append(f"the reference is the best of what was recorded; {missing} proposal(s) the recording lacks were "
+                   "answered 'skipped' and counted as evaluations, as --executor replay does: record more of the "
+                   "space (a grid or random sweep) for a fairer comparison")
+    out.append("best-found / reference: 1.000 is the reference itself; evals: configurations a run made (a strategy "
+               "may stop by itself first); to 1%: median evaluations (and GPU-seconds as recorded) to within 1%")
+    return out
+
+
+def to_json(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict:
+    """Everything the table was made from: the reference and every run's answers, in order."""
+    return {"budgets": list(budgets),
+            "reference": {"best_ns": ref.best_ns, "best": ref.best.as_dict(), "recorded_legal": ref.recorded_legal,
+                          "legal": ref.legal, "recording_cost_s": ref.recording_cost_s},
+            "runs": [{"strategy": r.strategy, "seed": r.seed, "stopped": r.stopped,
+                      "objective_ns": [a.objective_ns for a in r.answers], "failure": [a.failure for a in r.answers],
+                      "cost_s": [a.cost_s for a in r.answers], "recorded": [a.recorded for a in r.answers]}
+                     for r in runs]}
+
+
+def write_json(path: Path, data: dict) -> None:
+    """`data` to a new file at `path` (an existing file is never overwritten)."""
+    if Path(path).exists():
+        raise SweepError(f"--json {path} exists: choose never overwrites a file; give another path, or remove it first")
+    atomic.write_json(Path(path), data)

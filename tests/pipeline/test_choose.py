@@ -1,0 +1,123 @@
+"""`config-sweep choose` (sweep.pipeline.choose): strategies replayed from a recording, no GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweep import cli
+from sweep.dispatch import recording, replay
+from sweep.pipeline import choose
+from sweep.records import Status
+from sweep.space import target
+from tests.dispatch.test_replay import BENCH, DATA, GRID, KT, MISSING, t1_space
+
+W6600 = BENCH / "convolution_W6600.json.gz"       # every configuration of the W6600 space, "time" only
+MACROS = ["block_size_x", "block_size_y", "tile_size_x", "tile_size_y", "read_only", "use_padding", "use_shmem"]
+
+
+def recorded_best_ns(path: Path, values: dict[str, list[int]]) -> float:
+    """The fastest recorded time (ns) among configurations with these parameter values, read from the file alone."""
+    rec = recording.load(path)
+    return min(e.measurements[0].total_median_ns for e in rec.entries
+               if e.status == Status.OK and all(e.params[n] in v for n, v in values.items()))
+
+
+def test_the_reference_is_the_recordings_best_legal_configuration_and_says_when_that_is_the_optimum(tmp_path):
+    space = target.load(t1_space(tmp_path))
+    idx = replay.index(space, KT)
+    ref = choose.reference(space, idx, choose.answerer(space, idx))
+    assert ref.best_ns == pytest.approx(recorded_best_ns(KT, GRID))
+    assert (ref.legal, ref.recorded_legal) == (64, 62)          # the extract lacks two points of the grid
+    out = choose.lines(space, KT, ref, [], [10])
+    assert "62 of them recorded" in out[0] and "the best recorded (not a proven optimum)" in out[1]
+
+
+def test_every_answer_is_the_recordings_and_a_seed_replays_the_same_run(tmp_path):
+    space = target.load(t1_space(tmp_path))
+    idx = replay.index(space, KT)
+    answer = choose.answerer(space, idx)
+    one = choose.replay_run(choose.strategy_space(space, "learning", 3, 30), answer, 30, 4)
+    again = choose.replay_run(choose.strategy_space(space, "learning", 3, 30), answer, 30, 4)
+    assert one == again and len(one[0]) == 30
+    rec = {tuple(e.params[n] for n in MACROS): e for e in recording.load(KT).entries}
+    for a in one[0]:
+        assert a.recorded == (a.failure != "skipped")
+    # the two points the extract lacks come back "skipped", costing nothing, never with a time
+    plan = choose.replay_run(choose.strategy_space(space, "grid", 0, 64), answer, 64, 64)[0]
+    lacking = [a for a in plan if not a.recorded]
+    assert len(plan) == 64 and len(lacking) == len(MISSING)
+    assert all(a.objective_ns is None and a.cost_s == 0.0 and a.failure == "skipped" for a in lacking)
+    assert sum(a.cost_s for a in plan) == pytest.approx(
+        sum(e.cost_s for k, e in rec.items() if all(v in GRID[n] for n, v in zip(MACROS, k))))
+
+
+def test_recorded_failures_reach_the_strategy_with_their_kind(tmp_path):
+    values = {"block_size_x": [32], "block_size_y": [16], "tile_size_x": [3, 4], "tile_size_y": [1, 4],
+              "read_only": [1], "use_padding": [0], "use_shmem": [0]}
+    space = target.load(t1_space(tmp_path, values))
+    answer = choose.answerer(space, replay.index(space, KT))
+    got = choose.replay_run(choose.strategy_space(space, "grid", 0, 4), answer, 4, 4)[0]
+    assert sorted(str(a.failure) for a in got) == ["runtime_failed", "runtime_failed", "skipped", "skipped"]
+
+
+def test_choose_prints_a_row_per_strategy_and_the_lowest_median_at_each_budget(tmp_path, capsys):
+    space = t1_space(tmp_path, {n: v for n, v in GRID.items()})
+    rc = cli.main(["choose", str(space), "--from", str(KT), "--strategies", "learning,random,grid", "--seeds", "3",
+                   "--budgets", "5,20,64", "--json", str(tmp_path / "runs.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] in (["learning"], ["random"], ["grid"])}
+    assert [rows[n].split()[1] for n in ("learning", "random", "grid")] == ["3", "3", "1"]   # grid takes no seed
+    data = json.loads((tmp_path / "runs.json").read_text())
+    ref = data["reference"]["best_ns"]
+    # the grid run measures every legal point: at its full budget it holds the reference itself
+    grid = next(r for r in data["runs"] if r["strategy"] == "grid")
+    assert min(t for t in grid["objective_ns"] if t is not None) == ref and len(grid["objective_ns"]) == 64
+    assert "1.000 [ 1.000,  1.000]" in rows["grid"]
+    # the table's medians are the runs' own: learning's best@20
+    learning = [r for r in data["runs"] if r["strategy"] == "learning"]
+    bests = sorted(min([t for t in r["objective_ns"][:20] if t is not None], default=math.inf) / ref for r in learning)
+    assert rows["learning"].split("[")[1].split("]")[1].split()[0] == f"{bests[1]:.3f}"
+    assert "lowest median best-found / reference: at 5," in out and "2 proposal(s)" not in out.split("lowest")[0]
+
+
+def test_the_optimum_of_a_whole_recording_is_named_and_strategies_reach_it(tmp_path, capsys):
+    rc = cli.main(["choose", str(BENCH / "convolution_milo.T1.json"), "--from", str(W6600), "--strategies", "learning",
+                   "--seeds", "2", "--budgets", "10,40"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "4,362 legal configurations, all of them recorded" in out and "reference: the optimum" in out
+    assert "BLOCK_SIZE_X=128 BLOCK_SIZE_Y=1 TILE_SIZE_X=1 TILE_SIZE_Y=4" in out   # W6600's brute-forced optimum
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--strategies", "learning,annealing"], "--strategies annealing: not a strategy; choose from"),
+    (["--seeds", "0"], "--seeds, --parallel and every budget must be at least 1"),
+])
+def test_bad_choices_are_refused_in_one_line_before_any_run(tmp_path, capsys, args, message):
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(KT), *args])
+    err = capsys.readouterr().err
+    assert rc == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_existing_json_file_is_never_overwritten(tmp_path, capsys):
+    kept = tmp_path / "mine.json"
+    kept.write_text("precious")
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(KT), "--json", str(kept)])
+    assert rc == 1 and "choose never overwrites a file" in capsys.readouterr().err and kept.read_text() == "precious"
+
+
+def test_an_earlier_sweeps_results_replay_the_strategies_on_its_own_measurements(tmp_path, capsys):
+    shutil.copy(DATA / "toy_space.yaml", tmp_path / "toy.yaml")
+    shutil.copytree(DATA / "toy_target", tmp_path / "toy_target")
+    rc = cli.main(["choose", str(tmp_path / "toy.yaml"), "--from", str(DATA / "toy_results" / "toy"),
+                   "--strategies", "grid", "--budgets", "1000"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "(sweep" in out.splitlines()[0]
+    grid = next(line for line in out.splitlines() if line.startswith("grid"))
+    assert "1.000 [ 1.000,  1.000]" in grid          # the grid holds the recording's best
