@@ -36,6 +36,7 @@ from sweep.core import atomic
 from sweep.core.errors import SweepError
 from sweep.decide.select import objective_ns
 from sweep.dispatch import replay
+from sweep.plan.base import Ticker
 from sweep.plan.learned import legal_points
 from sweep.records import Status
 from sweep.space import Config, Space, Strategy, check, make_config
@@ -165,12 +166,14 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     idx = replay.index(space, recording)
     answer = answerer(space, idx)
     ref = reference(space, idx, answer)
+    plan = [(name, seed) for name in names
+            for seed in range(seeds if any(o.name == "seed" for o in strategies.REGISTRY[name].options) else 1)]
+    tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
     runs = []
-    for name in names:
-        seeded = any(o.name == "seed" for o in strategies.REGISTRY[name].options)
-        for seed in range(seeds if seeded else 1):
-            answers, stopped = replay_run(strategy_space(space, name, seed, max(budgets)), answer, max(budgets), parallel)
-            runs.append(Run(name, seed, answers, stopped))
+    for name, seed in plan:
+        answers, stopped = replay_run(strategy_space(space, name, seed, max(budgets)), answer, max(budgets), parallel)
+        runs.append(Run(name, seed, answers, stopped))
+        tick(len(runs), len(plan), "runs")
     return ref, runs
 
 
