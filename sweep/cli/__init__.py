@@ -271,7 +271,8 @@ def choose(args: argparse.Namespace) -> int:
         raise SweepError(f"--json {args.json} exists: choose never overwrites a file; give another path, or remove it")
     space = target.load(paths.shipped_file(args.space))
     names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
-    ref, runs = choose_mod.compare(space, args.replay_from, names, args.seeds, args.budgets, args.parallel)
+    ref, runs = choose_mod.compare(space, args.replay_from, names, args.seeds, args.budgets, args.parallel,
+                                   args.jobs)
     for line in choose_mod.lines(space, args.replay_from, ref, runs, args.budgets):
         print(line)
     if args.json is not None:

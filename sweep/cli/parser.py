@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from sweep.core import paths
@@ -183,4 +184,7 @@ def add_choose_command(sub: argparse._SubParsersAction) -> None:
                    help=f"evaluations, comma list (default {','.join(map(str, DEFAULT_BUDGETS))}); runs go to the largest")
     c.add_argument("--parallel", type=int, default=10,
                    help="proposals awaiting results at most, as a sweep's executor keeps them (default 10)")
+    c.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="runs replayed at once, a process each (default: the CPUs, at most 8); the same runs "
+                        "whatever the number")
     c.add_argument("--json", type=Path, metavar="FILE", help="also write every run's answers here (a new file)")

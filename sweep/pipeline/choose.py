@@ -2,7 +2,7 @@
 several seeds, as `config-sweep choose` prints it.
 
     config-sweep choose SPACE --from RECORDING [--strategies learning,optuna,random]
-                        [--seeds 10] [--budgets 25,50,100] [--parallel 10] [--json FILE]
+                        [--seeds 10] [--budgets 25,50,100] [--parallel 10] [--jobs N] [--json FILE]
 
 Every strategy named runs as a sweep runs it: its options are the space file's where the file
 names that strategy, else the declared defaults; each run sets `seed` (where the strategy takes
@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from sweep import plan as strategies
 from sweep.core import atomic
@@ -157,24 +159,48 @@ def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, pa
 
 
 def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
-            budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10) -> tuple[Reference, list[Run]]:
-    """Every strategy of `names` replayed from `recording`, `seeds` runs each (one where it takes no seed)."""
-    if seeds < 1 or parallel < 1 or not budgets or min(budgets) < 1:
-        raise SweepError("--seeds, --parallel and every budget must be at least 1")
+            budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1) -> tuple[Reference, list[Run]]:
+    """Every strategy of `names` replayed from `recording`, `seeds` runs each (one where it takes no
+    seed), on `jobs` processes (each run depends only on its strategy and seed: the same runs whatever
+    the number)."""
+    if seeds < 1 or parallel < 1 or jobs < 1 or not budgets or min(budgets) < 1:
+        raise SweepError("--seeds, --parallel, --jobs and every budget must be at least 1")
     for name in names:
         strategy_space(space, name, 0, 1)              # an unknown name is refused before any run
     idx = replay.index(space, recording)
-    answer = answerer(space, idx)
-    ref = reference(space, idx, answer)
-    plan = [(name, seed) for name in names
+    ref = reference(space, idx, answerer(space, idx))
+    plan = [(name, seed, max(budgets), parallel) for name in names
             for seed in range(seeds if any(o.name == "seed" for o in strategies.REGISTRY[name].options) else 1)]
     tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
-    runs = []
-    for name, seed in plan:
-        answers, stopped = replay_run(strategy_space(space, name, seed, max(budgets)), answer, max(budgets), parallel)
-        runs.append(Run(name, seed, answers, stopped))
-        tick(len(runs), len(plan), "runs")
+    runs: list[Run] = []
+    if jobs == 1 or len(plan) == 1:
+        _start_worker(space, recording)
+        for task in plan:
+            runs.append(_one_run(task))
+            tick(len(runs), len(plan), "runs")
+        return ref, runs
+    # spawned, not forked: the parent may hold threads (BLAS, a progress line) that a fork would copy mid-step
+    with ProcessPoolExecutor(min(jobs, len(plan)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_start_worker, initargs=(space, recording)) as pool:
+        for run in pool.map(_one_run, plan):
+            runs.append(run)
+            tick(len(runs), len(plan), "runs")
     return ref, runs
+
+
+_WORKER: dict[str, Any] = {}       # a process's space and recording answerer (_start_worker)
+
+
+def _start_worker(space: Space, recording: Path) -> None:
+    idx = replay.index(space, recording)
+    _WORKER.update(space=space, answer=answerer(space, idx))
+
+
+def _one_run(task: tuple[str, int, int, int]) -> Run:
+    name, seed, budget, parallel = task
+    space = _WORKER["space"]
+    answers, stopped = replay_run(strategy_space(space, name, seed, budget), _WORKER["answer"], budget, parallel)
+    return Run(name, seed, answers, stopped)
 
 
 # -- what it prints ------------------------------------------------------------------------

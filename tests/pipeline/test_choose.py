@@ -97,7 +97,8 @@ def test_the_optimum_of_a_whole_recording_is_named_and_strategies_reach_it(tmp_p
 
 @pytest.mark.parametrize("args, message", [
     (["--strategies", "learning,annealing"], "--strategies annealing: not a strategy; choose from"),
-    (["--seeds", "0"], "--seeds, --parallel and every budget must be at least 1"),
+    (["--seeds", "0"], "--seeds, --parallel, --jobs and every budget must be at least 1"),
+    (["--jobs", "0"], "--seeds, --parallel, --jobs and every budget must be at least 1"),
 ])
 def test_bad_choices_are_refused_in_one_line_before_any_run(tmp_path, capsys, args, message):
     rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(KT), *args])
@@ -121,3 +122,11 @@ def test_an_earlier_sweeps_results_replay_the_strategies_on_its_own_measurements
     assert rc == 0 and "(sweep" in out.splitlines()[0]
     grid = next(line for line in out.splitlines() if line.startswith("grid"))
     assert "1.000 [ 1.000,  1.000]" in grid          # the grid holds the recording's best
+
+
+def test_runs_on_several_processes_are_the_runs_of_one(tmp_path):
+    space = target.load(t1_space(tmp_path))
+    one = choose.compare(space, KT, ("learning", "random"), seeds=2, budgets=(12,), jobs=1)
+    two = choose.compare(space, KT, ("learning", "random"), seeds=2, budgets=(12,), jobs=2)
+    assert one == two and [(r.strategy, r.seed) for r in two[1]] == [("learning", 0), ("learning", 1), ("random", 0),
+                                                                       ("random", 1)]
