@@ -255,7 +255,9 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
            f"{held} in {Path(recording).name} ({rec.kind}{', ' + rec.device if rec.device else ''})",
            f"reference: {'the optimum' if whole else 'the best recorded (not a proven optimum)'}, "
            f"{ref.best_ns / 1e3:,.1f} us at {sizes}; the recorded legal configurations cost "
-           f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded", ""]
+           f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded"]
+    note = replay.objective_note(rec)
+    out += [note, ""] if note else [""]
     head = f"{'strategy':<10} {'runs':>4} " + " ".join(f"{'best@' + str(b) + ' med [q1, q3]':>24}" for b in budgets) \
         + f" {'evals':>6} {'to 1% (GPU-s)':>16} {'to 5% (GPU-s)':>16} {'unrecorded':>10}"
     out += [head, "-" * len(head)]

@@ -130,3 +130,15 @@ def test_runs_on_several_processes_are_the_runs_of_one(tmp_path):
     two = choose.compare(space, KT, ("learning", "random"), seeds=2, budgets=(12,), jobs=2)
     assert one == two and [(r.strategy, r.seed) for r in two[1]] == [("learning", 0), ("learning", 1), ("random", 0),
                                                                        ("random", 1)]
+
+
+def test_a_recording_that_ranked_by_another_objective_is_noted_above_the_table(tmp_path, capsys):
+    import gzip
+    data = json.loads(gzip.open(KT).read())
+    data["objective"] = "GFLOP/s"
+    rate = tmp_path / "rate.json"
+    rate.write_text(json.dumps(data))
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(rate), "--strategies", "random", "--seeds", "1",
+                   "--budgets", "5", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "note: rate.json declares its objective as 'GFLOP/s'" in out.split("strategy")[0]
