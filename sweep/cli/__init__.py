@@ -265,19 +265,11 @@ def validate(args: argparse.Namespace) -> int:
 
 def choose(args: argparse.Namespace) -> int:
     from sweep.pipeline import choose as choose_mod
-    from sweep.space import target
 
-    if args.json is not None and args.json.exists():
-        raise SweepError(f"--json {args.json} exists: choose never overwrites a file; give another path, or remove it")
-    space = target.load(paths.shipped_file(args.space))
     names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
-    ref, runs = choose_mod.compare(space, args.replay_from, names, args.seeds, args.budgets, args.parallel,
-                                   args.jobs)
-    for line in choose_mod.lines(space, args.replay_from, ref, runs, args.budgets):
+    for line in choose_mod.run(paths.shipped_file(args.space), args.replay_from, names, args.seeds, args.budgets,
+                               args.parallel, args.jobs, args.json):
         print(line)
-    if args.json is not None:
-        choose_mod.write_json(args.json, choose_mod.to_json(ref, runs, args.budgets))
-        print(f"wrote {args.json}")
     return 0
 
 

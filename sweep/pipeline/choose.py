@@ -41,7 +41,7 @@ from sweep.dispatch import replay
 from sweep.plan.base import Ticker
 from sweep.plan.learned import legal_points
 from sweep.records import Status
-from sweep.space import Config, Space, Strategy, check, make_config
+from sweep.space import Config, Space, Strategy, check, make_config, target
 
 DEFAULT_STRATEGIES = ("learning", "optuna", "random")
 DEFAULT_BUDGETS = (25, 50, 100)
@@ -294,8 +294,23 @@ def to_json(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict
                      for r in runs]}
 
 
-def write_json(path: Path, data: dict) -> None:
-    """`data` to a new file at `path` (an existing file is never overwritten)."""
+def new_file(path: Path) -> Path:
+    """`path`, where no file is yet (--json never writes over one)."""
     if Path(path).exists():
         raise SweepError(f"--json {path} exists: choose never overwrites a file; give another path, or remove it first")
-    atomic.write_json(Path(path), data)
+    return Path(path)
+
+
+def run(space_path: Path, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
+        budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1,
+        json_path: Path | None = None) -> list[str]:
+    """`config-sweep choose`: the space file's strategies compared on `recording`; the lines to print
+    (and every run's answers written to `json_path`, a new file, where given)."""
+    out = new_file(json_path) if json_path is not None else None        # refused before any run
+    space = target.load(space_path)
+    ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs)
+    shown = lines(space, recording, ref, runs, budgets)
+    if out is not None:
+        atomic.write_json(new_file(out), to_json(ref, runs, budgets))
+        shown.append(f"wrote {out}")
+    return shown
