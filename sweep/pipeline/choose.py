@@ -248,7 +248,8 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
     rec = replay.load(recording)
     rows = summary(ref, runs, budgets)
     whole = ref.legal is not None and ref.recorded_legal >= ref.legal
-    held = ("all of them recorded" if whole else f"{ref.recorded_legal:,} of them recorded" if ref.legal is not None
+    held = ("all of them recorded" if whole else
+            f"{ref.recorded_legal:,} of them recorded ({ref.recorded_legal / ref.legal:.0%})" if ref.legal
             else f"{ref.recorded_legal:,} recorded")
     sizes = " ".join(f"{m}={v}" for m, v in ref.best.values)
     out = [f"{space.name}: {f'{ref.legal:,}' if ref.legal is not None else 'too many to count'} legal configurations, "
@@ -274,10 +275,13 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
     if lows:
         out.append("lowest median best-found / reference: " + "; ".join(lows))
     missing = sum(row["unrecorded"] for row in rows.values())
+    asked = sum(len(r.answers) for r in runs)
     if not whole or missing:
-        out.append(f"the reference is the best of what was recorded; {missing} proposal(s) the recording lacks were "
-                   "answered 'skipped' and counted as evaluations, as --executor replay does: record more of the "
-                   "space (a grid or random sweep) for a fairer comparison")
+        out.append(f"the reference is the best of what was recorded; {missing} of the {asked} proposals "
+                   f"({missing / max(asked, 1):.0%}) were of configurations the recording lacks, answered 'skipped' "
+                   "and counted as evaluations, as --executor replay does (a strategy learns to avoid them): the more "
+                   "of them, the less the table says; record more of the space (a grid or random sweep) for a fairer "
+                   "comparison")
     out.append("best-found / reference: 1.000 is the reference itself; evals: configurations a run made (a strategy "
                "may stop by itself first); to 1%: median evaluations (and GPU-seconds as recorded) to within 1%")
     return out
