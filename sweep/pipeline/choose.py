@@ -45,7 +45,7 @@ from sweep.space import Config, Space, Strategy, check, make_config, target
 
 DEFAULT_STRATEGIES = ("learning", "optuna", "random")
 DEFAULT_BUDGETS = (25, 50, 100)
-NOT_RECORDED = "skipped"        # what the replay executor tells a strategy of a configuration the recording lacks
+NOT_RECORDED = str(Status.SKIPPED)   # what the replay executor tells a strategy of a configuration the recording lacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,15 +168,15 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     for name in names:
         strategy_space(space, name, 0, 1)              # an unknown name is refused before any run
     idx = replay.index(space, recording)
-    ref = reference(space, idx, answerer(space, idx))
+    answer = answerer(space, idx)
+    ref = reference(space, idx, answer)
     plan = [(name, seed, max(budgets), parallel) for name in names
             for seed in range(seeds if any(o.name == "seed" for o in strategies.REGISTRY[name].options) else 1)]
     tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
     runs: list[Run] = []
     if jobs == 1 or len(plan) == 1:
-        _start_worker(space, recording)
         for task in plan:
-            runs.append(_one_run(task))
+            runs.append(_run_task(space, answer, task))
             tick(len(runs), len(plan), "runs")
         return ref, runs
     # spawned, not forked: the parent may hold threads (BLAS, a progress line) that a fork would copy mid-step
@@ -188,7 +188,13 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     return ref, runs
 
 
-_WORKER: dict[str, Any] = {}       # a process's space and recording answerer (_start_worker)
+def _run_task(space: Space, answer: Callable[[Config], Answer], task: tuple[str, int, int, int]) -> Run:
+    name, seed, budget, parallel = task
+    answers, stopped = replay_run(strategy_space(space, name, seed, budget), answer, budget, parallel)
+    return Run(name, seed, answers, stopped)
+
+
+_WORKER: dict[str, Any] = {}       # a worker process's space and recording answerer (_start_worker)
 
 
 def _start_worker(space: Space, recording: Path) -> None:
@@ -197,10 +203,7 @@ def _start_worker(space: Space, recording: Path) -> None:
 
 
 def _one_run(task: tuple[str, int, int, int]) -> Run:
-    name, seed, budget, parallel = task
-    space = _WORKER["space"]
-    answers, stopped = replay_run(strategy_space(space, name, seed, budget), _WORKER["answer"], budget, parallel)
-    return Run(name, seed, answers, stopped)
+    return _run_task(_WORKER["space"], _WORKER["answer"], task)
 
 
 # -- what it prints ------------------------------------------------------------------------
