@@ -146,3 +146,16 @@ def test_a_recording_that_ranked_by_another_objective_is_noted_above_the_table(t
                    "--budgets", "5", "--jobs", "1"])
     out = capsys.readouterr().out
     assert rc == 0 and "note: rate.json declares its objective as 'GFLOP/s'" in out.split("strategy")[0]
+
+
+def test_a_recordings_own_words_reach_the_terminal_escaped(tmp_path, capsys):
+    import gzip
+    data = json.loads(gzip.open(KT).read())
+    data["device_name"] = "A4000\x1b]0;owned\x07"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(data))
+    assert recording.load(odd).device == "A4000\x1b]0;owned\x07"
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(odd), "--strategies", "random", "--seeds", "1",
+                   "--budgets", "5", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "\x1b" not in out and "A4000\\x1b]0;owned\\x07" in out
