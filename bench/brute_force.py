@@ -110,8 +110,9 @@ def write_sources(build: Path, keys: list[str], points: list[dict[str, int]], ch
 def nvcc(source: Path, out: Path, arch: str, example: Path) -> float:
     """Compile one unit; its wall seconds. A failure stops the build with nvcc's own words."""
     t0 = time.perf_counter()
-    p = subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", f"-I{example}", f"-I{ROOT / 'bench'}", "-c", str(source),
-                        "-o", str(out)], capture_output=True, text=True)
+    includes = [f"-I{example}", f"-I{example.parent / 'common'}", f"-I{ROOT / 'bench'}"]   # common: the examples' headers
+    p = subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", *includes, "-c", str(source), "-o", str(out)],
+                       capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"nvcc failed on {source}:\n{p.stderr[-4000:]}")
     return time.perf_counter() - t0

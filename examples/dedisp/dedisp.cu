@@ -16,10 +16,8 @@
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
 #include "dedisp.cuh"
+#include "engine_timing.cuh"
 #include "inputs.cuh"
-
-#include <cuda_profiler_api.h>
-#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cmath>
@@ -122,40 +120,6 @@ bool check(const DedispProblem& p, const uint8_t* dIn, const float* dDelay, floa
     return true;
 }
 
-// engine-timing/1 (sweep/profile/events.py): the launch times in ns.
-bool write_json(const std::string& path, const Options& o, std::vector<double> ns) {
-    FILE* f = fopen(path.c_str(), "w");
-    if (!f) {
-        fprintf(stderr, "dedisp: cannot write %s\n", path.c_str());
-        return false;
-    }
-    int dev = 0, driver = 0, runtime = 0;
-    cudaDeviceProp prop;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&prop, dev);
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    std::vector<double> sorted = ns;
-    std::sort(sorted.begin(), sorted.end());
-    double mean = 0, var = 0;
-    for (double x : ns) mean += x / ns.size();
-    for (double x : ns) var += (x - mean) * (x - mean);
-    double sd = ns.size() > 1 ? std::sqrt(var / (ns.size() - 1)) : 0.0, median = sorted[sorted.size() / 2];
-    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"dedisp\",\n"
-               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
-               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
-               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
-               " \"kernels\": [\n  {\"kernel\": \"dedisp_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, %d, 1], \"calls\": 1, "
-               "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
-            prop.name, driver, runtime, o.iters, o.warmup, median / 1e6, sorted.front() / 1e6, sorted.back() / 1e6,
-            mean / 1e6, sd / 1e6, CEIL_DIV(o.p.samples, DEDISP_BLOCK_X * DEDISP_TILE_X),
-            CEIL_DIV(o.p.dms, DEDISP_BLOCK_Y * DEDISP_TILE_Y), DEDISP_BLOCK_X, DEDISP_BLOCK_Y, median, sorted.front(),
-            sorted.back(), mean, sd);
-    for (size_t it = 0; it < ns.size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[it]);
-    fprintf(f, "]}\n]}\n");
-    return fclose(f) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,32 +148,19 @@ int main(int argc, char** argv) {
 
     for (int it = 0; it < o.warmup; ++it)
         if (dedisp(p, dIn, dDelay, dOut)) return 1;
-    std::vector<cudaEvent_t> events(2 * o.iters);
-    for (cudaEvent_t& e : events)
-        if (cudaCheck(cudaEventCreate(&e))) return 1;
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
-    for (int it = 0; it < o.iters; ++it) {
-        if (o.nvtx) nvtxRangePushA("iteration");
-        if (cudaCheck(cudaEventRecord(events[2 * it])) || dedisp(p, dIn, dDelay, dOut) ||
-            cudaCheck(cudaEventRecord(events[2 * it + 1])))
-            return 1;
-        if (o.nvtx) nvtxRangePop();
-    }
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
-    std::vector<double> ns(o.iters);
-    for (int it = 0; it < o.iters; ++it) {
-        float ms = 0;
-        if (cudaCheck(cudaEventElapsedTime(&ms, events[2 * it], events[2 * it + 1]))) return 1;
-        ns[it] = ms * 1e6;
-    }
-    std::vector<double> sorted = ns;
-    std::sort(sorted.begin(), sorted.end());
+    std::vector<double> ns;
+    if (!time_each_iteration(o.iters, o.nvtx, [&] { return dedisp(p, dIn, dDelay, dOut); }, ns)) return 1;
     // The bytes the sums read (each input byte once per output it feeds), not DRAM traffic.
-    double median_ms = sorted[sorted.size() / 2] / 1e6, bytes = double(p.samples) * p.dms * p.channels;
+    double median_ms = summarize(ns).median / 1e6, bytes = double(p.samples) * p.dms * p.channels;
     printf("samples=%d dms=%d channels=%d: median %.4f ms, %.1f GB/s of input read over %d launches\n", p.samples,
            p.dms, p.channels, median_ms, bytes / (median_ms * 1e6), o.iters);
-    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (!o.json.empty()) {
+        EngineTiming timing(o.iters, o.warmup);
+        dim3 grid(CEIL_DIV(p.samples, DEDISP_BLOCK_X * DEDISP_TILE_X), CEIL_DIV(p.dms, DEDISP_BLOCK_Y * DEDISP_TILE_Y));
+        for (int it = 0; it < o.iters; ++it)
+            timing.add("dedisp_kernel", grid, dim3(DEDISP_BLOCK_X, DEDISP_BLOCK_Y), it, ns[it]);
+        if (!timing.write(o.json, "dedisp")) return 1;
+    }
     cudaFree(dIn);
     cudaFree(dDelay);
     cudaFree(dOut);

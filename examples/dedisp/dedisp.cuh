@@ -43,7 +43,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #include <cstdint>
 

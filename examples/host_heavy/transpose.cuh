@@ -31,7 +31,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #ifndef HH_TILE
 #define HH_TILE 32             // side of the square tile one block transposes

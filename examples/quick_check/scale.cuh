@@ -25,7 +25,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #ifndef QC_BLOCK
 #define QC_BLOCK 256         // threads per block

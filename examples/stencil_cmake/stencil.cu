@@ -17,6 +17,7 @@
 // sees one iteration holding every launch, the check's included; its own
 // events time only the timed iterations. The check runs first, every time (exit
 // 1 before any timing when the launch sizes compute wrong results).
+#include "engine_timing.cuh"
 #include "stencil.cuh"
 
 #include <algorithm>
@@ -185,75 +186,6 @@ bool check(Problem& p, int sweeps) {
     return true;
 }
 
-struct Summary {
-    double median, min, max, mean, std;
-};
-
-Summary summarize(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    double mean = 0, var = 0;
-    for (double x : v) mean += x / v.size();
-    for (double x : v) var += (x - mean) * (x - mean);
-    return {v[v.size() / 2], v.front(), v.back(), mean, v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0};
-}
-
-// One kernel at one launch shape: the times of its calls, and their sum per iteration.
-struct Entry {
-    std::string kernel;
-    dim3 grid, block;
-    std::vector<double> call_ns, iter_total_ns;
-};
-
-// The entry of a launch shape, added on first sight (the residual_sum_kernel has
-// one shape at every size, so its calls of all sizes share an entry).
-size_t entry_for(std::vector<Entry>& entries, const char* kernel, dim3 grid, dim3 block, int iters) {
-    for (size_t e = 0; e < entries.size(); ++e)
-        if (entries[e].kernel == kernel && entries[e].grid.x == grid.x && entries[e].grid.y == grid.y &&
-            entries[e].block.x == block.x && entries[e].block.y == block.y)
-            return e;
-    entries.push_back({kernel, grid, block, {}, std::vector<double>(iters, 0.0)});
-    return entries.size() - 1;
-}
-
-// engine-timing/1 (sweep/profile/events.py), tiled_gemm's format: one entry per
-// kernel and launch shape, its per-call statistics in ns and its total per iteration.
-bool write_json(const std::string& path, const Options& o, const std::vector<Entry>& entries) {
-    FILE* f = fopen(path.c_str(), "w");
-    if (!f) {
-        fprintf(stderr, "stencil: cannot write %s\n", path.c_str());
-        return false;
-    }
-    int dev = 0, driver = 0, runtime = 0;
-    cudaDeviceProp prop;
-    if (cudaCheck(cudaGetDevice(&dev)) || cudaCheck(cudaGetDeviceProperties(&prop, dev)) ||
-        cudaCheck(cudaDriverGetVersion(&driver)) || cudaCheck(cudaRuntimeGetVersion(&runtime))) {
-        fclose(f);
-        return false;
-    }
-    std::vector<double> per_iter(o.iters, 0.0);
-    for (const Entry& e : entries)
-        for (int it = 0; it < o.iters; ++it) per_iter[it] += e.iter_total_ns[it] / 1e6;
-    Summary fw = summarize(per_iter);
-    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"stencil\",\n"
-               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
-               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
-               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
-               " \"kernels\": [",
-            prop.name, driver, runtime, o.iters, o.warmup, fw.median, fw.min, fw.max, fw.mean, fw.std);
-    for (size_t j = 0; j < entries.size(); ++j) {
-        const Entry& e = entries[j];
-        Summary s = summarize(e.call_ns);
-        fprintf(f, "%s\n  {\"kernel\": \"%s\", \"grid\": [%u, %u, 1], \"block\": [%u, %u, 1], \"calls\": %zu, "
-                   "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
-                j ? "," : "", e.kernel.c_str(), e.grid.x, e.grid.y, e.block.x, e.block.y, e.call_ns.size() / o.iters,
-                s.median, s.min, s.max, s.mean, s.std);
-        for (int it = 0; it < o.iters; ++it) fprintf(f, "%s%.1f", it ? ", " : "", e.iter_total_ns[it]);
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n]}\n");
-    return fclose(f) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,22 +229,22 @@ int main(int argc, char** argv) {
         }
     if (cudaCheck(cudaDeviceSynchronize())) return 1;
 
-    std::vector<Entry> entries;
+    // The residual_sum_kernel has one shape at every size, so its calls of all sizes share an entry.
+    EngineTiming timing(o.iters, o.warmup);
     for (size_t j = 0; j < n; ++j) {
         int size = problems[j].n;
-        size_t ids[3] = {
-            entry_for(entries, "jacobi_kernel", jacobi_grid(size), jacobi_block(), o.iters),
-            entry_for(entries, "residual_partial_kernel", dim3(residual_blocks(size)), dim3(STENCIL_RED_BLOCK), o.iters),
-            entry_for(entries, "residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK), o.iters)};
+        struct { const char* kernel; dim3 grid, block; } launches[3] = {
+            {"jacobi_kernel", jacobi_grid(size), jacobi_block()},
+            {"residual_partial_kernel", dim3(residual_blocks(size)), dim3(STENCIL_RED_BLOCK)},
+            {"residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK)}};
         std::vector<double> jacobi_ms(o.iters, 0.0), residual_ms(o.iters, 0.0);
         for (int it = 0; it < o.iters; ++it) {
             cudaEvent_t* b = before(it, j);
             for (int k = 0; k < per; ++k) {
                 float ms = 0;
                 if (cudaCheck(cudaEventElapsedTime(&ms, b[k], b[per + k]))) return 1;
-                Entry& e = entries[ids[k < o.sweeps ? 0 : k - o.sweeps + 1]];
-                e.call_ns.push_back(ms * 1e6);
-                e.iter_total_ns[it] += ms * 1e6;
+                const auto& l = launches[k < o.sweeps ? 0 : k - o.sweeps + 1];
+                timing.add(l.kernel, l.grid, l.block, it, ms * 1e6);
                 (k < o.sweeps ? jacobi_ms : residual_ms)[it] += ms;
             }
         }
@@ -324,7 +256,7 @@ int main(int argc, char** argv) {
                size, jacobi_grid(size).x, jacobi_grid(size).y, o.sweeps, jm,
                3.0 * 4 * double(size) * size * o.sweeps / (jm * 1e6), residual_blocks(size), rm, residual, o.iters);
     }
-    if (!o.json.empty() && !write_json(o.json, o, entries)) return 1;
+    if (!o.json.empty() && !timing.write(o.json, "stencil")) return 1;
     for (cudaEvent_t e : events)
         if (cudaCheck(cudaEventDestroy(e))) return 1;
     for (Problem& p : problems)

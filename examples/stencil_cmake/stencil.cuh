@@ -40,7 +40,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #ifndef STENCIL_BLOCK_X
 #define STENCIL_BLOCK_X 32      // threads of a Jacobi block along a row (consecutive points)

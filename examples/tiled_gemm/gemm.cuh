@@ -21,7 +21,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #ifndef GEMM_BM
 #define GEMM_BM 64      // rows of C per block

@@ -23,6 +23,7 @@
 // `nsys profile --capture-range=cudaProfilerApi` captures just them. The check
 // runs first, every time: a sweep's `verify: profile` needs no separate check
 // run (exit 1 before any timing when the tiles compute wrong results).
+#include "engine_timing.cuh"
 #include "gemm.cuh"
 
 #include <cuda_profiler_api.h>
@@ -131,54 +132,6 @@ bool check(const Shape& s, const float* dA, const float* dB, float* dC, float* d
     return true;
 }
 
-struct Summary {
-    double median, min, max, mean, std;
-};
-
-Summary summarize(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    double mean = 0, var = 0;
-    for (double x : v) mean += x / v.size();
-    for (double x : v) var += (x - mean) * (x - mean);
-    return {v[v.size() / 2], v.front(), v.back(), mean, v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0};
-}
-
-// engine-timing/1 (sweep/profile/events.py): one entry per size, its launch times in ns.
-bool write_json(const std::string& path, const Options& o, const std::vector<std::vector<double>>& ns) {
-    FILE* f = fopen(path.c_str(), "w");
-    if (!f) {
-        fprintf(stderr, "tiled_gemm: cannot write %s\n", path.c_str());
-        return false;
-    }
-    int dev = 0, driver = 0, runtime = 0;
-    cudaDeviceProp prop;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&prop, dev);
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    std::vector<double> per_iter(o.iters, 0.0);
-    for (const auto& sizes : ns)
-        for (int it = 0; it < o.iters; ++it) per_iter[it] += sizes[it] / 1e6;
-    Summary fw = summarize(per_iter);
-    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"tiled_gemm\",\n"
-               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
-               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
-               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
-               " \"kernels\": [",
-            prop.name, driver, runtime, o.iters, o.warmup, fw.median, fw.min, fw.max, fw.mean, fw.std);
-    for (size_t j = 0; j < ns.size(); ++j) {
-        Summary s = summarize(ns[j]);
-        int n = o.sizes[j];
-        fprintf(f, "%s\n  {\"kernel\": \"gemm_tiled_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, 1, 1], \"calls\": 1, "
-                   "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
-                j ? "," : "", CEIL_DIV(n, GEMM_BN), CEIL_DIV(n, GEMM_BM), GEMM_THREADS, s.median, s.min, s.max, s.mean, s.std);
-        for (size_t it = 0; it < ns[j].size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[j][it]);
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n]}\n");
-    return fclose(f) == 0;
-}
-
 [[noreturn]] void crash(const std::string& how) {
     fprintf(stderr, "tiled_gemm: crashing on purpose (--crash-after, %s)\n", how.c_str());
     fflush(stderr);
@@ -244,21 +197,22 @@ int main(int argc, char** argv) {
     }
     if (cudaCheck(cudaDeviceSynchronize()) || (o.profiler_range && cudaCheck(cudaProfilerStop()))) return 1;
 
-    std::vector<std::vector<double>> ns(n, std::vector<double>(o.iters));
+    EngineTiming timing(o.iters, o.warmup);
     for (size_t j = 0; j < n; ++j) {
-        std::vector<float> ms(o.iters);
+        int size = o.sizes[j];
+        dim3 grid(CEIL_DIV(size, GEMM_BN), CEIL_DIV(size, GEMM_BM));
+        std::vector<double> ns(o.iters);
         for (int it = 0; it < o.iters; ++it) {
-            if (cudaCheck(cudaEventElapsedTime(&ms[it], events[2 * (it * n + j)], events[2 * (it * n + j) + 1])))
-                return 1;
-            ns[j][it] = ms[it] * 1e6;
+            float ms = 0;
+            if (cudaCheck(cudaEventElapsedTime(&ms, events[2 * (it * n + j)], events[2 * (it * n + j) + 1]))) return 1;
+            ns[it] = ms * 1e6;
+            timing.add("gemm_tiled_kernel", grid, dim3(GEMM_THREADS), it, ns[it]);
         }
-        std::sort(ms.begin(), ms.end());
-        double median = ms[ms.size() / 2], s = o.sizes[j];
-        printf("M=N=K=%d: grid %dx%d, median %.4f ms, %.0f GFLOP/s over %d iterations\n", o.sizes[j],
-               CEIL_DIV(o.sizes[j], GEMM_BN), CEIL_DIV(o.sizes[j], GEMM_BM), median, 2 * s * s * s / (median * 1e6),
-               o.iters);
+        double median = summarize(ns).median / 1e6, s = size;
+        printf("M=N=K=%d: grid %ux%u, median %.4f ms, %.0f GFLOP/s over %d iterations\n", size, grid.x, grid.y, median,
+               2 * s * s * s / (median * 1e6), o.iters);
     }
-    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
+    if (!o.json.empty() && !timing.write(o.json, "tiled_gemm")) return 1;
     for (cudaEvent_t e : events) cudaEventDestroy(e);
     cudaFree(dA);
     cudaFree(dB);

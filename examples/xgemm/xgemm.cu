@@ -13,11 +13,9 @@
 //
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
+#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "xgemm.cuh"
-
-#include <cuda_profiler_api.h>
-#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cmath>
@@ -93,39 +91,6 @@ bool check(int S, const float* dA, const float* dB, float* dC, float* dRef, cons
     return true;
 }
 
-// engine-timing/1 (sweep/profile/events.py): the launch times in ns.
-bool write_json(const std::string& path, const Options& o, std::vector<double> ns) {
-    FILE* f = fopen(path.c_str(), "w");
-    if (!f) {
-        fprintf(stderr, "xgemm: cannot write %s\n", path.c_str());
-        return false;
-    }
-    int dev = 0, driver = 0, runtime = 0;
-    cudaDeviceProp prop;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&prop, dev);
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    std::vector<double> sorted = ns;
-    std::sort(sorted.begin(), sorted.end());
-    double mean = 0, var = 0;
-    for (double x : ns) mean += x / ns.size();
-    for (double x : ns) var += (x - mean) * (x - mean);
-    double sd = ns.size() > 1 ? std::sqrt(var / (ns.size() - 1)) : 0.0, median = sorted[sorted.size() / 2];
-    fprintf(f, "{\"schema\": \"engine-timing/1\", \"program\": \"xgemm\",\n"
-               " \"device\": {\"name\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d},\n"
-               " \"run\": {\"iterations\": %d, \"warmup\": %d},\n"
-               " \"forward_ms\": {\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"mean_ms\": %.6f, \"std_ms\": %.6f},\n"
-               " \"kernels\": [\n  {\"kernel\": \"xgemm_kernel\", \"grid\": [%d, %d, 1], \"block\": [%d, 1, 1], \"calls\": 1, "
-               "\"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"mean_ns\": %.1f, \"std_ns\": %.1f, \"iter_total_ns\": [",
-            prop.name, driver, runtime, o.iters, o.warmup, median / 1e6, sorted.front() / 1e6, sorted.back() / 1e6,
-            mean / 1e6, sd / 1e6, o.size / XGEMM_MWG, o.size / XGEMM_NWG, XGEMM_THREADS, median, sorted.front(),
-            sorted.back(), mean, sd);
-    for (size_t it = 0; it < ns.size(); ++it) fprintf(f, "%s%.1f", it ? ", " : "", ns[it]);
-    fprintf(f, "]}\n]}\n");
-    return fclose(f) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,31 +119,17 @@ int main(int argc, char** argv) {
 
     for (int it = 0; it < o.warmup; ++it)
         if (xgemm(S, S, S, dA, dB, dC)) return 1;
-    std::vector<cudaEvent_t> events(2 * o.iters);
-    for (cudaEvent_t& e : events)
-        if (cudaCheck(cudaEventCreate(&e))) return 1;
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStart())) return 1;
-    for (int it = 0; it < o.iters; ++it) {
-        if (o.nvtx) nvtxRangePushA("iteration");
-        if (cudaCheck(cudaEventRecord(events[2 * it])) || xgemm(S, S, S, dA, dB, dC) ||
-            cudaCheck(cudaEventRecord(events[2 * it + 1])))
-            return 1;
-        if (o.nvtx) nvtxRangePop();
-    }
-    if (cudaCheck(cudaDeviceSynchronize()) || cudaCheck(cudaProfilerStop())) return 1;
-    std::vector<double> ns(o.iters);
-    for (int it = 0; it < o.iters; ++it) {
-        float ms = 0;
-        if (cudaCheck(cudaEventElapsedTime(&ms, events[2 * it], events[2 * it + 1]))) return 1;
-        ns[it] = ms * 1e6;
-    }
-    std::vector<double> sorted = ns;
-    std::sort(sorted.begin(), sorted.end());
-    double median_ms = sorted[sorted.size() / 2] / 1e6, s = S;
+    std::vector<double> ns;
+    if (!time_each_iteration(o.iters, o.nvtx, [&] { return xgemm(S, S, S, dA, dB, dC); }, ns)) return 1;
+    double median_ms = summarize(ns).median / 1e6, s = S;
     printf("M=N=K=%d: median %.4f ms, %.0f GFLOP/s over %d launches\n", S, median_ms, 2 * s * s * s / (median_ms * 1e6),
            o.iters);
-    if (!o.json.empty() && !write_json(o.json, o, ns)) return 1;
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (!o.json.empty()) {
+        EngineTiming timing(o.iters, o.warmup);
+        for (int it = 0; it < o.iters; ++it)
+            timing.add("xgemm_kernel", dim3(S / XGEMM_MWG, S / XGEMM_NWG), dim3(XGEMM_THREADS), it, ns[it]);
+        if (!timing.write(o.json, "xgemm")) return 1;
+    }
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dC);

@@ -37,7 +37,7 @@
 #endif
 #endif
 
-#include "common.cuh"
+#include "cuda_check.cuh"
 
 #ifndef XGEMM_MWG
 #define XGEMM_MWG 64     // rows (m) of C per block

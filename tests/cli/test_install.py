@@ -129,9 +129,10 @@ def test_installed_tool_loads_every_shipped_space_by_its_checkout_path(venv, tmp
     assert len(lines) == len(names) and all(str(venv) in line for line in lines)
 
 
-def test_installed_examples_include_only_files_shipped_beside_them(venv, tmp_path):
-    """Every `#include "..."` of a shipped example resolves in its own installed folder (conf.cuh
-    is the one each job renders), so a user's copy of an example builds; the checkout-only brute
+def test_installed_examples_include_only_shipped_files_and_build_there(venv, tmp_path):
+    """Every `#include "..."` of a shipped example resolves in its own installed folder or in the
+    examples' shared `common` folder (conf.cuh is the one each job renders), and an installed
+    example's Makefile (which includes ../common/program.mk) builds it; the checkout-only brute
     force, whose harness lives under bench/, is not shipped."""
     r = subprocess.run([str(venv / "bin" / "python"), "-c", "from sweep.core import paths; print(paths.EXAMPLES)"],
                        capture_output=True, text=True, cwd=tmp_path, env=CLEAN_ENV)
@@ -139,12 +140,17 @@ def test_installed_examples_include_only_files_shipped_beside_them(venv, tmp_pat
     examples = Path(r.stdout.strip())
     assert str(venv) in str(examples)
     sources = [p for p in examples.glob("*/*") if p.suffix in (".cu", ".cuh", ".h")]
-    assert {p.parent.name for p in sources} >= {"xgemm", "dedisp", "tiled_gemm", "stencil_cmake"}
+    assert {p.parent.name for p in sources} >= {"xgemm", "dedisp", "tiled_gemm", "stencil_cmake", "common"}
     missing = [f"{p.parent.name}/{p.name}: {name}" for p in sources
                for name in re.findall(r'^\s*#include\s+"([^"]+)"', p.read_text(), re.M)
-               if name != "conf.cuh" and not (p.parent / name).exists()]
+               if name != "conf.cuh" and not ((p.parent / name).exists() or (examples / "common" / name).exists())]
     assert missing == []
     assert not list(examples.glob("*/brute_force*"))
+    build = tmp_path / "quick_check_build"
+    made = subprocess.run(["make", "-C", str(examples / "quick_check"), f"BUILD_DIR={build}", "ARCH=sm_90"],
+                          capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
+    assert (build / "quick_check").is_file()
 
 
 def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty_folder(venv, tmp_path):

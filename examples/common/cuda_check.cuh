@@ -1,7 +1,8 @@
-// common.cuh: what the host_heavy example shares.
+// cuda_check.cuh: the one error check the examples share.
 //
-// - cudaCheck, the one error check: it reports where a CUDA call failed and
-//   returns true, so helpers propagate the failure and main decides to exit.
+// - cudaCheck reports where a CUDA call failed and returns true, so helpers
+//   propagate the failure and main decides to exit.
+// - CEIL_DIV: blocks to cover a length (grid sizes from the launch sizes).
 #pragma once
 
 #include <cuda_runtime.h>
