@@ -18,6 +18,7 @@
 #include "dedisp.cuh"
 #include "engine_timing.cuh"
 #include "inputs.cuh"
+#include "run_options.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -29,27 +30,18 @@
 
 namespace {
 
-struct Options {
+struct Options : RunOptions {
     DedispProblem p;
-    int iters = 10;
-    int warmup = 2;
-    bool nvtx = false;
-    bool check_only = false;
-    std::string json;
 };
 
 bool parse(int argc, char** argv, Options& o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         bool has_value = i + 1 < argc;
+        if (take_run_option(argc, argv, i, o)) continue;
         if (a == "--samples" && has_value) o.p.samples = atoi(argv[++i]);
         else if (a == "--dms" && has_value) o.p.dms = atoi(argv[++i]);
         else if (a == "--channels" && has_value) o.p.channels = atoi(argv[++i]);
-        else if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
-        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
-        else if (a == "--nvtx") o.nvtx = true;
-        else if (a == "--check-only") o.check_only = true;
-        else if (a == "--json" && has_value) o.json = argv[++i];
         else {
             fprintf(stderr, "dedisp: unknown or incomplete argument '%s'\n", a.c_str());
             return false;

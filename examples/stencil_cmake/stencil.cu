@@ -18,6 +18,7 @@
 // events time only the timed iterations. The check runs first, every time (exit
 // 1 before any timing when the launch sizes compute wrong results).
 #include "engine_timing.cuh"
+#include "run_options.cuh"
 #include "stencil.cuh"
 
 #include <algorithm>
@@ -25,34 +26,24 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 namespace {
 
-struct Options {
-    int iters = 10;
-    int warmup = 2;
+struct Options : RunOptions {
     int sweeps = 10;
     std::vector<int> sizes = {512, 1024, 2048};
-    bool check_only = false;
-    std::string json;
 };
 
 bool parse(int argc, char** argv, Options& o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         bool has_value = i + 1 < argc;
-        if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
-        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
-        else if (a == "--sweeps" && has_value) o.sweeps = atoi(argv[++i]);
-        else if (a == "--check-only") o.check_only = true;
-        else if (a == "--json" && has_value) o.json = argv[++i];
-        else if (a == "--sizes" && has_value) {
-            o.sizes.clear();
-            for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) o.sizes.push_back(atoi(tok));
-        } else {
+        if (take_run_option(argc, argv, i, o, /*nvtx=*/false)) continue;   // it opens no NVTX range
+        if (a == "--sweeps" && has_value) o.sweeps = atoi(argv[++i]);
+        else if (a == "--sizes" && has_value) o.sizes = int_list(argv[++i]);
+        else {
             fprintf(stderr, "stencil: unknown or incomplete argument '%s'\n", a.c_str());
             return false;
         }

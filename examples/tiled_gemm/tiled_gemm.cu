@@ -25,6 +25,7 @@
 // run (exit 1 before any timing when the tiles compute wrong results).
 #include "engine_timing.cuh"
 #include "gemm.cuh"
+#include "run_options.cuh"
 
 #include <cuda_profiler_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -34,7 +35,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -42,14 +42,9 @@
 
 namespace {
 
-struct Options {
-    int iters = 10;
-    int warmup = 2;
+struct Options : RunOptions {
     std::vector<int> sizes = {256, 512, 1024};
-    bool nvtx = false;
-    bool check_only = false;
     bool profiler_range = true;
-    std::string json;
     int pause_ms = 0;
     int crash_after = -1;
     std::string crash_how = "abort";
@@ -63,19 +58,13 @@ bool parse(int argc, char** argv, Options& o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         bool has_value = i + 1 < argc;
-        if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
-        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
-        else if (a == "--nvtx") o.nvtx = true;
-        else if (a == "--check-only") o.check_only = true;
-        else if (a == "--no-profiler-range") o.profiler_range = false;
-        else if (a == "--json" && has_value) o.json = argv[++i];
+        if (take_run_option(argc, argv, i, o)) continue;
+        if (a == "--no-profiler-range") o.profiler_range = false;
         else if (a == "--pause-ms" && has_value) o.pause_ms = atoi(argv[++i]);
         else if (a == "--crash-after" && has_value) o.crash_after = atoi(argv[++i]);
         else if (a == "--crash-how" && has_value) o.crash_how = argv[++i];
-        else if (a == "--sizes" && has_value) {
-            o.sizes.clear();
-            for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) o.sizes.push_back(atoi(tok));
-        } else {
+        else if (a == "--sizes" && has_value) o.sizes = int_list(argv[++i]);
+        else {
             fprintf(stderr, "tiled_gemm: unknown or incomplete argument '%s'\n", a.c_str());
             return false;
         }

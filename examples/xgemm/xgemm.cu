@@ -15,6 +15,7 @@
 // `verify: profile` needs no separate check run (exit 1 before any timing).
 #include "engine_timing.cuh"
 #include "inputs.cuh"
+#include "run_options.cuh"
 #include "xgemm.cuh"
 
 #include <algorithm>
@@ -27,25 +28,15 @@
 
 namespace {
 
-struct Options {
+struct Options : RunOptions {
     int size = 2048;
-    int iters = 10;
-    int warmup = 2;
-    bool nvtx = false;
-    bool check_only = false;
-    std::string json;
 };
 
 bool parse(int argc, char** argv, Options& o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (a == "--size" && has_value) o.size = atoi(argv[++i]);
-        else if (a == "--iters" && has_value) o.iters = atoi(argv[++i]);
-        else if (a == "--warmup" && has_value) o.warmup = atoi(argv[++i]);
-        else if (a == "--nvtx") o.nvtx = true;
-        else if (a == "--check-only") o.check_only = true;
-        else if (a == "--json" && has_value) o.json = argv[++i];
+        if (take_run_option(argc, argv, i, o)) continue;
+        if (a == "--size" && i + 1 < argc) o.size = atoi(argv[++i]);
         else {
             fprintf(stderr, "xgemm: unknown or incomplete argument '%s'\n", a.c_str());
             return false;

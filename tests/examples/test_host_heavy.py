@@ -10,35 +10,21 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import sweep.node.objcache
 from sweep.space import check, load_space, make_config
+from tests.examples.conf_build import make_with_conf, sweeps_nvcc
 from tests.conftest import dry_run_narrowed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "host_heavy"
-OBJCACHE = Path(sweep.node.objcache.__file__)
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 UNSAFE = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 1}     # builds, computes wrong results
 NOT_DIVIDING = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 0}
 TOO_MUCH_SHARED = {"HH_TILE": 128, "HH_ROWS": 8, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 0}  # 64 KB
-
-
-def conf_dir(tmp: Path, macros: dict[str, int]) -> Path:
-    folder = tmp / "conf"
-    folder.mkdir()
-    (folder / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
-    return folder
-
-
-def make(tmp: Path, *variables: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp / 'build'}", *variables],
-                          capture_output=True, text=True, timeout=600)
 
 
 def test_the_space_file_loads_with_its_0_1_flags_and_58_legal_points():
@@ -75,8 +61,7 @@ def test_a_dry_run_builds_the_legal_tile_and_skips_the_static_assert_and_the_ptx
 
 @pytest.mark.slow
 def test_the_unsafe_tile_builds_through_the_sweeps_nvcc_with_its_macros(tmp_path):
-    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {tmp_path / 'objcache'} -- nvcc"
-    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, UNSAFE)}", f"NVCC={nvcc}", "ARCH=sm_90", "NVCCFLAGS=-O3")
+    p = make_with_conf(EXAMPLE, tmp_path, UNSAFE, extra=(f"NVCC={sweeps_nvcc(tmp_path)}", "NVCCFLAGS=-O3"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "objcache: miss" in p.stderr + p.stdout
     exe = tmp_path / "build" / "host_heavy"

@@ -8,34 +8,20 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import sweep.node.objcache
 from sweep.node.build import classify_failure
 from sweep.space import check, load_space, make_config
+from tests.examples.conf_build import make_with_conf, sweeps_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"
-OBJCACHE = Path(sweep.node.objcache.__file__)
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 TILES_B = {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
 TOO_MUCH_SHARED = {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 64, "GEMM_TM": 8, "GEMM_TN": 8}  # 64 KB
-
-
-def conf_dir(tmp: Path, macros: dict[str, int]) -> Path:
-    folder = tmp / "conf"
-    folder.mkdir()
-    (folder / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
-    return folder
-
-
-def make(tmp: Path, *variables: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp / 'build'}", *variables],
-                          capture_output=True, text=True, timeout=600)
 
 
 def symbols(exe: Path) -> str:
@@ -43,7 +29,7 @@ def symbols(exe: Path) -> str:
 
 
 def test_tiled_gemm_builds_for_sm_90_with_its_default_tiles(tmp_path):
-    p = make(tmp_path, "ARCH=sm_90")
+    p = make_with_conf(EXAMPLE, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     exe = tmp_path / "build" / "tiled_gemm"
     assert exe.is_file()
@@ -53,9 +39,8 @@ def test_tiled_gemm_builds_for_sm_90_with_its_default_tiles(tmp_path):
 
 
 def test_tiled_gemm_takes_conf_cuh_from_conf_dir_through_the_sweeps_nvcc_and_an_arch_list(tmp_path):
-    nvcc = f"{sys.executable} -I {OBJCACHE} --dir {tmp_path / 'objcache'} -- nvcc"
-    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, TILES_B)}", f"NVCC={nvcc}", "ARCH=sm_80 sm_90",
-             "NVCCFLAGS=-O3")
+    p = make_with_conf(EXAMPLE, tmp_path, TILES_B, arch="sm_80 sm_90",
+                       extra=(f"NVCC={sweeps_nvcc(tmp_path)}", "NVCCFLAGS=-O3"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     exe = tmp_path / "build" / "tiled_gemm"
     assert "objcache: miss" in p.stderr + p.stdout
@@ -67,7 +52,7 @@ def test_tiled_gemm_takes_conf_cuh_from_conf_dir_through_the_sweeps_nvcc_and_an_
 
 
 def test_illegal_tiles_stop_the_build_at_the_static_assert_which_the_sweep_records_as_skipped(tmp_path):
-    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, TOO_MUCH_SHARED)}", "ARCH=sm_90")
+    p = make_with_conf(EXAMPLE, tmp_path, TOO_MUCH_SHARED)
     assert p.returncode != 0
     status, reason = classify_failure(p.stdout + p.stderr)
     assert status == "skipped"
@@ -129,7 +114,7 @@ def test_the_committed_brute_forces_measured_exactly_the_legal_set_and_agree_on_
 @pytest.mark.slow
 @pytest.mark.parametrize("tiles", [BIG_PATCH, ONE_EACH], ids=["T256x128_K8_P16x8", "T16x16_K64_P1x1"])
 def test_the_large_spaces_extreme_tiles_build(tmp_path, tiles):
-    p = make(tmp_path, f"CONF_DIR={conf_dir(tmp_path, tiles)}", "ARCH=sm_90")
+    p = make_with_conf(EXAMPLE, tmp_path, tiles)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     if shutil.which("nm"):
         t = tiles

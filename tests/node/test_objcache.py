@@ -77,10 +77,8 @@ def test_a_failing_compile_reports_the_compiler_error_and_caches_nothing(tmp_pat
     assert not any(cache.rglob("*.o"))
 
 
-# A stand-in for nvcc: `-E` prints the source, `--version` a version, `-c SRC -o OUT` writes a
-# 4 MiB object derived from SRC in 64 KiB pieces with pauses, so a writer that was not atomic
-# would be caught half-way by the others.
-FAKE_NVCC = r'''#!/usr/bin/env python3
+# What both stand-ins for nvcc share: `--version` prints a version, `-E` the source.
+NVCC_STAND_IN = r'''#!/usr/bin/env python3
 import hashlib, sys, time
 args = sys.argv[1:]
 if "--version" in args:
@@ -89,7 +87,11 @@ src = next(a for a in args if a.endswith(".cu"))
 text = open(src, "rb").read()
 if "-E" in args:
     sys.stdout.buffer.write(text); sys.exit(0)
-piece = hashlib.sha256(text).digest() * 2048
+'''
+
+# A stand-in for nvcc whose `-c SRC -o OUT` writes a 4 MiB object derived from SRC in 64 KiB pieces
+# with pauses, so a writer that was not atomic would be caught half-way by the others.
+FAKE_NVCC = NVCC_STAND_IN + r'''piece = hashlib.sha256(text).digest() * 2048
 with open(args[args.index("-o") + 1], "wb") as f:
     for _ in range(64):
         f.write(piece); f.flush(); time.sleep(0.005)
@@ -131,16 +133,7 @@ def test_many_concurrent_builders_of_one_object_share_one_whole_cache_entry(tmp_
     assert all("objcache: hit" in err for _, err in outs)
 
 
-QUICK_NVCC = r'''#!/usr/bin/env python3
-import sys
-args = sys.argv[1:]
-if "--version" in args:
-    print("fake nvcc 1.0"); sys.exit(0)
-src = next(a for a in args if a.endswith(".cu"))
-text = open(src, "rb").read()
-if "-E" in args:
-    sys.stdout.buffer.write(text); sys.exit(0)
-open(args[args.index("-o") + 1], "wb").write(b"OBJECT:" + text)
+QUICK_NVCC = NVCC_STAND_IN + r'''open(args[args.index("-o") + 1], "wb").write(b"OBJECT:" + text)
 '''
 
 
