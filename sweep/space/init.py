@@ -25,6 +25,9 @@ DEFAULT_MACRO = re.compile(r"^[ \t]*#[ \t]*ifndef[ \t]+(?P<name>[A-Z_][A-Z0-9_]*
                            re.M)
 CMAKE_EXECUTABLE = re.compile(r"add_executable\s*\(\s*([A-Za-z0-9_.+-]+)")
 MAKE_ALL = re.compile(r"^all\s*:(?P<deps>[^\n]*)$", re.M)
+MAKE_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::=|\?=|=)[ \t]*(?P<value>[^\n#]*)", re.M)
+MAKE_INCLUDE = re.compile(r"^-?include[ \t]+(?P<files>[^\n#]+)", re.M)
+MAKE_VARIABLE = re.compile(r"\$[({](?P<name>[A-Za-z_][A-Za-z0-9_]*)[)}]")
 SKIP_DIRS = ("build", ".git", "CMakeFiles")
 MAX_FILES = 2000
 
@@ -73,14 +76,50 @@ def guess_values(default: int) -> tuple[str, list[int]]:
 def build_system(program_dir: Path) -> tuple[str, str]:
     """("make" | "cmake", the program's guessed name): a Makefile that takes CONF_DIR is the
     target contract; else a CMakeLists.txt; else a Makefile anyway (the comments say what it must take)."""
-    mk, cm = program_dir / "Makefile", program_dir / "CMakeLists.txt"
-    mk_text = mk.read_text(errors="replace") if mk.is_file() else ""
+    mk_text = makefile_text(program_dir)
+    cm = program_dir / "CMakeLists.txt"
     if cm.is_file() and "CONF_DIR" not in mk_text:
         names = CMAKE_EXECUTABLE.findall(cm.read_text(errors="replace"))
         return "cmake", names[0] if names else program_dir.name
+    variables: dict[str, str] = {}
+    for a in MAKE_ASSIGN.finditer(mk_text):          # the first assignment wins: the Makefile's own
+        variables.setdefault(a.group("name"), a.group("value").strip())
     m = MAKE_ALL.search(mk_text)
-    words = [w.rsplit("/", 1)[-1] for w in (m.group("deps").split() if m else [])]
+    words = [expanded(w, variables).rsplit("/", 1)[-1] for w in (m.group("deps").split() if m else [])]
     return "make", next((w for w in words if re.fullmatch(r"[A-Za-z0-9_.+-]+", w)), program_dir.name)
+
+
+def makefile_text(program_dir: Path) -> str:
+    """The folder's Makefile, then the makefiles it includes where their paths resolve from the folder
+    (a leading variable that names the Makefile's own folder, one set from MAKEFILE_LIST or CURDIR,
+    read as that folder): an example's Makefile names its PROGRAM and includes the rules
+    (examples/common/program.mk). Read only, never run."""
+    mk = program_dir / "Makefile"
+    if not mk.is_file():
+        return ""
+    text = mk.read_text(errors="replace")
+    here = {a.group("name") for a in MAKE_ASSIGN.finditer(text)
+            if "MAKEFILE_LIST" in a.group("value") or "CURDIR" in a.group("value")} | {"CURDIR"}
+    parts = [text]
+    for inc in MAKE_INCLUDE.finditer(text):
+        for word in inc.group("files").split():
+            lead = MAKE_VARIABLE.match(word)
+            path = program_dir / word[lead.end():].lstrip("/") if lead and lead.group("name") in here else \
+                program_dir / word
+            if "$" not in str(path) and path.is_file():
+                parts.append(path.read_text(errors="replace"))
+    return "\n".join(parts)
+
+
+def expanded(word: str, variables: dict[str, str], depth: int = 4) -> str:
+    """`word` with each $(NAME) or ${NAME} of a simple assignment replaced by its value (nested ones
+    too, a few levels deep); the others stay as they are."""
+    for _ in range(depth):
+        new = MAKE_VARIABLE.sub(lambda v: variables.get(v.group("name"), v.group(0)), word)
+        if new == word:
+            break
+        word = new
+    return word
 
 
 def includes_conf(program_dir: Path) -> bool:

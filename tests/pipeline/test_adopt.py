@@ -109,6 +109,31 @@ def test_init_prints_to_stdout_with_the_folders_absolute_path(tmp_path):
     assert p.returncode == 0 and f"dir: {EXAMPLES / 'tiled_gemm'}" in p.stdout
 
 
+def test_init_names_the_program_of_a_copied_example_from_the_rules_its_makefile_includes(tmp_path):
+    """A user's copy of an example under another name: its Makefile sets PROGRAM and includes
+    ../common/program.mk, whose `all` builds $(BUILD_DIR)/$(PROGRAM)."""
+    shutil.copytree(EXAMPLES / "tiled_gemm", tmp_path / "my_gemm", ignore=shutil.ignore_patterns("build", "*.yaml"))
+    shutil.copytree(EXAMPLES / "common", tmp_path / "common")
+    data = yaml.safe_load(init_mod.starter(tmp_path / "my_gemm", tmp_path / "s.yaml", []))
+    assert data["target"]["name"] == "tiled_gemm" and data["target"]["profile"][0] == "{build}/tiled_gemm"
+    (tmp_path / "common" / "program.mk").unlink()        # the rules not found: the folder's name
+    data = yaml.safe_load(init_mod.starter(tmp_path / "my_gemm", tmp_path / "s.yaml", []))
+    assert data["target"]["profile"][0] == "{build}/my_gemm"
+
+
+def test_init_reads_variables_and_includes_but_never_runs_the_makefile(tmp_path):
+    src = tmp_path / "prog"
+    src.mkdir()
+    (src / "rules.mk").write_text("all: $(OUT)/$(NAME)\n\ttouch $(OUT)/ran\n")
+    (src / "main.cu").write_text("#ifndef SAXPY_BLOCK\n#define SAXPY_BLOCK 256\n#endif\n")
+    makefile = "NAME := {}\nOUT ?= build\nHERE := $(CURDIR)\ninclude $(HERE)/rules.mk\n"
+    (src / "Makefile").write_text(makefile.format("saxpy"))
+    assert init_mod.build_system(src) == ("make", "saxpy")
+    (src / "Makefile").write_text(makefile.format("saxpy_$(shell touch ran)"))
+    assert init_mod.build_system(src) == ("make", "prog")     # no program name: the folder's
+    assert sorted(p.name for p in src.iterdir()) == ["Makefile", "main.cu", "rules.mk"]
+
+
 def a_cmake_program(tmp_path: Path, include_conf: bool) -> Path:
     src = tmp_path / "prog"
     src.mkdir()
