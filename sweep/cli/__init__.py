@@ -257,7 +257,7 @@ def validate(args: argparse.Namespace) -> int:
     from sweep.pipeline import adopt
     from sweep.plan import validate as validate_mod
 
-    v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir)
+    v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir, args.strategy, args.budget)
     for line in validate_mod.lines(v):
         print(line)
     return EXIT_BAD_INPUT if v.unmatched else 0

@@ -151,6 +151,9 @@ def add_adopt_commands(sub: argparse._SubParsersAction) -> None:
     v.add_argument("space", type=Path, help="space file")
     v.add_argument("--build", type=Path, help="a dry run's job folder or a folder of built programs (default: a "
                                               "job folder of this space's earlier dry run under --jobs-dir)")
+    v.add_argument("--strategy", choices=STRATEGIES, help="plan with this strategy instead of the space's, as run's "
+                                                          "--strategy does (a T1 file names none)")
+    v.add_argument("--budget", type=int, help="evaluations at most, for learning and auto (as run's --budget)")
     _add_common(v)
 
 

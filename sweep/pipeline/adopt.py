@@ -55,10 +55,16 @@ def init(program_dir: Path, out: Path | None, build: Path | None = None) -> str:
     return text
 
 
-def validate(space_path: Path, build: Path | None = None, jobs_root: Path = paths.JOBS) -> validate_mod.Validation:
-    """Load, count and plan the space; check its kernel globs against `build`'s kernels, else
-    those of a job folder a previous (dry) run of it built."""
+def validate(space_path: Path, build: Path | None = None, jobs_root: Path = paths.JOBS, strategy: str | None = None,
+             budget: int | None = None) -> validate_mod.Validation:
+    """Load, count and plan the space (with `strategy` and `budget` overriding the file's, as `run`'s
+    options do); check its kernel globs against `build`'s kernels, else those of a job folder a
+    previous (dry) run of it built."""
     space = target.load(space_path)
+    if strategy is not None or budget is not None:
+        from sweep.pipeline.driver import apply_overrides    # the run's own overrides; imported here, once asked
+        space = apply_overrides(space, strategy=strategy,
+                                strategy_options={"budget": str(budget)} if budget is not None else None)
     if build is not None:
         if not Path(build).is_dir():
             raise SweepError(f"--build {build}: no such folder; give a job folder of a dry run or a folder of built programs")

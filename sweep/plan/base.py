@@ -169,8 +169,10 @@ def grid_points(space: Space, params=None) -> Iterator[Config]:
 def check_grid_size(space: Space) -> int:
     n, product = space.size()
     if n > GRID_LIMIT:
-        raise SweepError(f"{space.path}: the grid has {n:,} points ({product}), over {GRID_LIMIT:,}; "
-                         "use strategy: factorized or random (samples: N), or fewer values")
+        fix = ("a T1 file names no strategy: give one on the command line, --strategy learning (or auto, random)"
+               if space.target.replay_only else "use strategy: learning, factorized or random (samples: N) in "
+                                                "the file or --strategy on the command line, or fewer values")
+        raise SweepError(f"{space.path}: the grid has {n:,} points ({product}), over {GRID_LIMIT:,}; {fix}")
     return n
 
 

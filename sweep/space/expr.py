@@ -1,8 +1,10 @@
 """Constraint expressions: a small, safe subset of Python over macro names.
 
 Allowed: integers, macro names, + - * / // % ** & | << >>, comparisons,
-and/or/not, `x if c else y`, min/max/abs. Nothing else parses into something
-that runs: no attributes, subscripts, lambdas, other calls or names.
+membership in a list of integers (`X in [32, 64]`, `X not in (3, 5)`: what Kernel
+Tuner's restrictions and T1 conditions write), and/or/not, `x if c else y`,
+min/max/abs. Nothing else parses into something that runs: no attributes,
+subscripts, lambdas, other calls or names.
 
 An expression is bounded before it is parsed (MAX_CHARS characters) and after
 (MAX_DEPTH levels of syntax tree), so a hostile space file cannot exhaust the
@@ -53,11 +55,17 @@ def _bounded_lshift(value: Any, shift: Any) -> Any:
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.LShift,
            ast.RShift)
 _CMPOPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_MEMBERSHIP = (ast.In, ast.NotIn)          # only against a literal list of integers (_members)
+_COLLECTIONS = (ast.List, ast.Tuple, ast.Set)
+MAX_MEMBERS = 1024                         # integers in one such list
+ALLOWED = ("integers, parameter names, + - * / // % ** & | << >>, comparisons, `X in [32, 64]` (a list of integers), "
+           "and/or/not, min/max/abs")
 FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs}
 _BOUNDED = {ast.Pow: "_bounded_pow", ast.LShift: "_bounded_lshift"}
 _GLOBALS = {"__builtins__": {}, "_bounded_pow": _bounded_pow, "_bounded_lshift": _bounded_lshift, **FUNCTIONS}
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.IfExp,
-                  ast.Constant, ast.Name, ast.Load, ast.And, ast.Or, ast.USub, ast.Not, *_BINOPS, *_CMPOPS)
+                  ast.Constant, ast.Name, ast.Load, ast.And, ast.Or, ast.USub, ast.Not, *_BINOPS, *_CMPOPS,
+                  *_MEMBERSHIP)
 
 
 def evaluate(expr: str, names: Mapping[str, int]) -> Any:
@@ -123,8 +131,7 @@ def validate(expr: str, known: set[str], where: str) -> None:
     # if/else short-circuit, so a probe never visits every branch.
     bad = _disallowed(tree)
     if bad is not None:
-        raise SweepError(f"{where}: {_shown(expr)} uses {bad}, which constraints do not allow; use integers, parameter "
-                         "names, + - * / // % ** & | << >>, comparisons, and/or/not, min/max/abs")
+        raise SweepError(f"{where}: {_shown(expr)} uses {bad}, which constraints do not allow; use {ALLOWED}")
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in known and node.id not in FUNCTIONS:
             raise SweepError(f"{where}: {_shown(expr)} names {node.id!r}, which is not a parameter of this space; "
@@ -187,7 +194,12 @@ def _depth(tree: ast.AST) -> int:
 def _disallowed(tree: ast.AST) -> str | None:
     """The first construct of `tree` that constraints do not allow, described; None if all are allowed."""
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    members = _members(tree)
+    if isinstance(members, str):
+        return members
     for node in ast.walk(tree):
+        if isinstance(node, _COLLECTIONS) and id(node) in members:
+            continue
         if not isinstance(node, _ALLOWED_NODES):
             if isinstance(node, ast.expr):
                 return f"{type(node).__name__.lower()} {ast.unparse(node)!r}"
@@ -203,3 +215,27 @@ def _disallowed(tree: ast.AST) -> str | None:
         if isinstance(node, ast.Name) and node.id in FUNCTIONS and id(node) not in called:
             return f"{node.id} without calling it"
     return None
+
+
+def _members(tree: ast.AST) -> set[int] | str:
+    """The ids of the lists that `in` and `not in` test against, each of integers alone (a
+    constant, or a negated one); or what is wrong with the first that is not."""
+    lists: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for op, right in zip(node.ops, node.comparators):
+            if not isinstance(op, _MEMBERSHIP):
+                continue
+            if not (isinstance(right, _COLLECTIONS) and 0 < len(right.elts) <= MAX_MEMBERS
+                    and all(_integer(e) for e in right.elts)):
+                return (f"{ast.unparse(node)!r} (in and not in take a list of 1 to {MAX_MEMBERS} integers, "
+                        f"e.g. X in [32, 64])")
+            lists.add(id(right))
+    return lists
+
+
+def _integer(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)

@@ -207,6 +207,28 @@ def test_validate_of_a_learning_or_auto_space_says_what_the_search_will_do(tmp_p
     assert says in p.stdout
 
 
+def test_validate_plans_with_the_strategy_and_budget_given_on_the_command_line(tmp_path):
+    path = toy(tmp_path, constraints=[{"expr": "ALPHA_BLOCK <= 256", "why": "at most 256"}])
+    p = cli("validate", str(path), "--strategy", "learning", "--budget", "5")
+    assert p.returncode == 0, p.stderr
+    assert "strategy learning: 16 legal points; at most 5 evaluations" in p.stdout
+    p = cli("validate", str(path), "--budget", "0", "--strategy", "learning")
+    assert p.returncode == 1 and "budget" in p.stderr and "\n" not in p.stderr.strip()
+
+
+def test_validate_of_a_t1_space_too_large_for_the_grid_says_to_name_a_strategy(tmp_path):
+    t1 = json.loads((ROOT / "tests" / "data" / "benchmark_spaces" / "convolution_milo.T1.json").read_text())
+    for p in t1["ConfigurationSpace"]["TuningParameters"]:
+        if p["Name"] in ("filter_height", "filter_width"):
+            p["Values"] = str(list(range(1, 31)))     # 10,240 x 900 points: over the grid's limit
+    path = tmp_path / "wide.T1.json"
+    path.write_text(json.dumps(t1))
+    p = cli("validate", str(path))
+    assert p.returncode == 1 and "a T1 file names no strategy" in p.stderr and "--strategy learning" in p.stderr
+    p = cli("validate", str(path), "--strategy", "learning")
+    assert p.returncode == 0 and "strategy learning: a 9,216,000-point grid" in p.stdout, p.stdout + p.stderr
+
+
 def test_validate_checks_the_globs_against_a_builds_kernels_and_exits_1_on_one_matching_none(tmp_path):
     build = tmp_path / "job"
     build.mkdir()

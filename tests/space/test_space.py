@@ -335,6 +335,8 @@ def test_constraint_that_cannot_be_evaluated_makes_the_config_illegal(tmp_path, 
     ("(A if A > 1 else 10) == 10", 2, False),
     ("not A == 2 and A >= 1", 1, True),
     ("1 <= A < 2", 2, False),
+    ("A in [2, 3] and A not in (1, -1)", 2, True),
+    ("A in {2} or A not in [1]", 1, False),
     ("A * 3 // 2 % 2 == 1 and A ** 2 - 1 == 3 and A << 2 | 1 == 9 and A >> 1 & 1 == 1 and -A + 4 == 2 and A / 4 == 0.5", 2, True),
 ])
 def test_allowed_constraint_syntax_evaluates_like_python(tmp_path, expr, a, legal):
@@ -523,6 +525,8 @@ def test_full_space_loads_factorized_with_its_kernel_rules():
     "A.__class__.__base__.__subclasses__() == 0",
     "[c for c in ().__class__.__bases__] == 0",
     "A if A > 0 else open('{marker}', 'w')",
+    "A in [__import__('os').system('touch {marker}')]",
+    "A in [1, 2] + [__import__('os').system('touch {marker}')]",
 ])
 def test_constraint_expressions_cannot_execute_code(tmp_path, payload):
     marker = tmp_path / "pwned"

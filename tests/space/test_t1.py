@@ -45,8 +45,21 @@ def test_t1_conditions_are_translated_into_the_constraint_language_and_hold_as_w
     assert s.size()[0] == 10240
 
 
+def test_a_t1_membership_condition_is_translated_and_holds_as_written(tmp_path):
+    path = write(tmp_path, lambda d: d["ConfigurationSpace"]["Conditions"].append(
+        {"Expression": "block_size_x in [32, 64] or block_size_y not in (1, 2)", "Parameters": []}))
+    s = target.load(path)
+    assert s.constraints[-1].expr == "BLOCK_SIZE_X in [32, 64] or BLOCK_SIZE_Y not in (1, 2)"
+    base = {"BLOCK_SIZE_X": 16, "BLOCK_SIZE_Y": 1, "TILE_SIZE_X": 1, "TILE_SIZE_Y": 1, "READ_ONLY": 0,
+            "USE_PADDING": 0, "USE_SHMEM": 0, "USE_CMEM": 1, "FILTER_HEIGHT": 15, "FILTER_WIDTH": 15}
+    assert "BLOCK_SIZE_X in [32, 64]" in check(s, make_config(s, base))
+    assert check(s, make_config(s, {**base, "BLOCK_SIZE_X": 64})) is None
+    assert check(s, make_config(s, {**base, "BLOCK_SIZE_Y": 4})) is None
+
+
 @pytest.mark.parametrize("expression, says", [
-    ("block_size_x in [16, 32]", "In"),
+    ("block_size_x in [16, block_size_y]", "in and not in take a list of 1 to 1024 integers"),
+    ("block_size_x in range(16, 33)", "in and not in take a list"),
     ("len(block_size_x) > 1", "a call to len"),
     ("block_size_z > 1", "'block_size_z'"),
     ("block_size_x.bit_length() < 4", "a call to block_size_x.bit_length"),
