@@ -45,10 +45,8 @@ def run(args: argparse.Namespace) -> int:
                             confirm=not args.no_confirm, certify=args.certify, report=not args.no_report,
                             replay_from=args.replay_from.expanduser().resolve() if args.replay_from else None, **tools)
     options = dict(o.partition("=")[::2] for o in args.strategy_option)
-    if args.budget is not None:
-        options["budget"] = str(args.budget)
     s = pipeline.run(paths.shipped_file(args.space), opts, strategy_options=options or None, name=args.name, strategy=args.strategy, backend=args.backend,
-                     samples=args.samples, slurm=slurm or None, overlap=args.overlap)
+                     samples=args.samples, budget=args.budget, slurm=slurm or None, overlap=args.overlap)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
     if s.best:

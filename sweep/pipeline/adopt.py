@@ -63,8 +63,7 @@ def validate(space_path: Path, build: Path | None = None, jobs_root: Path = path
     space = target.load(space_path)
     if strategy is not None or budget is not None:
         from sweep.pipeline.driver import apply_overrides    # the run's own overrides; imported here, once asked
-        space = apply_overrides(space, strategy=strategy,
-                                strategy_options={"budget": str(budget)} if budget is not None else None)
+        space = apply_overrides(space, strategy=strategy, budget=budget)
     if build is not None:
         if not Path(build).is_dir():
             raise SweepError(f"--build {build}: no such folder; give a job folder of a dry run or a folder of built programs")

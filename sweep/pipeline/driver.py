@@ -98,8 +98,21 @@ def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
     return dataclasses.replace(space.strategy, options=tuple(sorted(values.items())))
 
 
+def _with_option(space: Space, name: str, value: int) -> Space:
+    """The space's strategy with option `name` (given as --NAME on the command line) set to `value`,
+    checked against what the strategy declares; refused naming the strategies that take it."""
+    spec = strategies.spec(space)
+    option = next((o for o in spec.options if o.name == name), None)
+    if option is None:
+        takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == name for o in s.options)]
+        raise SweepError(f"--{name} {value}: strategy {spec.name} takes no {name} (it plans its own points); add "
+                         f"--strategy {' or --strategy '.join(takers)}, or drop --{name}")
+    option.check(value, f"--{name}")
+    return dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, **{name: value}))
+
+
 def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
-                    samples: int | None = None, slurm: dict[str, Any] | None = None,
+                    samples: int | None = None, budget: int | None = None, slurm: dict[str, Any] | None = None,
                     strategy_options: dict[str, str] | None = None, overlap: bool | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
@@ -111,15 +124,9 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
-    if samples is not None:   # 0 is a value to refuse, not "not given"
-        spec = strategies.spec(space)
-        option = next((o for o in spec.options if o.name == "samples"), None)
-        if option is None:
-            takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == "samples" for o in s.options)]
-            raise SweepError(f"--samples {samples}: strategy {spec.name} does not take samples (it plans its own "
-                             f"points); add --strategy {' or --strategy '.join(takers)}, or drop --samples")
-        option.check(samples, "--samples")
-        space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, samples=samples))
+    for option_name, value in (("samples", samples), ("budget", budget)):
+        if value is not None:   # 0 is a value to refuse, not "not given"
+            space = _with_option(space, option_name, value)
     if strategy_options:
         space = dataclasses.replace(space, strategy=strategy_option_values(space, strategy_options))
     if backend:

@@ -135,14 +135,17 @@ def test_profiler_flags_reach_the_jobs_config(monkeypatch, tmp_path):
     assert seen["nsys"] == str(fake.resolve()) and "NSYS" not in __import__("os").environ
 
 
-@pytest.mark.parametrize("samples, strategy, fragment", [
-    ("-1", "random", "--samples: -1 must be an integer from 1"),
-    ("0", "random", "--samples: 0 must be an integer from 1"),
-    ("5", None, "--samples 5: strategy grid does not take samples"),
-], ids=["negative", "zero", "grid"])
-def test_a_samples_option_the_strategy_cannot_use_is_refused_in_one_line(write_space, tmp_path, capsys, samples,
-                                                                          strategy, fragment):
-    args = ["run", str(write_space()), "--samples", samples, "--dry-run", "--arch", "sm_90",
+@pytest.mark.parametrize("flag, value, strategy, fragment", [
+    ("--samples", "-1", "random", "--samples: -1 must be an integer from 1"),
+    ("--samples", "0", "random", "--samples: 0 must be an integer from 1"),
+    ("--samples", "5", None, "--samples 5: strategy grid takes no samples"),
+    ("--budget", "0", "learning", "--budget: 0 must be an integer from 1"),
+    ("--budget", "5", None, "--budget 5: strategy grid takes no budget (it plans its own points); add --strategy "
+                            "learning or --strategy auto"),
+], ids=["negative", "zero", "grid", "zero budget", "grid budget"])
+def test_a_samples_or_budget_the_strategy_cannot_use_is_refused_in_one_line_naming_the_flag(
+        write_space, tmp_path, capsys, flag, value, strategy, fragment):
+    args = ["run", str(write_space()), flag, value, "--dry-run", "--arch", "sm_90",
             "--jobs-dir", str(tmp_path / "j")] + (["--strategy", strategy] if strategy else [])
     assert cli.main(args) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
