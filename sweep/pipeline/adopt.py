@@ -11,6 +11,7 @@ from pathlib import Path
 from sweep.core import atomic, paths
 from sweep.core.errors import SweepError
 from sweep.node import resources
+from sweep.pipeline.overrides import apply_overrides
 from sweep.plan import validate as validate_mod
 from sweep.space import init as init_mod, target
 
@@ -62,7 +63,6 @@ def validate(space_path: Path, build: Path | None = None, jobs_root: Path = path
     previous (dry) run of it built."""
     space = target.load(space_path)
     if strategy is not None or budget is not None:
-        from sweep.pipeline.driver import apply_overrides    # the run's own overrides; imported here, once asked
         space = apply_overrides(space, strategy=strategy, budget=budget)
     if build is not None:
         if not Path(build).is_dir():

@@ -46,7 +46,7 @@ def test_the_space_turns_overlap_off_with_one_setting_and_refuses_a_non_boolean(
 
 def test_no_overlap_on_the_command_line_overrides_the_space(write_space):
     from sweep.cli.parser import build_parser
-    from sweep.pipeline.driver import apply_overrides
+    from sweep.pipeline.overrides import apply_overrides
 
     args = build_parser().parse_args(["run", "toy.yaml", "--no-overlap"])
     assert args.overlap is False and build_parser().parse_args(["run", "toy.yaml"]).overlap is None

@@ -150,7 +150,7 @@ def test_every_shipped_space_file_loads_and_plans(path):
 
 
 def test_a_command_line_strategy_override_reads_its_own_options():
-    from sweep.pipeline.driver import apply_overrides
+    from sweep.pipeline.overrides import apply_overrides
 
     s = target.load(ROOT / "spaces" / "factorized_check.yaml")           # factorized, seed 3
     r = apply_overrides(s, strategy="random", samples=4)
