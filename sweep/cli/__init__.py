@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                             replay_from=args.replay_from.expanduser().resolve() if args.replay_from else None, **tools)
     options = dict(o.partition("=")[::2] for o in args.strategy_option)
     s = pipeline.run(paths.shipped_file(args.space), opts, strategy_options=options or None, name=args.name, strategy=args.strategy, backend=args.backend,
-                     samples=args.samples, budget=args.budget, slurm=slurm or None, overlap=args.overlap)
+                     samples=args.samples, budget=args.budget, start_from=args.start_from, slurm=slurm or None,
+                     overlap=args.overlap)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
     print(f"\n{s.sweep}: {counts or 'nothing new to run'} in {s.seconds:.0f} s")
     if s.best:
@@ -255,7 +256,8 @@ def validate(args: argparse.Namespace) -> int:
     from sweep.pipeline import adopt
     from sweep.plan import validate as validate_mod
 
-    v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir, args.strategy, args.budget)
+    v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir, args.strategy, args.budget,
+                       args.start_from)
     for line in validate_mod.lines(v):
         print(line)
     return EXIT_BAD_INPUT if v.unmatched else 0
@@ -266,7 +268,7 @@ def choose(args: argparse.Namespace) -> int:
 
     names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
     for line in choose_mod.run(paths.shipped_file(args.space), args.replay_from, names, args.seeds, args.budgets,
-                               args.parallel, args.jobs, args.json):
+                               args.parallel, args.jobs, args.json, args.start_from):
         print(terminal_safe(line))      # a recording's device and a program's kernel names are its own words
     return 0
 

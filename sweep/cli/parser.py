@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strategy", choices=STRATEGIES, help="override the space's strategy")
     r.add_argument("--samples", type=int, help="points for random / trials for optuna")
     r.add_argument("--budget", type=int, help="evaluations at most, for learning and auto")
+    r.add_argument("--start-from", type=Path, metavar="RECORDING",
+                   help="learning, auto: propose first the fastest configurations of this recording of the space "
+                        "(a Kernel Tuner cache, T4 results or a sweep's results/<name>/, e.g. another GPU's)")
     r.add_argument("--strategy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="set one of the strategy's options (repeatable), e.g. whole=20 for auto")
     r.add_argument("--name", help="sweep name (default: the space's name); results go to results/<name>/")
@@ -154,6 +157,7 @@ def add_adopt_commands(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--strategy", choices=STRATEGIES, help="plan with this strategy instead of the space's, as run's "
                                                           "--strategy does (a T1 file names none)")
     v.add_argument("--budget", type=int, help="evaluations at most, for learning and auto (as run's --budget)")
+    v.add_argument("--start-from", type=Path, metavar="RECORDING", help="as run's --start-from")
     _add_common(v)
 
 
@@ -191,3 +195,6 @@ def add_choose_command(sub: argparse._SubParsersAction) -> None:
                    help="runs replayed at once, a process each (default: the CPUs, at most 8); the same runs "
                         "whatever the number")
     c.add_argument("--json", type=Path, metavar="FILE", help="also write every run's answers here (a new file)")
+    c.add_argument("--start-from", type=Path, metavar="RECORDING",
+                   help="also run each strategy that takes a warm start (learning, auto) from this other recording of "
+                        "the space (e.g. another GPU's), as <name>+start, beside its cold runs")

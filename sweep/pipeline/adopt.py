@@ -11,6 +11,7 @@ from pathlib import Path
 from sweep.core import atomic, paths
 from sweep.core.errors import SweepError
 from sweep.node import resources
+from sweep.pipeline import recorded
 from sweep.pipeline.overrides import apply_overrides
 from sweep.plan import validate as validate_mod
 from sweep.space import init as init_mod, target
@@ -57,21 +58,20 @@ def init(program_dir: Path, out: Path | None, build: Path | None = None) -> str:
 
 
 def validate(space_path: Path, build: Path | None = None, jobs_root: Path = paths.JOBS, strategy: str | None = None,
-             budget: int | None = None) -> validate_mod.Validation:
-    """Load, count and plan the space (with `strategy` and `budget` overriding the file's, as `run`'s
-    options do); check its kernel globs against `build`'s kernels, else those of a job folder a
-    previous (dry) run of it built."""
-    space = target.load(space_path)
-    if strategy is not None or budget is not None:
-        space = apply_overrides(space, strategy=strategy, budget=budget)
+             budget: int | None = None, start_from: Path | None = None) -> validate_mod.Validation:
+    """Load, count and plan the space (with `strategy`, `budget` and `start_from` overriding the file's,
+    as `run`'s options do; a warm start's recording read as the run would read it); check its kernel
+    globs against `build`'s kernels, else those of a job folder a previous (dry) run of it built."""
+    space = apply_overrides(target.load(space_path), strategy=strategy, budget=budget, start_from=start_from)
+    warm = recorded.start_points(space)
     if build is not None:
         if not Path(build).is_dir():
             raise SweepError(f"--build {build}: no such folder; give a job folder of a dry run or a folder of built programs")
-        return validate_mod.validate(space, kernel_names(build), str(build))
+        return validate_mod.validate(space, kernel_names(build), str(build), warm)
     sweep_dir = Path(jobs_root) / space.name
     for job in sorted(sweep_dir.glob("*/build.log")) if sweep_dir.is_dir() else []:
         names = kernel_names(job.parent)
         if names:
-            return validate_mod.validate(space, names, str(job.parent))
-    return validate_mod.validate(space)
+            return validate_mod.validate(space, names, str(job.parent), warm)
+    return validate_mod.validate(space, warm=warm)
 

@@ -36,26 +36,15 @@ from typing import Any, Callable, Sequence
 from sweep import plan as strategies
 from sweep.core import atomic
 from sweep.core.errors import SweepError
-from sweep.decide.select import objective_ns
 from sweep.dispatch import replay
 from sweep.plan.base import Ticker
 from sweep.plan.learned import legal_points
-from sweep.records import Status
-from sweep.space import Config, Space, Strategy, check, make_config, target
+from sweep.pipeline import recorded
+from sweep.pipeline.recorded import Answer, answerer, legal_recorded
+from sweep.space import Config, Space, Strategy, target
 
 DEFAULT_STRATEGIES = ("learning", "optuna", "random")
 DEFAULT_BUDGETS = (25, 50, 100)
-NOT_RECORDED = str(Status.SKIPPED)   # what the replay executor tells a strategy of a configuration the recording lacks
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """One configuration as the recording answers it."""
-
-    objective_ns: float | None      # None: it failed, or the recording lacks it
-    failure: str | None
-    cost_s: float                   # what it cost the GPU it was recorded on
-    recorded: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,52 +77,28 @@ class Reference:
     recording_cost_s: float         # what the recorded legal configurations cost, together
 
 
-def answerer(space: Space, idx: replay.Index) -> Callable[[Config], Answer]:
-    """A configuration's answer from the recording, as the replay executor gives it to a sweep."""
-    def answer(c: Config) -> Answer:
-        e = idx.lookup(c.as_dict())
-        if e is None:
-            return Answer(None, NOT_RECORDED, 0.0, recorded=False)
-        if e.status != Status.OK:
-            return Answer(None, str(e.status), e.cost_s)
-        value = objective_ns(space, idx.measurements(e))
-        if not (math.isfinite(value) and value > 0):
-            return Answer(None, "failed", e.cost_s)
-        return Answer(value, None, e.cost_s)
-    return answer
-
-
 def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer]) -> Reference:
     """The best recorded objective among the space's legal configurations, and how much of the legal set was recorded."""
-    values = {p.macro: set(p.values) for p in space.swept}
-    best: tuple[float, Config] | None = None
-    n, cost = 0, 0.0
-    for k in idx.entries:
-        if any(m in values and v not in values[m] for m, v in zip(idx.macros, k)):
-            continue                            # a value this space does not sweep
-        c = make_config(space, {m: v for m, v in zip(idx.macros, k) if m in values})
-        if c.values != tuple(zip(idx.macros, k)) or check(space, c) is not None:
-            continue
-        a = answer(c)
-        n += 1
-        cost += a.cost_s
-        if a.objective_ns is not None and (best is None or a.objective_ns < best[0]):
-            best = (a.objective_ns, c)
-    if best is None:
-        raise SweepError(f"--from {idx.recording.path}: none of the {n} legal configurations of {space.path} it records "
-                         "has a time; give a recording with measured configurations of this space")
+    held = legal_recorded(space, idx, answer)
+    timed = [(a.objective_ns, c) for c, a in held if a.objective_ns is not None]
+    if not timed:
+        raise SweepError(f"--from {idx.recording.path}: none of the {len(held)} legal configurations of {space.path} it "
+                         "records has a time; give a recording with measured configurations of this space")
+    best_ns, best = min(timed, key=lambda t: t[0])
     points = legal_points(space)
-    return Reference(best[0], best[1], n, len(points) if points is not None else None, cost)
+    return Reference(best_ns, best, len(held), len(points) if points is not None else None,
+                     sum(a.cost_s for _, a in held))
 
 
-def strategy_space(space: Space, name: str, seed: int, budget: int) -> Space:
+def strategy_space(space: Space, name: str, seed: int, budget: int, start_from: str = "") -> Space:
     """`space` with strategy `name`: the file's options where it names that strategy, else the
-    declared defaults, with this run's seed and budget."""
+    declared defaults, with this run's seed and budget, and start_from where given (else none: a
+    warm start runs only where asked, beside the cold one)."""
     if name not in strategies.REGISTRY:
         raise SweepError(f"--strategies {name}: not a strategy; choose from {', '.join(strategies.STRATEGIES)}")
     declared = {o.name for o in strategies.REGISTRY[name].options}
     options = dict(space.strategy.options) if space.strategy.name == name else {}
-    for key, value in (("seed", seed), ("budget", budget), ("samples", budget)):
+    for key, value in (("seed", seed), ("budget", budget), ("samples", budget), ("start_from", start_from)):
         if key in declared:
             options[key] = value
     return dataclasses.replace(space, strategy=Strategy(name, options))
@@ -142,7 +107,7 @@ def strategy_space(space: Space, name: str, seed: int, budget: int) -> Space:
 def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, parallel: int) -> tuple[Answer, ...] | str:
     """One run of the space's strategy: up to `budget` configurations, `parallel` awaiting their
     answers at most, the oldest told first. Returns the answers, and why the strategy stopped."""
-    search = strategies.start(space)
+    search = strategies.start(space, warm=recorded.start_points(space))
     answers: list[Answer] = []
     waiting: deque[Config] = deque()
     while len(answers) < budget:
@@ -159,10 +124,12 @@ def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, pa
 
 
 def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
-            budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1) -> tuple[Reference, list[Run]]:
+            budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1,
+            start_from: Path | None = None) -> tuple[Reference, list[Run]]:
     """Every strategy of `names` replayed from `recording`, `seeds` runs each (one where it takes no
     seed), on `jobs` processes (each run depends only on its strategy and seed: the same runs whatever
-    the number)."""
+    the number). With `start_from`, each strategy that takes a warm start runs again from that
+    recording's fastest configurations, as "<name>+start"."""
     if seeds < 1 or parallel < 1 or jobs < 1 or not budgets or min(budgets) < 1:
         raise SweepError("--seeds, --parallel, --jobs and every budget must be at least 1")
     for name in names:
@@ -170,7 +137,15 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     idx = replay.index(space, recording)
     answer = answerer(space, idx)
     ref = reference(space, idx, answer)
-    plan = [(name, seed, max(budgets), parallel) for name in names
+    warm = str(Path(start_from).expanduser().resolve()) if start_from is not None else ""
+    starts = [n for n in names if warm and any(o.name == "start_from" for o in strategies.REGISTRY[n].options)]
+    if warm and not starts:
+        raise SweepError(f"--start-from {start_from}: none of {', '.join(names)} takes a warm start; add learning or auto "
+                         "to --strategies")
+    for name in starts[:1]:                          # a recording that cannot start this space is refused now
+        recorded.start_points(strategy_space(space, name, 0, 1, warm))
+    plan = [(name, seed, max(budgets), parallel, start) for name in names
+            for start in ("", *([warm] if name in starts else []))
             for seed in range(seeds if any(o.name == "seed" for o in strategies.REGISTRY[name].options) else 1)]
     tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
     runs: list[Run] = []
@@ -188,10 +163,10 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     return ref, runs
 
 
-def _run_task(space: Space, answer: Callable[[Config], Answer], task: tuple[str, int, int, int]) -> Run:
-    name, seed, budget, parallel = task
-    answers, stopped = replay_run(strategy_space(space, name, seed, budget), answer, budget, parallel)
-    return Run(name, seed, answers, stopped)
+def _run_task(space: Space, answer: Callable[[Config], Answer], task: tuple[str, int, int, int, str]) -> Run:
+    name, seed, budget, parallel, start = task
+    answers, stopped = replay_run(strategy_space(space, name, seed, budget, start), answer, budget, parallel)
+    return Run(name + ("+start" if start else ""), seed, answers, stopped)
 
 
 _WORKER: dict[str, Any] = {}       # a worker process's space and recording answerer (_start_worker)
@@ -202,7 +177,7 @@ def _start_worker(space: Space, recording: Path) -> None:
     _WORKER.update(space=space, answer=answerer(space, idx))
 
 
-def _one_run(task: tuple[str, int, int, int]) -> Run:
+def _one_run(task: tuple[str, int, int, int, str]) -> Run:
     return _run_task(_WORKER["space"], _WORKER["answer"], task)
 
 
@@ -262,12 +237,13 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
            f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded"]
     note = replay.objective_note(rec)
     out += [note, ""] if note else [""]
-    head = f"{'strategy':<10} {'runs':>4} " + " ".join(f"{'best@' + str(b) + ' med [q1, q3]':>24}" for b in budgets) \
+    w = max([10, *(len(n) for n in rows)])
+    head = f"{'strategy':<{w}} {'runs':>4} " + " ".join(f"{'best@' + str(b) + ' med [q1, q3]':>24}" for b in budgets) \
         + f" {'evals':>6} {'to 1% (GPU-s)':>16} {'to 5% (GPU-s)':>16} {'unrecorded':>10}"
     out += [head, "-" * len(head)]
     for name, row in rows.items():
         cells = " ".join(f"{_ratio(row[b][1]):>7} [{_ratio(row[b][0]):>6}, {_ratio(row[b][2]):>6}]" for b in budgets)
-        out.append(f"{name:<10} {row['runs']:>4} {cells} {row['evals']:>6g} {row['to1']:>16} {row['to5']:>16} "
+        out.append(f"{name:<{w}} {row['runs']:>4} {cells} {row['evals']:>6g} {row['to1']:>16} {row['to5']:>16} "
                    f"{row['unrecorded']:>10}")
     out.append("")
     lows = []
@@ -310,13 +286,17 @@ def new_file(path: Path) -> Path:
 
 def run(space_path: Path, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
         budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1,
-        json_path: Path | None = None) -> list[str]:
-    """`config-sweep choose`: the space file's strategies compared on `recording`; the lines to print
-    (and every run's answers written to `json_path`, a new file, where given)."""
+        json_path: Path | None = None, start_from: Path | None = None) -> list[str]:
+    """`config-sweep choose`: the space file's strategies compared on `recording` (and, with
+    `start_from`, warm-started from that recording too); the lines to print (and every run's answers
+    written to `json_path`, a new file, where given)."""
     out = new_file(json_path) if json_path is not None else None        # refused before any run
     space = target.load(space_path)
-    ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs)
+    ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs, start_from)
     shown = lines(space, recording, ref, runs, budgets)
+    if start_from is not None:
+        shown.insert(-1, f"+start: the same strategy, its first proposals the fastest legal configurations recorded in "
+                         f"{Path(start_from).name} (--start-from; run's --start-from does the same)")
     if out is not None:
         atomic.write_json(new_file(out), to_json(ref, runs, budgets))
         shown.append(f"wrote {out}")

@@ -31,6 +31,7 @@ from sweep.node import render, sampling
 from sweep.pipeline import finish as finish_mod, folders
 from sweep.space import target
 from sweep.node.lock import DriverLock
+from sweep.pipeline import recorded
 from sweep.pipeline.overrides import apply_overrides
 from sweep.pipeline.preflight import preflight
 from sweep.dispatch import replay
@@ -231,7 +232,7 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     if replaying:   # a replayed result is the recording's: never taken for a GPU's measurement, nor another's
         digest = replay.identity(digest, opts.replay_from)
     prepared = TargetPrepare(space, opts.jobs_root, skip=opts.dry_run or replaying)
-    search = strategies.start(space)
+    search = strategies.start(space, warm=recorded.start_points(space))
     n, product = space.size()
     note = getattr(search, "note", "") or getattr(getattr(search, "plan", None), "note", "") \
         or f"{space.strategy.name}: up to {space.strategy.samples} trials"

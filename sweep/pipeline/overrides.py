@@ -5,6 +5,7 @@ over the file; each value is checked as the file's would be, and refused naming 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from sweep import plan as strategies, profile
@@ -31,22 +32,24 @@ def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
     return dataclasses.replace(space.strategy, options=tuple(sorted(values.items())))
 
 
-def _with_option(space: Space, name: str, value: int) -> Space:
-    """The space's strategy with option `name` (given as --NAME on the command line) set to `value`,
-    checked against what the strategy declares; refused naming the strategies that take it."""
+def _with_option(space: Space, name: str, value: Any) -> Space:
+    """The space's strategy with option `name` (given as --NAME on the command line, _ as -) set to
+    `value`, checked against what the strategy declares; refused naming the strategies that take it."""
     spec = strategies.spec(space)
     option = next((o for o in spec.options if o.name == name), None)
+    flag = "--" + name.replace("_", "-")
     if option is None:
         takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == name for o in s.options)]
-        raise SweepError(f"--{name} {value}: strategy {spec.name} takes no {name} (it plans its own points); add "
-                         f"--strategy {' or --strategy '.join(takers)}, or drop --{name}")
-    option.check(value, f"--{name}")
+        raise SweepError(f"{flag} {value}: strategy {spec.name} takes no {name.replace('_', ' ')} (it plans its own "
+                         f"points); add --strategy {' or --strategy '.join(takers)}, or drop {flag}")
+    option.check(value, flag)
     return dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, **{name: value}))
 
 
 def apply_overrides(space: Space, *, name: str | None = None, strategy: str | None = None, backend: str | None = None,
-                    samples: int | None = None, budget: int | None = None, slurm: dict[str, Any] | None = None,
-                    strategy_options: dict[str, str] | None = None, overlap: bool | None = None) -> Space:
+                    samples: int | None = None, budget: int | None = None, start_from: Path | None = None,
+                    slurm: dict[str, Any] | None = None, strategy_options: dict[str, str] | None = None,
+                    overlap: bool | None = None) -> Space:
     """The space with command-line overrides (the CLI wins over the file)."""
     if name:
         problem = sweep_name_problem(name)
@@ -57,7 +60,8 @@ def apply_overrides(space: Space, *, name: str | None = None, strategy: str | No
         if strategy not in strategies.STRATEGIES:
             raise SweepError(f"--strategy {strategy!r}: choose one of {', '.join(strategies.STRATEGIES)}")
         space = dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy))
-    for option_name, value in (("samples", samples), ("budget", budget)):
+    start = str(Path(start_from).expanduser().resolve()) if start_from is not None else None  # from here, not the file
+    for option_name, value in (("samples", samples), ("budget", budget), ("start_from", start)):
         if value is not None:   # 0 is a value to refuse, not "not given"
             space = _with_option(space, option_name, value)
     if strategy_options:

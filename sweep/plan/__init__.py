@@ -29,6 +29,8 @@ they break, so reports can count them.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from sweep.core.errors import SweepError
 from sweep.space import Space, declared
 from sweep.plan import factorized, grid, learned, optuna_tpe, random_sample, tuples
@@ -61,7 +63,10 @@ def plan(space: Space) -> Plan:
     return s.plan(space)
 
 
-def start(space: Space) -> Search:
-    """A Search for `space`'s strategy."""
+def start(space: Space, warm: Sequence[dict[str, int]] = ()) -> Search:
+    """A Search for `space`'s strategy; `warm`: the points a strategy that takes `start_from` (learning,
+    auto) proposes first, read from that recording by the caller (sweep.pipeline.recorded)."""
     s = spec(space)
-    return s.search(space) if s.search is not None else StaticSearch(s.plan(space))
+    if s.search is None:
+        return StaticSearch(s.plan(space))
+    return s.search(space, start=warm) if warm else s.search(space)

@@ -27,7 +27,7 @@ class Option:
     """An option a strategy takes: its key in the space file, type, default and what it does."""
 
     name: str
-    type: type                 # int or list
+    type: type                 # int, str (a path: start_from) or list
     default: Any
     doc: str
     lo: int = 0                # bounds of an int option

@@ -7,7 +7,10 @@ learning  a surrogate model of each configuration's time learns from every resul
           by itself when more evaluations are unlikely to pay (the summary says which
           rule stopped it) or at its budget: `budget` evaluations, or `budget_s`
           seconds of what the configurations cost on the GPU (their jobs' recorded
-          time; under replay, what they cost when they were recorded).
+          time; under replay, what they cost when they were recorded). With
+          `start_from` (a recording of the space: another GPU's sweep or brute force),
+          its fastest legal configurations are the first proposals, in place of the
+          space-filling start: bench/STRATEGIES.md measures what that saves.
 auto      sweeps a space of at most `whole` legal points whole (grid), and uses
           learning on a larger one; the first line says which and why.
 
@@ -19,7 +22,8 @@ interrupted learning sweep asks for exactly what it would have asked for.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
 from sweep.plan.base import GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
     constant_rules_break, default_in_flight, group_combinations, group_size
@@ -74,9 +78,11 @@ class LearnedSearch(Search):
     """The driver's Search over sweep.plan.learning's model."""
 
     def __init__(self, space: Space, options: dict | None = None,
-                 points: list[dict[str, int]] | None | tuple[()] = ()):
+                 points: list[dict[str, int]] | None | tuple[()] = (), start: Sequence[dict[str, int]] = ()):
         """points: the legal set when the caller has enumerated it already (auto), None when it is
-        too large to; () (the default) enumerates it here."""
+        too large to; () (the default) enumerates it here. start: the fastest recorded configurations
+        of the `start_from` recording, fastest first (sweep.pipeline.recorded.start_points): the first
+        proposals."""
         o = options if options is not None else SPEC.values(space.strategy)
         self.space = space
         self.skipped = []                  # only legal points are proposed
@@ -92,12 +98,14 @@ class LearnedSearch(Search):
         dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
-        self.model = LearningSearch(dims, is_legal, legal_points=points,
-                                    seed=o["seed"], budget=self.budget, patience=o.get("patience", PATIENCE))
+        self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
+                                    patience=o.get("patience", PATIENCE), start=start)
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
         self.note = (f"learning: {size}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
-                     + f", {self.in_flight} awaiting results at most (seed {o['seed']})")
+                     + f", {self.in_flight} awaiting results at most (seed {o['seed']})"
+                     + (f"; first the {min(len(start), self.model.n_init)} fastest configurations recorded in "
+                        f"{Path(o['start_from']).name}" if start else ""))
 
     def ask(self, n: int) -> list[Config]:
         if self.stopped:
@@ -130,7 +138,7 @@ class LearnedSearch(Search):
         self.spent_s += cost_s or 0.0
 
 
-def auto_search(space: Space) -> Search:
+def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
     o = SPEC_AUTO.values(space.strategy)
     points = legal_points(space)
     if points is not None and len(points) <= o["whole"]:
@@ -138,7 +146,8 @@ def auto_search(space: Space) -> Search:
         note = (f"auto: {len(points):,} legal points, at most {o['whole']}: the whole grid "
                 f"(the learning strategy pays on larger spaces)")
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
-    search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience")}, points)
+    search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience",
+                                                     "start_from")}, points, start)
     size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
@@ -151,6 +160,9 @@ _BUDGETS = (
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
     IN_FLIGHT,
+    Option("start_from", str, "", "a recording of this space (a Kernel Tuner cache, T4 results, or an earlier sweep's "
+                                  "results/<name>/, e.g. on another GPU): its fastest legal configurations are the first "
+                                  "proposals (a path relative to the space file's folder)"),
 )
 
 

@@ -46,7 +46,8 @@ class LearningSearch:
                  additive_grid: Sequence[float] = (0.0, 0.3, 0.7), aligned_start: bool = True,
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
-                 flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0):
+                 flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0,
+                 start: Sequence[dict] = ()):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -77,7 +78,10 @@ class LearningSearch:
         other side, which scores all of that side's candidates up to this many.  flip_every: every
         flip_every-th proposal tries the other value of a two-valued parameter at one of the
         n_incumbents best points, where untried (0: never). mirror: a switch's other side holding a
-        time within this fraction of the best is not searched on its own (it mirrors the best's)."""
+        time within this fraction of the best is not searched on its own (it mirrors the best's).
+        start: points to propose first, in order, where legal and untried (a warm start: the fastest
+        configurations a recording of this space holds, another GPU's); the first n_init of them
+        replace the space-filling start, which fills in where fewer are legal."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
@@ -120,6 +124,8 @@ class LearningSearch:
         values = [d.values for d in self.dims]
         self._col_dim, self._coords = columns(values, self._vary, self.alignment)
         self._aligned = powers_of_two(values) if aligned_start else []
+        # the warm start's keys (a value this space does not have drops the point)
+        self._start = [k for k in (self._key_of(p) for p in list(start)[: self.n_init]) if k is not None]
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -144,6 +150,13 @@ class LearningSearch:
     # -- keys and encodings --------------------------------------------------------------
     def _key(self, point: dict) -> tuple:
         return tuple(self._index[j][point[n]] for j, n in enumerate(self.names))
+
+    def _key_of(self, point: dict) -> tuple | None:
+        """_key, or None where the point lacks a parameter or has a value it does not take."""
+        try:
+            return self._key(point)
+        except KeyError:
+            return None
 
     def _point(self, key: Sequence[int]) -> dict:
         return {n: self.dims[j].values[int(i)] for j, (n, i) in enumerate(zip(self.names, key))}
@@ -230,6 +243,9 @@ class LearningSearch:
         cands = self._candidates(rng)
         if len(cands) == 0:
             return None
+        for key in self._start:          # the warm start, where legal and neither told nor pending
+            if self._untried_legal(key):
+                return key
         done = [(k, v) for k, (v, f) in ((k, self.told[k]) for k in self.order) if v is not None]
         if len(self.told) + len(self.pending) < self.n_init or len(done) < 3:
             return self._space_filling(cands, rng)

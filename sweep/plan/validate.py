@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -43,7 +44,11 @@ class Validation:
         return [g for g, hits in self.globs if not hits] if self.kernel_names else []
 
 
-def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: str = "") -> Validation:
+def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: str = "",
+             warm: Sequence[dict[str, int]] = ()) -> Validation:
+    """What the space file says: its grid, legal points and the first rule each illegal one breaks, the
+    strategy's plan (with `warm`, the start a learning strategy takes from its start_from recording), and
+    its kernel globs against `kernel_names`."""
     n, product = space.size()
     legal, broken = None, Counter()
     if n <= GRID_LIMIT:     # each rule tested once per combination of what it reads (sweep.space.legality)
@@ -62,7 +67,8 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
     spec = strategies.spec(space)
     planned, search = None, None
     if spec.plan is None and "samples" not in spec.values(space.strategy):
-        search = spec.search(space)       # learning, auto: the search says what it will do (auto: which and why)
+        # learning, auto: the search says what it will do (auto: which and why; a warm start: from where)
+        search = spec.search(space, start=warm) if warm else spec.search(space)
     p = spec.plan(space) if spec.plan is not None else getattr(search, "plan", None)   # auto on a small space
     if p is not None:
         tags = tags_for(space, list(p.configs))

@@ -11,7 +11,7 @@ import pytest
 
 from sweep import cli
 from sweep.dispatch import recording, replay
-from sweep.pipeline import choose
+from sweep.pipeline import choose, recorded
 from sweep.records import Status
 from sweep.space import target
 from tests.dispatch.test_replay import BENCH, DATA, GRID, KT, MISSING, t1_space
@@ -30,7 +30,7 @@ def recorded_best_ns(path: Path, values: dict[str, list[int]]) -> float:
 def test_the_reference_is_the_recordings_best_legal_configuration_and_says_when_that_is_the_optimum(tmp_path):
     space = target.load(t1_space(tmp_path))
     idx = replay.index(space, KT)
-    ref = choose.reference(space, idx, choose.answerer(space, idx))
+    ref = choose.reference(space, idx, recorded.answerer(space, idx))
     assert ref.best_ns == pytest.approx(recorded_best_ns(KT, GRID))
     assert (ref.legal, ref.recorded_legal) == (64, 62)          # the extract lacks two points of the grid
     out = choose.lines(space, KT, ref, [], [10])
@@ -40,7 +40,7 @@ def test_the_reference_is_the_recordings_best_legal_configuration_and_says_when_
 def test_every_answer_is_the_recordings_and_a_seed_replays_the_same_run(tmp_path):
     space = target.load(t1_space(tmp_path))
     idx = replay.index(space, KT)
-    answer = choose.answerer(space, idx)
+    answer = recorded.answerer(space, idx)
     one = choose.replay_run(choose.strategy_space(space, "learning", 3, 30), answer, 30, 4)
     again = choose.replay_run(choose.strategy_space(space, "learning", 3, 30), answer, 30, 4)
     assert one == again and len(one[0]) == 30
@@ -60,7 +60,7 @@ def test_recorded_failures_reach_the_strategy_with_their_kind(tmp_path):
     values = {"block_size_x": [32], "block_size_y": [16], "tile_size_x": [3, 4], "tile_size_y": [1, 4],
               "read_only": [1], "use_padding": [0], "use_shmem": [0]}
     space = target.load(t1_space(tmp_path, values))
-    answer = choose.answerer(space, replay.index(space, KT))
+    answer = recorded.answerer(space, replay.index(space, KT))
     got = choose.replay_run(choose.strategy_space(space, "grid", 0, 4), answer, 4, 4)[0]
     assert sorted(str(a.failure) for a in got) == ["runtime_failed", "runtime_failed", "skipped", "skipped"]
 
@@ -97,6 +97,39 @@ def test_the_optimum_of_a_whole_recording_is_named_and_strategies_reach_it(tmp_p
     assert rc == 0
     assert "4,362 legal configurations, all of them recorded" in out and "reference: the optimum" in out
     assert "BLOCK_SIZE_X=128 BLOCK_SIZE_Y=1 TILE_SIZE_X=1 TILE_SIZE_Y=4" in out   # W6600's brute-forced optimum
+
+
+def test_a_warm_start_from_another_recording_runs_beside_the_cold_one_and_starts_at_that_recordings_best(tmp_path,
+                                                                                                       capsys):
+    A4000 = BENCH / "convolution_A4000.json.gz"
+    rc = cli.main(["choose", str(BENCH / "convolution_milo.T1.json"), "--from", str(W6600), "--start-from", str(A4000),
+                   "--strategies", "learning,random", "--seeds", "2", "--budgets", "5,20", "--jobs", "1",
+                   "--json", str(tmp_path / "runs.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    names = [line.split()[0] for line in out.splitlines() if line.split()[:1] and line.split()[0].startswith(
+        ("learning", "random"))]
+    assert names == ["learning", "learning+start", "random"]          # random takes no warm start: run cold only
+    assert "+start: the same strategy, its first proposals the fastest legal configurations recorded in " \
+           "convolution_A4000.json.gz" in out
+    runs = json.loads((tmp_path / "runs.json").read_text())["runs"]
+    warm = [r for r in runs if r["strategy"] == "learning+start"]
+    # A4000's fastest configuration, answered from the W6600 recording: each warm run's first result
+    a4000_best = min((e for e in recording.load(A4000).entries if e.status == Status.OK),
+                     key=lambda e: e.measurements[0].total_median_ns)
+    w6600 = {tuple(e.params[n] for n in MACROS): e for e in recording.load(W6600).entries}
+    first = w6600[tuple(a4000_best.params[n] for n in MACROS)].measurements[0].total_median_ns
+    assert len(warm) == 2 and all(r["objective_ns"][0] == pytest.approx(first) for r in warm)
+    cold = [r for r in runs if r["strategy"] == "learning"]
+    assert all(r["objective_ns"][0] != pytest.approx(first) for r in cold)
+
+
+def test_a_start_from_no_strategy_can_take_is_refused_in_one_line(tmp_path, capsys):
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(KT), "--strategies", "random,grid",
+                   "--start-from", str(W6600)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--start-from" in err and "none of random, grid takes a warm start" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("args, message", [

@@ -138,3 +138,82 @@ def test_a_learning_sweep_with_few_proposals_in_flight_still_runs_its_whole_budg
     assert run(tmp_path, t1_space(tmp_path), "--strategy", "learning", "--budget", "12",
                "--strategy-option", "in_flight=2") == 0
     assert len(measured(tmp_path)) == 12
+
+
+# -- a warm start from another recording (start_from, --start-from) ---------------------------
+OTHER_GPU = DATA / "convolution_W6600.json.gz"     # the same space brute-forced on another GPU
+
+
+def fastest_legal(space_path: Path, rec_path: Path, n: int) -> list[dict[str, int]]:
+    """The n fastest configurations of a recording that are legal points of the space, read directly."""
+    from sweep.space import check, make_config
+
+    s = target.load(space_path)
+    swept = {p.macro: set(p.values) for p in s.swept}
+    timed = []
+    for e in recording.load(rec_path).entries:
+        macros = {k.upper(): v for k, v in e.params.items()}
+        if e.status != Status.OK or any(macros[m] not in vs for m, vs in swept.items()):
+            continue
+        c = make_config(s, {m: macros[m] for m in swept})
+        if all(c[m] == macros[m] for m in macros if m in {p.macro for p in s.parameters}) and check(s, c) is None:
+            timed.append((e.measurements[0].mean_ns, {m: macros[m] for m in swept}))
+    return [p for _, p in sorted(timed, key=lambda t: t[0])[:n]]
+
+
+def macros_measured(tmp_path: Path, name: str = "conv") -> list[dict[str, int]]:
+    out = []
+    for d in sorted((tmp_path / "jobs" / name).iterdir()):
+        if (d / "config.json").is_file():
+            m = json.loads((d / "config.json").read_text())["macros"]
+            out.append({k: m[k] for k in GRID_MACROS})
+    return out
+
+
+GRID_MACROS = [k.upper() for k in GRID]
+
+
+def test_a_learning_sweep_started_from_another_gpus_recording_measures_its_fastest_configurations_first(tmp_path,
+                                                                                                      capsys):
+    space = t1_space(tmp_path)
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "10", "--start-from", str(OTHER_GPU)) == 0
+    err = capsys.readouterr().err
+    assert "first the 10 fastest configurations recorded in convolution_W6600.json.gz" in err
+    want = [{k: p[k] for k in GRID_MACROS} for p in fastest_legal(space, OTHER_GPU, 10)]
+    got = macros_measured(tmp_path)
+    assert sorted(map(sorted, (p.items() for p in got))) == sorted(map(sorted, (p.items() for p in want)))
+
+
+def test_a_warm_started_sweep_resumes_with_the_proposals_it_would_have_made(tmp_path):
+    space = t1_space(tmp_path)
+    warm = ("--strategy", "learning", "--start-from", str(OTHER_GPU))
+    assert run(tmp_path, space, *warm, "--budget", "16", jobs="whole") == 0
+    assert run(tmp_path, space, *warm, "--budget", "6", jobs="cut") == 0
+    assert run(tmp_path, space, *warm, "--budget", "16", jobs="cut") == 0
+    assert [t for t, _ in measured(tmp_path, "cut")] == [t for t, _ in measured(tmp_path, "whole")]
+
+
+def test_a_start_from_the_strategy_cannot_take_or_a_recording_it_cannot_read_is_refused_in_one_line(tmp_path,
+                                                                                                     capsys):
+    space = t1_space(tmp_path)
+    assert run(tmp_path, space, "--start-from", str(OTHER_GPU)) == 1       # the T1 space's grid
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--start-from" in err and "strategy grid takes no start from" in err
+    assert run(tmp_path, space, "--strategy", "learning", "--start-from", str(tmp_path / "missing.json")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"start_from {tmp_path / 'missing.json'}: No such file" in err
+    assert not (tmp_path / "jobs" / "conv").exists() or not list((tmp_path / "jobs" / "conv").glob("*/result.json"))
+
+
+def test_a_start_from_in_the_space_file_is_read_from_the_files_folder():
+    from sweep.pipeline import recorded
+
+    space = target.load(DATA / "convolution_milo.T1.json")
+    assert recorded.recording_path(space, "convolution_W6600.json.gz") == OTHER_GPU
+    assert recorded.recording_path(space, str(OTHER_GPU)) == OTHER_GPU
+
+
+def test_validate_says_where_a_warm_start_comes_from(tmp_path, capsys):
+    space = t1_space(tmp_path)
+    assert cli.main(["validate", str(space), "--strategy", "learning", "--start-from", str(OTHER_GPU)]) == 0
+    assert "first the 10 fastest configurations recorded in convolution_W6600.json.gz" in capsys.readouterr().out

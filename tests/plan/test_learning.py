@@ -370,3 +370,37 @@ def test_on_the_w6600_brute_force_a_landscape_of_catastrophes_is_modelled_on_log
     # (with it, the rule changes no run of W6600's seeds 0-199 asked one at a time)
     assert _replayed_best(DATA / "convolution_W6600.json.gz", seed=11, log_above=0.0, aligned_start=False) > 1.01
     assert _replayed_best(DATA / "convolution_W6600.json.gz", seed=11, aligned_start=False) <= 1.01
+
+
+def test_a_warm_start_proposes_its_points_first_in_order_skipping_illegal_and_unknown_ones():
+    start = [{"bx": 256, "by": 4, "tile": 3, "flag": 0},      # illegal here (256 * 4 > 512)
+             {"bx": 64, "by": 2, "tile": 3, "flag": 0},
+             {"bx": 48, "by": 2, "tile": 3, "flag": 0},       # 48 is no value of bx: dropped
+             {"bx": 32, "by": 1, "tile": 2, "flag": 1},
+             {"bx": 64, "by": 2, "tile": 3, "flag": 0}]       # a repeat
+    s = LearningSearch(DIMS, legal, seed=3, start=start)
+    first = s.ask(2)
+    assert first == [start[1], start[3]]
+    rest = run(s, 10)
+    assert start[1] not in rest and start[3] not in rest and all(legal(p) for p in rest)
+    assert s.n_init == 8 and len({tuple(sorted(p.items())) for p in first + rest}) == 12
+
+
+def test_a_warm_start_takes_at_most_the_start_size_of_points_then_the_model_proposes():
+    ranked = sorted((dict(zip(("bx", "by", "tile", "flag"), (bx, by, t, f))) for bx in DIMS[0].values
+                     for by in DIMS[1].values for t in DIMS[2].values for f in (0, 1)
+                     if bx * by <= 512), key=cost)
+    s = LearningSearch(DIMS, legal, seed=5, start=ranked)
+    hist = run(s, 12)
+    assert hist[: s.n_init] == ranked[: s.n_init]
+    assert hist[s.n_init:] != ranked[s.n_init: 12]       # after the start, the model's own proposals
+
+
+def test_a_warm_started_search_replays_to_identical_asks():
+    start = [{"bx": 128, "by": 4, "tile": 4, "flag": 0}, {"bx": 16, "by": 8, "tile": 1, "flag": 1}]
+    a = LearningSearch(DIMS, legal, seed=9, start=start)
+    hist = run(a, 13, batch=2)
+    b = LearningSearch(DIMS, legal, seed=9, start=start)
+    for p in hist:
+        b.tell(p, cost(p))
+    assert hist[:2] == start and a.ask(3) == b.ask(3)

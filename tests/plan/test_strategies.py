@@ -177,7 +177,7 @@ def test_grid_skips_each_illegal_point_for_a_named_rule(tmp_path):
                                                "C % 4 == 0 or A == 1 is false"}
 
 
-def test_grid_over_the_limit_suggests_factorized_or_random(tmp_path):
+def test_grid_over_the_limit_suggests_learning_factorized_or_random_in_the_file_or_on_the_command_line(tmp_path):
     s = load_text(tmp_path, "strategy: grid\nparameters:\n" + "".join(
         f"  P{i}: {{values: {{range: [1, 20]}}}}\n" for i in range(5)))
     assert s.size()[0] == 20 ** 5 > strategies.GRID_LIMIT
@@ -185,7 +185,7 @@ def test_grid_over_the_limit_suggests_factorized_or_random(tmp_path):
         strategies.plan(s)
     msg = str(e.value)
     assert str(s.path) in msg and "3,200,000 points (20*20*20*20*20)" in msg
-    assert "strategy: factorized" in msg and "random (samples: N)" in msg
+    assert "strategy: learning, factorized or random (samples: N) in the file or --strategy" in msg
 
 
 def test_grid_over_full_space_is_refused():

@@ -53,8 +53,8 @@ def test_every_strategy_declares_a_doc_one_entry_point_and_documented_options():
         assert spec.doc
         assert (spec.plan is None) != (spec.search is None)
         for o in spec.options:
-            assert o.name and o.doc and o.type in (int, list)
-            assert o.check(o.default, "here") == o.default if o.type is int else isinstance(o.default, tuple)
+            assert o.name and o.doc and o.type in (int, str, list)
+            assert o.check(o.default, "here") == o.default if o.type in (int, str) else isinstance(o.default, tuple)
     assert REGISTRY["optuna"].search is optuna_tpe.TPESearch and REGISTRY["optuna"].plan is None
     assert {o.name for o in REGISTRY["grid"].options} == set()
     assert {o.name for o in REGISTRY["random"].options} == {"samples", "seed"}
@@ -127,7 +127,9 @@ def test_an_option_another_strategy_reads_names_it(tmp_path):
     (ONE + "strategy: {name: random}\nsamples: 3\n", "samples: with strategy: {name: ...} the options go inside it"),
     (ONE + "strategy: {name: tuples, columns: A, rows: [[1]]}\n", "strategy.columns: 'A' must be a list"),
     (ONE + "strategy: {name: tuples, rows: [[0]]}\n", "strategy.rows[0]: 0 is not a launch size"),
-], ids=["samples_type", "seed_negative", "no_name", "flat_and_mapping", "columns_type", "row_zero"])
+    (ONE + "strategy: {name: learning, start_from: 5}\n", "strategy.start_from: 5 must be a str (start_from: a "
+                                                          "recording of this space"),
+], ids=["samples_type", "seed_negative", "no_name", "flat_and_mapping", "columns_type", "row_zero", "start_from_type"])
 def test_strategy_options_are_checked_against_their_declared_type(tmp_path, text, fragment):
     assert fragment in refusal(tmp_path, text)
 
@@ -137,6 +139,8 @@ def test_strategy_mapping_shape_loads_with_its_options(tmp_path):
                   "strategy: {name: tuples, columns: [A], rows: [[1], [2]]}\n")
     assert s.strategy.name == "tuples" and s.strategy.columns == ("A",) and s.strategy.rows == ((1,), (2,))
     assert [c.as_dict() for c in strategies.plan(s).configs] == [{"A": 1, "B": 3}, {"A": 2, "B": 3}]
+    w = load_text(tmp_path, ONE + "strategy: {name: learning, budget: 20, start_from: ../results/gemm-h100}\n")
+    assert w.strategy.start_from == "../results/gemm-h100" and w.strategy.budget == 20
     r = load_text(tmp_path, ONE + "strategy: {name: random, samples: 1, seed: 4}\n")
     assert (r.strategy.samples, r.strategy.seed) == (1, 4) and len(strategies.plan(r).configs) == 1
 
