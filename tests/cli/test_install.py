@@ -172,8 +172,9 @@ def test_installed_tool_runs_status_best_report_and_clean_on_a_sweep_in_an_empty
     assert rep.returncode == 0 and (tmp_path / "results" / "toy" / "report.html").is_file(), rep.stdout + rep.stderr
     # which strategy would have done: the tool's own sweep replayed, no GPU
     ch = cli_run("choose", "toy.yaml", "--from", "results/toy", "--strategies", "grid,learning", "--seeds", "2",
-                 "--budgets", "1,2")
+                 "--budgets", "1,2", "--start-from", "results/toy")
     assert ch.returncode == 0 and re.search(r"^learning\s+2\s", ch.stdout, re.M), ch.stdout + ch.stderr
+    assert re.search(r"^learning\+start\s+2\s+1\.000", ch.stdout, re.M), ch.stdout   # its first: the best recorded
     cl = cli_run("clean", "toy")
     assert cl.returncode == 0, cl.stdout + cl.stderr
     assert not any((tmp_path / "jobs" / "toy").glob("*/build")) and (tmp_path / "results" / "toy" / "best.json").is_file()
