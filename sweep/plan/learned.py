@@ -104,7 +104,7 @@ class LearnedSearch(Search):
         self.note = (f"learning: {size}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
                      + f", {self.in_flight} awaiting results at most (seed {o['seed']})"
-                     + (f"; first the {min(len(start), self.model.n_init)} fastest configurations recorded in "
+                     + (f"; first the {len(self.model.start_keys)} fastest configurations recorded in "
                         f"{Path(o['start_from']).name}" if start else ""))
 
     def ask(self, n: int) -> list[Config]:

@@ -125,7 +125,7 @@ class LearningSearch:
         self._col_dim, self._coords = columns(values, self._vary, self.alignment)
         self._aligned = powers_of_two(values) if aligned_start else []
         # the warm start's keys (a value this space does not have drops the point)
-        self._start = [k for k in (self._key_of(p) for p in list(start)[: self.n_init]) if k is not None]
+        self.start_keys = [k for k in (self._key_of(p) for p in list(start)[: self.n_init]) if k is not None]
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
@@ -243,7 +243,7 @@ class LearningSearch:
         cands = self._candidates(rng)
         if len(cands) == 0:
             return None
-        for key in self._start:          # the warm start, where legal and neither told nor pending
+        for key in self.start_keys:      # the warm start, where legal and neither told nor pending
             if self._untried_legal(key):
                 return key
         done = [(k, v) for k, (v, f) in ((k, self.told[k]) for k in self.order) if v is not None]
