@@ -18,6 +18,15 @@ def sweeps_nvcc(tmp: Path) -> str:
     return f"{sys.executable} -I {OBJCACHE} --dir {tmp / 'objcache'} -- nvcc"
 
 
+def built(example: Path, tmp: Path) -> Path:
+    """The example built with its default launch sizes for this machine's GPU, into tmp/build: that folder."""
+    from sweep.node.build import detect_arch
+
+    p = make_with_conf(example, tmp, arch=detect_arch())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return tmp / "build"
+
+
 def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = None, arch: str = "sm_90",
                    extra: Sequence[str] = ()) -> subprocess.CompletedProcess:
     """`make -C example` for `arch` into tmp/build; with macros, from tmp/conf/conf.cuh defining them;

@@ -65,11 +65,8 @@ def sweep_roots(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiled_gemm(tmp_path_factory) -> tuple[Path, Path]:
     """(the CUPTI injection library, examples/tiled_gemm) built for this GPU."""
-    from sweep.node.build import detect_arch
     from sweep.profile import cupti
+    from tests.examples.conf_build import built
 
     out = tmp_path_factory.mktemp("tiled_gemm")
-    p = subprocess.run(["make", "-C", str(ROOT / "examples" / "tiled_gemm"), f"BUILD_DIR={out / 'build'}",
-                        f"ARCH={detect_arch()}"], capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return cupti.library(out / "cache"), out / "build" / "tiled_gemm"
+    return cupti.library(out / "cache"), built(ROOT / "examples" / "tiled_gemm", out) / "tiled_gemm"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweep.profile import events
+from tests.examples.conf_build import built
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
@@ -18,13 +19,9 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not i
 
 
 def test_the_events_json_has_an_entry_per_kernel_and_shape_with_its_calls_per_iteration(tmp_path):
-    from sweep.node.build import detect_arch
-
-    build = subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp_path}", f"ARCH={detect_arch()}"],
-                           capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stderr[-3000:]
+    exe = built(EXAMPLE, tmp_path) / "stencil"
     out = tmp_path / "events.json"
-    p = subprocess.run([str(tmp_path / "stencil"), "--sizes", "130,258", "--sweeps", "4", "--iters", "3",
+    p = subprocess.run([str(exe), "--sizes", "130,258", "--sweeps", "4", "--iters", "3",
                         "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "check: ok (3 sizes)" in p.stdout
@@ -40,5 +37,5 @@ def test_the_events_json_has_an_entry_per_kernel_and_shape_with_its_calls_per_it
         assert m.min_ns * m.calls <= m.total_median_ns <= m.max_ns * m.calls
     forward = events.forward_ms(text)
     assert forward["median_ms"] * 1e6 == pytest.approx(sum(m.total_median_ns for m in found.values()), rel=0.5)
-    refused = subprocess.run([str(tmp_path / "stencil"), "--nvtx"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run([str(exe), "--nvtx"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "unknown or incomplete argument '--nvtx'" in refused.stderr

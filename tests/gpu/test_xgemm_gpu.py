@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from sweep.pipeline import driver as pipeline
+from tests.examples.conf_build import built
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "xgemm"
@@ -22,13 +23,8 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not i
 
 
 def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path):
-    from sweep.node.build import detect_arch
-
-    build = subprocess.run(["make", "-C", str(EXAMPLE), f"BUILD_DIR={tmp_path}", f"ARCH={detect_arch()}"],
-                           capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stderr[-3000:]
     events = tmp_path / "events.json"
-    p = subprocess.run([str(tmp_path / "xgemm"), "--size", "1024", "--iters", "5", "--json", str(events)],
+    p = subprocess.run([str(built(EXAMPLE, tmp_path) / "xgemm"), "--size", "1024", "--iters", "5", "--json", str(events)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "check: ok" in p.stdout and "M=N=K=1024: median" in p.stdout
