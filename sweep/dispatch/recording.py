@@ -46,6 +46,20 @@ NOT_RECORDED = "not in the recording"   # a replay's reason for a configuration 
 T4_KERNEL = "kernel"
 
 
+class RecordingError(SweepError):
+    """A recording that cannot be read or matched: what is wrong with the file at `path`. Its message
+    names the command-line option that gave the file (`--from`); a caller that got the file from
+    another option says so with `named`."""
+
+    def __init__(self, path: Path | str, problem: str, option: str = "--from"):
+        super().__init__(f"{option} {path}: {problem}")
+        self.path, self.problem = path, problem
+
+    def named(self, option: str) -> "RecordingError":
+        """The same error, the file named as given by `option` (start_from, say)."""
+        return RecordingError(self.path, self.problem, option)
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
     """One configuration as the recording has it."""
@@ -93,8 +107,8 @@ def load(path: Path) -> Recording:
         return _kernel_tuner(path, data)
     if isinstance(data, dict) and isinstance(data.get("results"), list):
         return _t4(path, data)
-    raise SweepError(f"--from {path}: neither a Kernel Tuner cache (a 'cache' mapping) nor T4 results (a 'results' "
-                     "list); give one of those, or a sweep's results/<name>/ or jobs/<name>/ folder")
+    raise RecordingError(path, "neither a Kernel Tuner cache (a 'cache' mapping) nor T4 results (a 'results' "
+                               "list); give one of those, or a sweep's results/<name>/ or jobs/<name>/ folder")
 
 
 def _json(path: Path) -> Any:
@@ -105,14 +119,15 @@ def _json(path: Path) -> Any:
         with opener(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except (OSError, EOFError) as e:
-        raise SweepError(f"--from {path}: cannot read it ({getattr(e, 'strerror', None) or e}); give a Kernel Tuner "
-                         "cache or T4 results file (.json or .json.gz), or a sweep's results folder") from None
+        raise RecordingError(path, f"cannot read it ({getattr(e, 'strerror', None) or e}); give a Kernel Tuner "
+                                   "cache or T4 results file (.json or .json.gz), or a sweep's results "
+                                   "folder") from None
     if len(raw) > MAX_BYTES:
-        raise SweepError(f"--from {path}: over {MAX_BYTES >> 20} MiB unpacked; replay a smaller recording")
+        raise RecordingError(path, f"over {MAX_BYTES >> 20} MiB unpacked; replay a smaller recording")
     try:
         return json.loads(raw)
     except ValueError as e:
-        raise SweepError(f"--from {path}: not valid JSON ({e}); give a Kernel Tuner cache or T4 results file") from None
+        raise RecordingError(path, f"not valid JSON ({e}); give a Kernel Tuner cache or T4 results file") from None
 
 
 def _ms_samples(times: Any) -> tuple[float, ...]:
@@ -143,7 +158,7 @@ def _kernel_tuner(path: Path, data: dict) -> Recording:
     out = []
     for k, e in data["cache"].items():
         if not isinstance(e, dict):
-            raise SweepError(f"--from {path}: cache entry {k!r} is not a mapping; is it a Kernel Tuner cache file?")
+            raise RecordingError(path, f"cache entry {k!r} is not a mapping; is it a Kernel Tuner cache file?")
         params = {n: e.get(n) for n in names} if names else {n: v for n, v in e.items() if n not in KT_KEYS}
         costs = {"compile": _number(e.get("compile_time")) * MS, "runs": _number(e.get("benchmark_time")) * MS,
                  "verify": _number(e.get("verification_time")) * MS, "framework": _number(e.get("framework_time")) * MS}
@@ -163,7 +178,7 @@ def _t4(path: Path, data: dict) -> Recording:
     out = []
     for i, r in enumerate(data["results"]):
         if not isinstance(r, dict) or not isinstance(r.get("configuration"), dict):
-            raise SweepError(f"--from {path}: results[{i}] has no 'configuration' mapping; is it a T4 results file?")
+            raise RecordingError(path, f"results[{i}] has no 'configuration' mapping; is it a T4 results file?")
         params, times = r["configuration"], r.get("times") if isinstance(r.get("times"), dict) else {}
         runtimes = times.get("runtimes") if isinstance(times.get("runtimes"), list) else []
         costs = {"compile": _number(times.get("compilation", times.get("compilation_time"))) * MS,
@@ -171,8 +186,8 @@ def _t4(path: Path, data: dict) -> Recording:
                  "framework": _number(times.get("framework")) * MS}
         status = T4_INVALIDITY.get(str(r.get("invalidity")))
         if status is None:
-            raise SweepError(f"--from {path}: results[{i}].invalidity {r.get('invalidity')!r} is not one of "
-                             f"{', '.join(T4_INVALIDITY)} (the T4 schema's)")
+            raise RecordingError(path, f"results[{i}].invalidity {r.get('invalidity')!r} is not one of "
+                                       f"{', '.join(T4_INVALIDITY)} (the T4 schema's)")
         value = next((m.get("value") for m in r.get("measurements") or () if isinstance(m, dict)
                       and m.get("name") == "time"), None)
         if status == Status.OK and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -200,8 +215,8 @@ def _sweep(path: Path) -> Recording:
         return _tables(path)
     dirs = sorted(d for d in path.iterdir() if d.is_dir() and (d / "config.json").is_file())
     if not dirs:
-        raise SweepError(f"--from {path}: a folder with neither configs.parquet (a sweep's results/<name>/) nor job "
-                         "folders with config.json (its jobs/<name>/); give one of those")
+        raise RecordingError(path, "a folder with neither configs.parquet (a sweep's results/<name>/) nor job "
+                                   "folders with config.json (its jobs/<name>/); give one of those")
     out, gpus = [], []
     for d in dirs:
         cfg, r = JobConfig.load(d), read_result(d)
@@ -233,10 +248,10 @@ def _tables(path: Path) -> Recording:
         configs = pd.read_parquet(path / "configs.parquet")
         meas = pd.read_parquet(path / "measurements.parquet")
     except (OSError, ValueError) as e:
-        raise SweepError(f"--from {path}: cannot read its tables ({e}); collect the sweep again") from None
+        raise RecordingError(path, f"cannot read its tables ({e}); collect the sweep again") from None
     cols = list(configs.columns)
     if "role" not in cols or "status" not in cols or cols.index("status") <= cols.index("role"):
-        raise SweepError(f"--from {path}: configs.parquet lacks the role and status columns a sweep's tables have")
+        raise RecordingError(path, "configs.parquet lacks the role and status columns a sweep's tables have")
     names = cols[cols.index("role") + 1:cols.index("status")]     # collect writes tag, role, the macros, status
     by_tag: dict[str, list[Measurement]] = {}
     for row in meas.to_dict("records"):

@@ -70,8 +70,8 @@ def load(path: Path) -> recording.Recording:
     try:
         st = path.stat()
     except OSError as e:
-        raise SweepError(f"--from {path}: {e.strerror}; give a Kernel Tuner cache or T4 results file, or a sweep's "
-                         "results folder") from None
+        raise recording.RecordingError(path, f"{e.strerror}; give a Kernel Tuner cache or T4 results file, or a "
+                                             "sweep's results folder") from None
     return _load(path, st.st_mtime_ns, st.st_size)
 
 
@@ -98,8 +98,8 @@ def index(space: Space, path: Path) -> Index:
     missing = [f"{m} (or {space.replay.name_of(m)!r})" if space.replay.name_of(m) != m else m
                for m, n in names.items() if n not in known]
     if missing:
-        raise SweepError(f"--from {path}: the recording has no parameter for {', '.join(missing[:5])}; it records "
-                         f"{', '.join(rec.params[:12]) or 'none'}; {fix}")
+        raise recording.RecordingError(path, f"the recording has no parameter for {', '.join(missing[:5])}; it "
+                                             f"records {', '.join(rec.params[:12]) or 'none'}; {fix}")
     bad_fixed = [n for n in space.replay.fixed if n not in known]
     if bad_fixed:
         raise SweepError(f"{space.path}: replay.fixed names {', '.join(bad_fixed)}, which the recording {path} does not "
@@ -113,9 +113,10 @@ def index(space: Space, path: Path) -> Index:
         k = tuple(recording.key(e.params.get(names[m])) for m in macros)
         if k in entries:
             rest = [n for n in rec.params if n not in names.values() and n not in fixed and len(rec.values_of(n)) > 1]
-            raise SweepError(f"--from {path}: several recorded configurations match one of this space's "
-                             f"({dict(zip(macros, k))}): they differ in {', '.join(rest) or 'nothing recorded'}; "
-                             f"sweep those too, or hold them with replay: {{fixed: {{name: value}}}} in {space.path}")
+            raise recording.RecordingError(
+                path, f"several recorded configurations match one of this space's ({dict(zip(macros, k))}): they "
+                      f"differ in {', '.join(rest) or 'nothing recorded'}; sweep those too, or hold them with replay: "
+                      f"{{fixed: {{name: value}}}} in {space.path}")
         entries[k] = e
     return Index(rec, macros, entries, replayed_kernel(rec, space))
 

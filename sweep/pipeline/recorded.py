@@ -18,10 +18,11 @@ from sweep import plan as strategies
 from sweep.core.errors import SweepError
 from sweep.decide.select import objective_ns
 from sweep.dispatch import replay
+from sweep.dispatch.recording import RecordingError
 from sweep.records import Status
 from sweep.space import Config, Space, check, make_config
 
-UNRECORDED_KIND = str(Status.SKIPPED)  # the failure kind the replay executor tells a strategy of a configuration not recorded
+UNRECORDED_KIND = str(Status.SKIPPED)  # the failure kind replay tells a strategy of a configuration not recorded
 START_POINTS = 50                    # the fastest recorded configurations handed to a warm-started search
 
 
@@ -76,13 +77,13 @@ def start_points(space: Space, limit: int = START_POINTS) -> list[dict[str, int]
     the space (its swept parameters), fastest first, at most `limit`; [] where the strategy has none.
     A recording that cannot be matched, or holds no timed legal configuration, is refused in one line."""
     given = dict(space.strategy.options).get("start_from") or ""
-    if not given or not any(o.name == "start_from" for o in strategies.spec(space).options):
+    if not given or not strategies.spec(space).takes("start_from"):
         return []
     path = recording_path(space, given)
     try:
         idx = replay.index(space, path)
-    except SweepError as e:   # replay's words name --from; here the recording came from start_from
-        raise SweepError(str(e).replace(f"--from {path}", f"start_from {path}", 1)) from None
+    except RecordingError as e:   # replay names the file as --from gave it; here start_from did
+        raise e.named("start_from") from None
     timed = sorted(((a.objective_ns, c) for c, a in legal_recorded(space, idx, answerer(space, idx))
                     if a.objective_ns is not None), key=lambda t: t[0])
     if not timed:

@@ -61,6 +61,10 @@ class StrategySpec:
         if (self.plan is None) == (self.search is None):
             raise TypeError(f"strategy {self.name}: declare exactly one of plan and search")
 
+    def takes(self, option: str) -> bool:
+        """Whether this strategy declares `option`."""
+        return any(o.name == option for o in self.options)
+
     def values(self, strategy: Strategy) -> dict[str, Any]:
         """This strategy's options for `strategy`: the given values, else the declared defaults."""
         given = dict(strategy.options)

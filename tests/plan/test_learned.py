@@ -8,6 +8,8 @@ import html
 import json
 from pathlib import Path
 
+import pytest
+
 from sweep import cli
 from sweep.dispatch import recording
 from sweep.plan import REGISTRY
@@ -211,6 +213,15 @@ def test_a_start_from_in_the_space_file_is_read_from_the_files_folder():
     space = target.load(DATA / "convolution_milo.T1.json")
     assert recorded.recording_path(space, "convolution_W6600.json.gz") == OTHER_GPU
     assert recorded.recording_path(space, str(OTHER_GPU)) == OTHER_GPU
+    # a file it cannot read is named as start_from gave it, not as replay's --from, however the path is written
+    import dataclasses
+    from sweep.core.errors import SweepError
+    from sweep.space import Strategy
+
+    missing = dataclasses.replace(space, strategy=Strategy("learning", {"start_from": "../benchmark_spaces/none.json"}))
+    with pytest.raises(SweepError) as e:
+        recorded.start_points(missing)
+    assert str(e.value).startswith(f"start_from {DATA / 'none.json'}: No such file") and "--from" not in str(e.value)
 
 
 def test_validate_says_where_a_warm_start_comes_from(tmp_path, capsys):
