@@ -104,10 +104,12 @@ def strategy_space(space: Space, name: str, seed: int, budget: int, start_from: 
     return dataclasses.replace(space, strategy=Strategy(name, options))
 
 
-def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, parallel: int) -> tuple[Answer, ...] | str:
-    """One run of the space's strategy: up to `budget` configurations, `parallel` awaiting their
-    answers at most, the oldest told first. Returns the answers, and why the strategy stopped."""
-    search = strategies.start(space, warm=recorded.start_points(space))
+def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, parallel: int,
+               warm: Sequence[dict[str, int]] = ()) -> tuple[Answer, ...] | str:
+    """One run of the space's strategy (from the points `warm` first, where it takes a warm start):
+    up to `budget` configurations, `parallel` awaiting their answers at most, the oldest told first.
+    Returns the answers, and why the strategy stopped."""
+    search = strategies.start(space, warm=warm)
     answers: list[Answer] = []
     waiting: deque[Config] = deque()
     while len(answers) < budget:
@@ -138,47 +140,50 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     answer = answerer(space, idx)
     ref = reference(space, idx, answer)
     warm = str(Path(start_from).expanduser().resolve()) if start_from is not None else ""
-    starts = [n for n in names if warm and any(o.name == "start_from" for o in strategies.REGISTRY[n].options)]
+    starts = [n for n in names if warm and strategies.REGISTRY[n].takes("start_from")]
     if warm and not starts:
         raise SweepError(f"--start-from {start_from}: none of {', '.join(names)} takes a warm start; add learning or auto "
                          "to --strategies")
-    for name in starts[:1]:                          # a recording that cannot start this space is refused now
-        recorded.start_points(strategy_space(space, name, 0, 1, warm))
+    # read once, here: a recording that cannot start this space is refused before any run
+    points = recorded.start_points(strategy_space(space, starts[0], 0, 1, warm)) if starts else []
     plan = [(name, seed, max(budgets), parallel, start) for name in names
             for start in ("", *([warm] if name in starts else []))
-            for seed in range(seeds if any(o.name == "seed" for o in strategies.REGISTRY[name].options) else 1)]
+            for seed in range(seeds if strategies.REGISTRY[name].takes("seed") else 1)]
     tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
     runs: list[Run] = []
     if jobs == 1 or len(plan) == 1:
         for task in plan:
-            runs.append(_run_task(space, answer, task))
+            runs.append(_run_task(space, answer, points, task))
             tick(len(runs), len(plan), "runs")
         return ref, runs
     # spawned, not forked: the parent may hold threads (BLAS, a progress line) that a fork would copy mid-step
     with ProcessPoolExecutor(min(jobs, len(plan)), mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_start_worker, initargs=(space, recording)) as pool:
+                             initializer=_start_worker, initargs=(space, recording, points)) as pool:
         for run in pool.map(_one_run, plan):
             runs.append(run)
             tick(len(runs), len(plan), "runs")
     return ref, runs
 
 
-def _run_task(space: Space, answer: Callable[[Config], Answer], task: tuple[str, int, int, int, str]) -> Run:
+def _run_task(space: Space, answer: Callable[[Config], Answer], points: Sequence[dict[str, int]],
+              task: tuple[str, int, int, int, str]) -> Run:
+    """One run of the plan; `points`: the warm start, for a task with a start_from."""
     name, seed, budget, parallel, start = task
-    answers, stopped = replay_run(strategy_space(space, name, seed, budget, start), answer, budget, parallel)
+    answers, stopped = replay_run(strategy_space(space, name, seed, budget, start), answer, budget, parallel,
+                                  points if start else ())
     return Run(name + ("+start" if start else ""), seed, answers, stopped)
 
 
-_WORKER: dict[str, Any] = {}       # a worker process's space and recording answerer (_start_worker)
+_WORKER: dict[str, Any] = {}       # a worker process's space, recording answerer and warm start (_start_worker)
 
 
-def _start_worker(space: Space, recording: Path) -> None:
+def _start_worker(space: Space, recording: Path, points: Sequence[dict[str, int]]) -> None:
     idx = replay.index(space, recording)
-    _WORKER.update(space=space, answer=answerer(space, idx))
+    _WORKER.update(space=space, answer=answerer(space, idx), points=points)
 
 
 def _one_run(task: tuple[str, int, int, int, str]) -> Run:
-    return _run_task(_WORKER["space"], _WORKER["answer"], task)
+    return _run_task(_WORKER["space"], _WORKER["answer"], _WORKER["points"], task)
 
 
 # -- what it prints ------------------------------------------------------------------------

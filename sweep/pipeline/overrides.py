@@ -39,7 +39,7 @@ def _with_option(space: Space, name: str, value: Any) -> Space:
     option = next((o for o in spec.options if o.name == name), None)
     flag = "--" + name.replace("_", "-")
     if option is None:
-        takers = [n for n, s in strategies.REGISTRY.items() if any(o.name == name for o in s.options)]
+        takers = [n for n, s in strategies.REGISTRY.items() if s.takes(name)]
         raise SweepError(f"{flag} {value}: strategy {spec.name} takes no {name.replace('_', ' ')} (it plans its own "
                          f"points); add --strategy {' or --strategy '.join(takers)}, or drop {flag}")
     option.check(value, flag)
