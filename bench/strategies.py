@@ -208,8 +208,11 @@ def run_kt(space, seed, limit, strategy, restart=True):
     tune_params = {k: space["params"][k] for k in keys}
     legal = {",".join(str(v) for v in cfg) for cfg in space["table"]}
 
-    def restrict(p):
-        return ",".join(str(p[k]) for k in keys) in legal
+    def restrict(*args):
+        # Kernel Tuner passes a dict of the configuration; python-constraint, checking a space of one
+        # parameter, passes its value alone
+        values = [args[0][k] for k in keys] if len(args) == 1 and isinstance(args[0], dict) else args
+        return ",".join(str(v) for v in values) in legal
 
     warnings.simplefilter("ignore", RuntimeWarning)   # overflows inside Kernel Tuner's and scipy's annealing
     ev = Evaluator(space, limit)
@@ -242,8 +245,32 @@ def run_kt(space, seed, limit, strategy, restart=True):
     return ev.trace, cpu / max(1, len(ev.trace)), starts
 
 
+def failure_of(error: BaseException) -> str:
+    """A strategy's exception in one line: its type and message, and where it was raised (the
+    innermost frame: inside Kernel Tuner, Optuna or this project)."""
+    import traceback
+    frames = traceback.extract_tb(error.__traceback__)
+    where = ""
+    if frames:
+        f = frames[-1]
+        parts = Path(f.filename).parts
+        where = f" ({'/'.join(parts[-3:])}:{f.lineno})"
+    message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}{': ' + message if message else ''}{where}"
+
+
 def run_one(args):
+    """One run, or where its strategy raises (Kernel Tuner's differential evolution, firefly and
+    Bayesian optimization do on spaces smaller than their populations or samples), a record of the
+    failure: the table goes on without that run and names it below."""
     path, strategy, seed, limit, restart = args
+    try:
+        return _run_one(path, strategy, seed, limit, restart)
+    except Exception as error:  # noqa: BLE001  (a third party's strategy: any exception is its failure)
+        return {"space": load_name(path), "strategy": strategy, "seed": seed, "error": failure_of(error)}
+
+
+def _run_one(path, strategy, seed, limit, restart):
     space = cached_space(str(path))
     t0 = time.time()
     starts = 1
@@ -320,21 +347,24 @@ def main(argv=None):
         tasks = []
     log = open(a.log, "a") if a.log else None
     t0 = time.time()
+    failed = []
+
+    def keep(r: dict) -> None:   # a failed run is reported, not logged: a later --merge runs it again
+        if "error" in r:
+            failed.append(r)
+            return
+        runs.append(r)
+        if log:
+            log.write(json.dumps(r) + "\n")
+            log.flush()
+
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as pool:
-            it = pool.map(run_one, tasks, chunksize=1)
-            for r in it:
-                runs.append(r)
-                if log:
-                    log.write(json.dumps(r) + "\n")
-                    log.flush()
+            for r in pool.map(run_one, tasks, chunksize=1):
+                keep(r)
     else:
         for t in tasks:
-            r = run_one(t)
-            runs.append(r)
-            if log:
-                log.write(json.dumps(r) + "\n")
-                log.flush()
+            keep(run_one(t))
     wall = time.time() - t0
     runs = [r for r in runs if r["strategy"] in strategies and r["seed"] in seeds]
     rows = summarize(runs, budgets)
@@ -342,6 +372,8 @@ def main(argv=None):
     restarted = [f"{r['space']} {r['strategy']} {r['restarted_runs']} of {r['seeds']}" for r in rows if r["restarted_runs"]]
     if restarted:
         print("\nruns started again after their strategy ended short of the budget: " + "; ".join(restarted))
+    for line in failure_lines(failed):
+        print(line)
     print(f"\n{len(tasks)} runs made now (wall {wall:.0f} s, jobs {a.jobs}), {len(runs)} in the table, {a.seeds} seeds"
           + (f" from {a.first_seed}" if a.first_seed else ""))
     if a.out:
@@ -358,7 +390,21 @@ def main(argv=None):
         else:
             out.write_text(json.dumps({"rows": rows, "runs": runs, "wall_s": wall, "budgets": budgets},
                                       default=lambda x: None if isinstance(x, float) and math.isinf(x) else x))
+    ours_failed = sorted({r["strategy"] for r in failed if not r["strategy"].startswith(("kt_", "tpe"))})
+    if ours_failed:   # a reference strategy's failure is theirs; this project's is a defect to fix
+        sys.exit(f"error: {', '.join(ours_failed)} failed (above): a defect of this project's strategy")
     return rows
+
+
+def failure_lines(failed: list[dict]) -> list[str]:
+    """The failed runs, one line per space, strategy and failure, left out of the table."""
+    groups: dict[tuple, list[int]] = {}
+    for r in failed:
+        groups.setdefault((r["space"], r["strategy"], r["error"]), []).append(r["seed"])
+    lines = ["", "runs whose strategy failed (left out of the table):"] if groups else []
+    for (space, strategy, error), seeds in sorted(groups.items()):
+        lines.append(f"  {space} {strategy}: {len(seeds)} run(s), seeds {', '.join(map(str, sorted(seeds)))}: {error}")
+    return lines
 
 
 if __name__ == "__main__":

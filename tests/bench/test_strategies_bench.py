@@ -161,3 +161,39 @@ def test_the_asynchronous_mode_keeps_in_flight_proposals_waiting_and_tells_the_o
     assert max(n for n, _ in seen) == 4 and all(oldest for _, oldest in seen)
     assert [n for n, _ in seen[-4:]] == [4, 3, 2, 1]          # the budget's last proposals drain
     assert strategies.run_ours(space, 0, 30, in_flight=4)[0] == trace
+
+
+def _one_parameter_cache(tmp_path: Path) -> Path:
+    """Eight configurations of one parameter, fastest in the middle: a space smaller than Kernel
+    Tuner's differential evolution's population and its Bayesian optimization's first sample."""
+    sizes = list(range(32, 288, 32))
+    cache = {str(b): {"block_size_x": b, "time": 1.0 + abs(b - 160) / 100} for b in sizes}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"device_name": "test", "kernel_name": "k", "problem_size": [1],
+                                "tune_params_keys": ["block_size_x"], "tune_params": {"block_size_x": sizes},
+                                "objective": "time", "cache": cache}))
+    return path
+
+
+def test_a_kernel_tuner_strategy_that_raises_is_named_below_the_table_and_the_other_runs_stay(tmp_path, capsys):
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategies itself")
+    log = tmp_path / "runs.jsonl"
+    rows = strategies.main(["--spaces", str(_one_parameter_cache(tmp_path)), "--seeds", "2", "--budgets", "4",
+                            "--strategies", "ours,kt_random_sample,kt_diff_evo", "--log", str(log)])
+    assert {r["strategy"] for r in rows} == {"ours", "kt_random_sample"}   # a space of one parameter replays in KT
+    out = capsys.readouterr().out
+    assert "runs whose strategy failed (left out of the table):" in out
+    assert "tiny kt_diff_evo: 2 run(s), seeds 0, 1: IndexError" in out and "kernel_tuner/strategies/diff_evo.py:" in out
+    logged = [json.loads(line)["strategy"] for line in log.read_text().splitlines()]
+    assert sorted(logged) == ["kt_random_sample"] * 2 + ["ours"] * 2       # a failed run is not logged: rerun later
+
+
+def test_a_failure_of_this_project_s_strategy_fails_the_bench(tmp_path, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no candidates")
+    monkeypatch.setattr(strategies, "run_ours", broken)
+    with pytest.raises(SystemExit) as e:
+        strategies.main(["--spaces", str(_one_parameter_cache(tmp_path)), "--seeds", "1", "--budgets", "4",
+                         "--strategies", "ours,random"])
+    assert "ours failed (above)" in str(e.value)
+    assert "tiny ours: 1 run(s), seeds 0: RuntimeError: no candidates" in capsys.readouterr().out
