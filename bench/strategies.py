@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from strategy_table import fmt_table, summarize  # noqa: E402  (bench/strategy_table.py)
+from strategy_table import failure_lines, fmt_table, summarize  # noqa: E402  (bench/strategy_table.py)
 from cache_spaces import Evaluator, cached_space, check_space, load_name, space_files  # noqa: E402
 
 DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
@@ -394,17 +394,6 @@ def main(argv=None):
     if ours_failed:   # a reference strategy's failure is theirs; this project's is a defect to fix
         sys.exit(f"error: {', '.join(ours_failed)} failed (above): a defect of this project's strategy")
     return rows
-
-
-def failure_lines(failed: list[dict]) -> list[str]:
-    """The failed runs, one line per space, strategy and failure, left out of the table."""
-    groups: dict[tuple, list[int]] = {}
-    for r in failed:
-        groups.setdefault((r["space"], r["strategy"], r["error"]), []).append(r["seed"])
-    lines = ["", "runs whose strategy failed (left out of the table):"] if groups else []
-    for (space, strategy, error), seeds in sorted(groups.items()):
-        lines.append(f"  {space} {strategy}: {len(seeds)} run(s), seeds {', '.join(map(str, sorted(seeds)))}: {error}")
-    return lines
 
 
 if __name__ == "__main__":

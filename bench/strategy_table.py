@@ -7,6 +7,7 @@ per space and budget, and printed.
                                  that went at least that far), evaluations to within 1% and 5%,
                                  CPU per suggestion, short and restarted runs
     fmt_table(rows, budgets)     the rows as printed
+    failure_lines(failed)        the runs whose strategy raised, as printed below the table
 """
 
 from __future__ import annotations
@@ -69,3 +70,14 @@ def fmt_table(rows, budgets):
         s += f" {r['cpu_per_suggestion_s']:9.4f}"
         lines.append(s)
     return "\n".join(lines)
+
+
+def failure_lines(failed: list[dict]) -> list[str]:
+    """The failed runs, one line per space, strategy and failure, left out of the table."""
+    groups: dict[tuple, list[int]] = {}
+    for r in failed:
+        groups.setdefault((r["space"], r["strategy"], r["error"]), []).append(r["seed"])
+    lines = ["", "runs whose strategy failed (left out of the table):"] if groups else []
+    for (space, strategy, error), seeds in sorted(groups.items()):
+        lines.append(f"  {space} {strategy}: {len(seeds)} run(s), seeds {', '.join(map(str, sorted(seeds)))}: {error}")
+    return lines
