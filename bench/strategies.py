@@ -29,6 +29,11 @@ none): as it is where lower is better, its reciprocal where higher is (GFLOP/s a
 and Kernel Tuner is told the same objective and direction.  A file that is not a cache, or whose
 objective has no known direction, is refused in one line naming it.
 
+A run whose strategy raises (Kernel Tuner's differential evolution, firefly and Bayesian
+optimization do on spaces smaller than their populations or first samples) is left out of the table
+and named below it with the exception and where it was raised; the other runs stand. A failure of
+this project's strategy also ends the bench with a non-zero status.
+
 Columns: best-found/optimum (median and quartiles over seeds) per budget; evaluations needed to
 get within 1% / 5% of the optimum (median over seeds; ">B" when the median run did not reach it
 within B = the largest budget); CPU seconds per suggestion of the strategy itself (for Kernel
