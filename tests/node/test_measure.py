@@ -4,7 +4,6 @@ run once per program (on its first workload), and a later workload's failure nam
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import replace
 

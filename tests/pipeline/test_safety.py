@@ -15,7 +15,7 @@ from sweep import cli
 from sweep.core import atomic, safe
 from sweep.core.errors import SweepError
 from sweep.node import lock, render
-from sweep.pipeline import driver as pipeline, folders, manage
+from sweep.pipeline import folders, manage
 from sweep.records import Manifest
 from sweep.space import target
 
