@@ -29,6 +29,11 @@ none): as it is where lower is better, its reciprocal where higher is (GFLOP/s a
 and Kernel Tuner is told the same objective and direction.  A file that is not a cache, or whose
 objective has no known direction, is refused in one line naming it.
 
+With --each-budget every budget is a run of its own instead, each strategy told that budget
+(Kernel Tuner's max_fevals, the learning strategy's budget, TPE's trials), as a user with that
+budget would run it: a strategy that plans for its budget (Kernel Tuner's dual annealing does) may
+differ from the first evaluations of a longer run. It costs the sum of the budgets in runs.
+
 A run whose strategy raises (Kernel Tuner's differential evolution, firefly and Bayesian
 optimization do on spaces smaller than their populations or first samples) is left out of the table
 and named below it with the exception and where it was raised; the other runs stand. A failure of
@@ -346,7 +351,7 @@ def _run_one(path, strategy, seed, limit, restart):
         raise ValueError(f"unknown strategy {strategy}")
     return {"space": space["name"], "strategy": strategy, "seed": seed, "trace": trace,
             "optimum": space["optimum"], "cpu_per_suggestion": cpu, "wall": time.time() - t0,
-            "starts": starts, "restart": restart}
+            "starts": starts, "restart": restart, "limit": limit}
 
 
 def main(argv=None):
@@ -365,6 +370,10 @@ def main(argv=None):
                     help="end a Kernel Tuner run where its strategy ends, short of the budget (default: start it "
                          "again with the next seed until the budget is spent, the configurations already measured "
                          "free, as a user with that budget would)")
+    ap.add_argument("--each-budget", action="store_true",
+                    help="run every budget on its own, each strategy told that budget (Kernel Tuner's max_fevals, as "
+                         "a user with that budget would set it); default: one run to the largest budget per seed, the "
+                         "smaller budgets read off its first evaluations (anytime, as the methodology's curves are)")
     ap.add_argument("--log", help="append every finished run (its trace) to this JSON-lines file")
     ap.add_argument("--merge", nargs="*", help="JSON-lines run logs of earlier invocations to include (not rerun)")
     ap.add_argument("--summarize-only", action="store_true", help="run nothing: tabulate the --merge logs")
@@ -385,8 +394,9 @@ def main(argv=None):
         for f in files:   # a file that cannot be replayed is refused here, once, not in every worker
             check_space(f)
     seeds = range(a.first_seed, a.first_seed + a.seeds)
-    tasks = [(str(f), s, seed, max(budgets), a.kt_restart)
-             for s in strategies for seed in seeds for f in files]
+    limits = budgets if a.each_budget else (max(budgets),)
+    tasks = [(str(f), s, seed, limit, a.kt_restart)
+             for s in strategies for seed in seeds for f in files for limit in limits]
     runs = []
     for m in a.merge or []:   # runs logged by earlier invocations (--log): reused, not rerun
         with open(m) as f:
@@ -395,8 +405,11 @@ def main(argv=None):
         r["trace"] = [None if t is None else float(t) for t in r["trace"]]
     # a Kernel Tuner run logged in the other restart mode is not this one (logs before the option: no restarts)
     runs = [r for r in runs if not r["strategy"].startswith("kt_") or r.get("restart", False) == a.kt_restart]
-    have = {(r["space"], r["strategy"], r["seed"]) for r in runs}
-    tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2]) not in have]
+    for r in runs:   # a run logged before runs recorded their budget was one to the largest budget
+        r.setdefault("limit", max(budgets))
+    runs = [r for r in runs if r["limit"] in limits]
+    have = {(r["space"], r["strategy"], r["seed"], r["limit"]) for r in runs}
+    tasks = [t for t in tasks if (load_name(t[0]), t[1], t[2], t[3]) not in have]
     if a.summarize_only:
         tasks = []
     log = open(a.log, "a") if a.log else None
@@ -421,7 +434,7 @@ def main(argv=None):
             keep(run_one(t))
     wall = time.time() - t0
     runs = [r for r in runs if r["strategy"] in strategies and r["seed"] in seeds]
-    rows = summarize(runs, budgets)
+    rows = summarize(runs, budgets, each_budget=a.each_budget)
     print(fmt_table(rows, budgets))
     restarted = [f"{r['space']} {r['strategy']} {r['restarted_runs']} of {r['seeds']}" for r in rows if r["restarted_runs"]]
     if restarted:

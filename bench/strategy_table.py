@@ -1,13 +1,14 @@
 """bench/strategies.py's table: each strategy's runs (traces of distinct evaluations) summarized
 per space and budget, and printed.
 
-    best_at(trace, optimum, b)   best found in the first b evaluations / optimum (inf: none found)
-    evals_to(trace, optimum, t)  evaluations until within t of the optimum (inf: never)
-    summarize(runs, budgets)     one row per space x strategy: quartiles per budget (over the runs
-                                 that went at least that far), evaluations to within 1% and 5%,
-                                 CPU per suggestion, short and restarted runs
-    fmt_table(rows, budgets)     the rows as printed
-    failure_lines(failed)        the runs whose strategy raised, as printed below the table
+    best_at(trace, optimum, b)    best found in the first b evaluations / optimum (inf: none found)
+    evals_to(trace, optimum, t)   evaluations until within t of the optimum (inf: never)
+    summarize(runs, budgets, ..)  one row per space x strategy: quartiles per budget (over the runs
+                                  that went at least that far; with each_budget, the runs told that
+                                  budget), evaluations to within 1% and 5%, CPU per suggestion,
+                                  short and restarted runs
+    fmt_table(rows, budgets)      the rows as printed
+    failure_lines(failed)         the runs whose strategy raised, as printed below the table
 """
 
 from __future__ import annotations
@@ -29,15 +30,21 @@ def evals_to(trace, optimum, tol):
     return math.inf
 
 
-def summarize(runs, budgets):
+def summarize(runs, budgets, each_budget=False):
+    """each_budget: every budget's column from the runs told that budget ("limit"), the rest of the
+    row from the largest budget's; else every column from the same runs' first evaluations."""
     rows = []
     groups = {}
     for r in runs:
         groups.setdefault((r["space"], r["strategy"]), []).append(r)
-    for (space, strategy), rs in sorted(groups.items()):
+    for (space, strategy), every in sorted(groups.items()):
+        rs = [r for r in every if r.get("limit", max(budgets)) == max(budgets)] if each_budget else every
+        if not rs:
+            continue
         row = {"space": space, "strategy": strategy, "seeds": len(rs)}
         for b in budgets:   # only runs that went at least b evaluations
-            v = np.array([best_at(r["trace"], r["optimum"], b) for r in rs if len(r["trace"]) >= b])
+            told = [r for r in every if r.get("limit") == b] if each_budget else rs
+            v = np.array([best_at(r["trace"], r["optimum"], b) for r in told if len(r["trace"]) >= b])
             q = np.percentile(v, [25, 50, 75]) if len(v) else [math.nan] * 3
             row[f"best@{b}"] = [float(x) for x in q]
         row["horizon"] = min(len(r["trace"]) for r in rs)

@@ -208,3 +208,25 @@ def test_kernel_tuner_solves_a_space_s_restriction_once_per_worker_and_charges_i
     second = strategies.run_kt(space, 0, 30, "random_sample", restart=False)
     assert second[0] == first[0] and len(strategies._SOLVED) == 1    # the same run from the kept solve
     assert second[1] * len(second[0]) >= spent                         # whose CPU is charged to it again
+
+
+def test_each_budget_reads_every_column_from_the_runs_told_that_budget():
+    runs = [_run("kt_x", [3.0, 2.0], limit=2), _run("kt_x", [5.0, 4.0, 3.0, 1.0], limit=4)]
+    (row,) = strategy_table.summarize(runs, (2, 4), each_budget=True)
+    assert row["best@2"][1] == 2.0 and row["best@4"][1] == 1.0   # not 4.0, the longer run's first two
+    assert row["seeds"] == 1 and row["evals_to_1pct"] == 4       # the rest of the row: the largest budget's runs
+    (anytime,) = strategy_table.summarize([runs[1]], (2, 4))
+    assert anytime["best@2"][1] == 4.0
+
+
+def test_each_budget_makes_a_run_per_budget_and_seed_and_reuses_logged_runs_of_the_same_budget(tmp_path):
+    log = tmp_path / "runs.jsonl"
+    args = ["--spaces", str(SPACE), "--strategies", "random,ours", "--seeds", "2", "--budgets", "5,10",
+            "--each-budget", "--log", str(log)]
+    strategies.main(args)
+    made = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted((r["strategy"], r["seed"], r["limit"], len(r["trace"])) for r in made) == [
+        (s, seed, b, b) for s in ("ours", "random") for seed in (0, 1) for b in (5, 10)]
+    again = tmp_path / "again.jsonl"
+    strategies.main(args[:-1] + [str(again), "--merge", str(log)])
+    assert not again.exists() or again.read_text() == ""               # every run reused, none made again
