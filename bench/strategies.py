@@ -48,14 +48,12 @@ Tuner: its whole process time per evaluation, simulation overhead included).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import warnings
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -70,6 +68,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from strategy_table import failure_lines, fmt_table, summarize  # noqa: E402  (bench/strategy_table.py)
 from cache_spaces import Evaluator, cached_space, check_space, load_name, space_files  # noqa: E402
+from kt_runs import run_kt  # noqa: E402  (bench/kt_runs.py: Kernel Tuner's strategies in simulation mode)
 
 DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
 BUDGETS = (25, 50, 100, 200)
@@ -175,133 +174,6 @@ def run_tpe(space, seed, limit, multivariate=False):
             study.tell(trial, worst + 1.0)
         cpu += time.process_time() - t0
     return ev.trace, cpu / max(1, len(ev.trace))
-
-
-# -- Kernel Tuner (simulation mode) --------------------------------------------------------
-KT_RESTARTS_IDLE = 3   # restarts in a row that add no new configuration end the run
-
-
-@contextlib.contextmanager
-def seeded_latin_hypercubes():
-    """Kernel Tuner draws Latin hypercube samples (differential evolution's population through
-    searchspace.get_LHS_sample, Bayesian optimization's start) from scipy's LatinHypercube with
-    no seed: fresh OS entropy, so those two strategies' rows differed from run to run with the same
-    seed. Within this, each such sampler's rng is drawn from numpy's global generator instead,
-    which run_kt seeds before each start."""
-    from scipy.stats import qmc
-    from kernel_tuner.strategies import bayes_opt
-    original = qmc.LatinHypercube
-
-    class Seeded(original):
-        def __init__(self, d, **kw):
-            if kw.get("rng") is None and kw.get("seed") is None:
-                kw["rng"] = int(np.random.randint(0, 2**31 - 1))
-            super().__init__(d, **kw)
-
-    qmc.LatinHypercube = bayes_opt.LatinHypercube = Seeded
-    try:
-        yield
-    finally:
-        qmc.LatinHypercube = bayes_opt.LatinHypercube = original
-
-
-_KT_INPUTS: dict[str, tuple] = {}
-
-
-def kt_inputs(space: dict) -> tuple[frozenset, str]:
-    """What every Kernel Tuner run of a space is given, made once per worker and space (the same
-    loaded space: a space loaded again is made again): the legal set as the restriction looks it up
-    (configurations as comma-joined strings) and the cache file's text."""
-    made = _KT_INPUTS.get(space["path"])
-    if made is None or made[0] is not space["data"]:
-        made = (space["data"], frozenset(",".join(str(v) for v in cfg) for cfg in space["table"]),
-                json.dumps(space["data"]))
-        _KT_INPUTS[space["path"]] = made
-    return made[1], made[2]
-
-
-_SOLVED: dict[tuple, tuple[tuple, float]] = {}   # this worker's solved legal sets, by space and order
-
-
-@contextlib.contextmanager
-def solved_once(space: dict):
-    """Kernel Tuner solves the space's restriction over the whole product of its values (python-
-    constraint, one call per point: about 8 us a point, minutes for the hub's largest products) at
-    every start of every run, and every run of one space gets the same legal set in the same order.
-    Within this context a worker solves each space once and hands later starts a copy. The CPU the
-    solve took is charged again to every start that reuses it (yielded, to be added to the run's
-    CPU), so Kernel Tuner's CPU per suggestion reads as if it solved every time, as it does for a
-    user; only the bench's wall time shrinks."""
-    from constraint import Problem
-    original = Problem.getSolutionsAsListDict
-    reused = [0.0]
-
-    def solve(problem, *args, **kwargs):
-        key = (space["path"], repr(args), repr(sorted(kwargs.items())))
-        if key in _SOLVED:
-            (found, index, size), spent = _SOLVED[key]
-            reused[0] += spent
-            return list(found), dict(index), size
-        t0 = time.process_time()
-        out = original(problem, *args, **kwargs)
-        _SOLVED[key] = ((list(out[0]), dict(out[1]), out[2]), time.process_time() - t0)
-        return out
-
-    Problem.getSolutionsAsListDict = solve
-    try:
-        yield reused
-    finally:
-        Problem.getSolutionsAsListDict = original
-
-
-def run_kt(space, seed, limit, strategy, restart=True):
-    """One Kernel Tuner run; with `restart`, a strategy that ends before the budget (dual and
-    simulated annealing do) is started again with the next seed until `limit` distinct
-    configurations are measured, as a user with that budget would: the configurations earlier
-    starts measured stay free (the user's cache), so only new ones count.  Without it the run ends
-    where the strategy does, and the summary leaves it out of the budgets it did not reach."""
-    import kernel_tuner
-    import random
-    import io
-    keys = space["keys"]
-    tune_params = {k: space["params"][k] for k in keys}
-    legal, cache_text = kt_inputs(space)
-
-    def restrict(*args):
-        # Kernel Tuner passes a dict of the configuration; python-constraint, checking a space of one
-        # parameter, passes its value alone
-        values = [args[0][k] for k in keys] if len(args) == 1 and isinstance(args[0], dict) else args
-        return ",".join(str(v) for v in values) in legal
-
-    warnings.simplefilter("ignore", RuntimeWarning)   # overflows inside Kernel Tuner's and scipy's annealing
-    ev = Evaluator(space, limit)
-    cpu, starts, idle = 0.0, 0, 0
-    with tempfile.TemporaryDirectory() as tmp:
-        cache = Path(tmp) / "cache.json"
-        cache.write_text(cache_text)   # each run its own copy: nothing one run does reaches the next
-        while not ev.done and idle < KT_RESTARTS_IDLE:
-            start_seed = seed if starts == 0 else seed + 100_003 * starts   # the first start is the seed's own
-            np.random.seed(start_seed % 2**32)
-            random.seed(start_seed)
-            before = len(ev.trace)
-            t0 = time.process_time()
-            with contextlib.redirect_stdout(io.StringIO()), seeded_latin_hypercubes(), solved_once(space) as reused:
-                results, env = kernel_tuner.tune_kernel(
-                    space["data"].get("kernel_name", "kernel"), "__global__ void k() {}",
-                    space["data"].get("problem_size", (1,)), [], tune_params,
-                    restrictions=restrict, cache=str(cache), simulation_mode=True, strategy=strategy,
-                    objective=space["objective"], objective_higher_is_better=space["higher_is_better"],
-                    strategy_options={"max_fevals": limit}, verbose=False, quiet=True)
-            cpu += time.process_time() - t0 + reused[0]
-            starts += 1
-            for r in results:
-                cfg = tuple(r[k] for k in keys)
-                if cfg in space["table"] and not ev.done:
-                    ev(cfg)
-            idle = idle + 1 if len(ev.trace) == before else 0
-            if not restart:
-                break
-    return ev.trace, cpu / max(1, len(ev.trace)), starts
 
 
 def failure_of(error: BaseException) -> str:
