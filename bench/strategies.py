@@ -198,7 +198,8 @@ def run_one(args):
     try:
         return _run_one(path, strategy, seed, limit, restart)
     except Exception as error:  # noqa: BLE001  (a third party's strategy: any exception is its failure)
-        return {"space": load_name(path), "strategy": strategy, "seed": seed, "error": failure_of(error)}
+        return {"space": load_name(path), "strategy": strategy, "seed": seed, "limit": limit,
+                "error": failure_of(error)}
 
 
 def _run_one(path, strategy, seed, limit, restart):

@@ -43,7 +43,7 @@ def summarize(runs, budgets, each_budget=False):
             continue
         row = {"space": space, "strategy": strategy, "seeds": len(rs)}
         for b in budgets:   # only runs that went at least b evaluations
-            told = [r for r in every if r.get("limit") == b] if each_budget else rs
+            told = [r for r in every if r.get("limit", max(budgets)) == b] if each_budget else rs
             v = np.array([best_at(r["trace"], r["optimum"], b) for r in told if len(r["trace"]) >= b])
             q = np.percentile(v, [25, 50, 75]) if len(v) else [math.nan] * 3
             row[f"best@{b}"] = [float(x) for x in q]
@@ -81,10 +81,13 @@ def fmt_table(rows, budgets):
 
 def failure_lines(failed: list[dict]) -> list[str]:
     """The failed runs, one line per space, strategy and failure, left out of the table."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple, list[dict]] = {}
     for r in failed:
-        groups.setdefault((r["space"], r["strategy"], r["error"]), []).append(r["seed"])
+        groups.setdefault((r["space"], r["strategy"], r["error"]), []).append(r)
     lines = ["", "runs whose strategy failed (left out of the table):"] if groups else []
-    for (space, strategy, error), seeds in sorted(groups.items()):
-        lines.append(f"  {space} {strategy}: {len(seeds)} run(s), seeds {', '.join(map(str, sorted(seeds)))}: {error}")
+    for (space, strategy, error), rs in sorted(groups.items()):
+        seeds = ", ".join(map(str, sorted({r["seed"] for r in rs})))
+        limits = sorted({r["limit"] for r in rs if "limit" in r})   # --each-budget: a run per seed and budget
+        told = f" (told {', '.join(map(str, limits))} evaluations)" if len(limits) > 1 else ""
+        lines.append(f"  {space} {strategy}: {len(rs)} run(s), seeds {seeds}{told}: {error}")
     return lines
