@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from strategy_table import failure_lines, fmt_table, summarize  # noqa: E402  (bench/strategy_table.py)
 from cache_spaces import Evaluator, cached_space, check_space, load_name, space_files  # noqa: E402
+from sweep.core.text import terminal_safe  # noqa: E402
 from kt_runs import run_kt  # noqa: E402  (bench/kt_runs.py: Kernel Tuner's strategies in simulation mode)
 
 DEFAULT_SPACES = Path("/work/shared/benchmark-spaces/convolution")
@@ -186,7 +187,7 @@ def failure_of(error: BaseException) -> str:
         f = frames[-1]
         parts = Path(f.filename).parts
         where = f" ({'/'.join(parts[-3:])}:{f.lineno})"
-    message = str(error).splitlines()[0] if str(error) else ""
+    message = terminal_safe(str(error).splitlines()[0]) if str(error) else ""   # it may echo a cache file's strings
     return f"{type(error).__name__}{': ' + message if message else ''}{where}"
 
 

@@ -232,3 +232,11 @@ def test_each_budget_makes_a_run_per_budget_and_seed_and_reuses_logged_runs_of_t
     again = tmp_path / "again.jsonl"
     strategies.main(args[:-1] + [str(again), "--merge", str(log)])
     assert not again.exists() or again.read_text() == ""               # every run reused, none made again
+
+
+def test_a_failure_s_message_reaches_the_terminal_with_its_control_characters_spelled_out():
+    try:
+        raise ValueError("bad value '\x1b[2Jx'\nsecond line")
+    except ValueError as error:
+        line = strategies.failure_of(error)
+    assert line.startswith("ValueError: bad value '\\x1b[2Jx' (") and "\x1b" not in line and "second line" not in line
