@@ -224,7 +224,10 @@ def cache(a: argparse.Namespace) -> int:
                         "strategy_time": 0, "framework_time": 0, "timestamp": stamp}
     data = {"device_name": header["device"], "kernel_name": kernel_name(a.space),
             "problem_size": header.get("problem_size") or [header["size"]] * 3,
-            "tune_params_keys": keys, "tune_params": values, "objective": "time", "cache": entries}
+            "tune_params_keys": keys, "tune_params": values, "objective": "time",
+            # not Kernel Tuner's (it ignores the key): which parameters are flags or enumerations,
+            # for bench/strategies.py's learning strategy, as the sweep reads them from the space
+            "parameter_kinds": {p.macro: p.kind for p in load_space(a.space).swept}, "cache": entries}
     opener = gzip.open if a.out.suffix == ".gz" else open
     with opener(a.out, "wt") as f:
         json.dump(data, f)

@@ -93,6 +93,17 @@ bool brute_force_args(int argc, char** argv, long& start, long& end, Other other
     return true;
 }
 
+// The run's first line: the device, its driver, and `problem` (JSON members naming the problem's
+// size, such as "\"problem_size\": [8192, 2048]") and how many configurations the build holds.
+inline void brute_force_header(const std::string& problem, size_t count) {
+    cudaDeviceProp prop;
+    int driver = 0;
+    cudaGetDeviceProperties(&prop, 0);
+    cudaDriverGetVersion(&driver);
+    printf("{\"device\": \"%s\", \"driver\": %d, %s, \"count\": %zu}\n", prop.name, driver, problem.c_str(), count);
+    fflush(stdout);
+}
+
 // Configurations start..end-1 of entries (end < 0: to the last), one JSON line each, flushed.
 template <class Bench>
 void brute_force_run(const std::vector<BruteForceEntryOf<Bench>>& entries, Bench& b, long start, long end) {

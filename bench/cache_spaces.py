@@ -56,7 +56,11 @@ def load_space(path: str | Path) -> dict:
     times = [v for v in table.values() if isinstance(v, float)]
     if not times:
         raise SpaceError(f"{path}: no configuration has a positive {objective!r}: nothing to replay")
+    # bench/brute_force.py's caches say which parameters are enumerations (type: choice), which a
+    # Kernel Tuner cache cannot: {"PNPOLY_METHOD": "choice", ...}; absent, the strategy infers
+    kinds = data.get("parameter_kinds") or {}
     return {"name": load_name(path), "path": str(path), "keys": keys, "params": params, "table": table,
+            "kinds": {k: kinds[k] for k in keys if k in kinds},
             "optimum": min(times), "objective": objective, "higher_is_better": higher, "data": data}
 
 

@@ -101,7 +101,7 @@ def run_ours(space, seed, limit, batch=1, make=None, in_flight=0):
     from sweep.plan.learning import Dim, LearningSearch
     make = make or LearningSearch
     keys = space["keys"]
-    dims = [Dim(k, tuple(space["params"][k])) for k in keys]
+    dims = [Dim(k, tuple(space["params"][k]), "choice" if space.get("kinds", {}).get(k) == "choice" else None) for k in keys]
     legal = [dict(zip(keys, cfg)) for cfg in space["table"]]
     ev = Evaluator(space, limit)
     replaying = 0.0

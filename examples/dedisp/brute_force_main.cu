@@ -36,13 +36,8 @@ int main(int argc, char** argv) {
         cudaCheck(cudaEventCreate(&b.start)) || cudaCheck(cudaEventCreate(&b.stop)) ||
         dedisp_reference(p, b.dIn, b.dDelay, b.dRef) || cudaCheck(cudaDeviceSynchronize()))
         return 1;
-    cudaDeviceProp prop;
-    int driver = 0;
-    cudaGetDeviceProperties(&prop, 0);
-    cudaDriverGetVersion(&driver);
-    printf("{\"device\": \"%s\", \"driver\": %d, \"problem_size\": [%d, %d, %d], \"count\": %zu}\n", prop.name, driver,
-           p.samples, p.dms, p.channels, entries.size());
-    fflush(stdout);
+    brute_force_header("\"problem_size\": [" + std::to_string(p.samples) + ", " + std::to_string(p.dms) + ", " +
+                           std::to_string(p.channels) + "]", entries.size());
     brute_force_run(entries, b, start, end);
     return 0;
 }

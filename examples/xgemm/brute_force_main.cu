@@ -37,12 +37,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaEventCreate(&b.start)) || cudaCheck(cudaEventCreate(&b.stop)) ||
         xgemm_reference(b.S, b.S, b.S, b.dA, b.dB, b.dRef) || cudaCheck(cudaDeviceSynchronize()))
         return 1;
-    cudaDeviceProp prop;
-    int driver = 0;
-    cudaGetDeviceProperties(&prop, 0);
-    cudaDriverGetVersion(&driver);
-    printf("{\"device\": \"%s\", \"driver\": %d, \"size\": %d, \"count\": %zu}\n", prop.name, driver, b.S, entries.size());
-    fflush(stdout);
+    brute_force_header("\"size\": " + std::to_string(b.S), entries.size());
     brute_force_run(entries, b, start, end);
     return 0;
 }

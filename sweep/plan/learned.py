@@ -95,7 +95,8 @@ class LearnedSearch(Search):
         combos = group_legal_sets(space) if points == () or points is None else None
         if points == ():
             points = legal_points(space, combos)
-        dims = [Dim(p.macro, tuple(p.values)) for p in space.swept]
+        # a declared enumeration (type: choice) is modelled with no order among its values
+        dims = [Dim(p.macro, tuple(p.values), "choice" if p.kind == "choice" else "ordinal") for p in space.swept]
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
         self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,

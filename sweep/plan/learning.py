@@ -34,8 +34,20 @@ FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "fai
 
 @dataclass(frozen=True)
 class Dim:
+    """A tunable parameter and its ordered values. kind: "choice" for an enumeration whose values
+    have no order (the space's `type: choice`), "ordinal" for sizes and switches, None to infer:
+    three or more values that are not all numbers read as a choice (a Kernel Tuner cache names no
+    kinds; names have no magnitude). Numbered enumerations are not inferred: 0, 1, 2, 3 is a
+    method to pick in one space and a count of blocks per SM in another."""
     name: str
     values: tuple
+    kind: str | None = None
+
+    def is_choice(self) -> bool:
+        if self.kind is not None:
+            return self.kind == "choice"
+        return len(self.values) >= 3 and not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in self.values)
 
 
 class LearningSearch:
@@ -122,7 +134,8 @@ class LearningSearch:
         # points can look far worse than its best (bench/landscape.py, W6600)
         self._switches = np.flatnonzero(self._sizes == 2)
         values = [d.values for d in self.dims]
-        self._col_dim, self._coords = columns(values, self._vary, self.alignment)
+        self._choices = frozenset(j for j, d in enumerate(self.dims) if d.is_choice())
+        self._col_dim, self._coords = columns(values, self._vary, self.alignment, self._choices)
         self._aligned = powers_of_two(values) if aligned_start else []
         # the warm start's keys (a value this space does not have drops the point)
         self.start_keys = [k for k in (self._key_of(p) for p in list(start)[: self.n_init]) if k is not None]

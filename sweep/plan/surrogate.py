@@ -17,20 +17,26 @@ LENGTHSCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 8.0)   # in units of the [0, 1] 
 NUGGETS = (1e-6, 1e-4, 1e-3, 1e-2, 5e-2, 0.2)           # noise / signal variance ratio
 
 
-def columns(values: list, vary, alignment: bool = True) -> tuple[list[int], list[np.ndarray]]:
+def columns(values: list, vary, alignment: bool = True,
+            choices: frozenset = frozenset()) -> tuple[list[int], list[np.ndarray]]:
     """The surrogate's columns of a discrete space: for each dimension of `vary` (indices into
     `values`, each dimension's ordered values), its rank / (levels - 1); with `alignment`, for
     positive integer dimensions of more than two values, also the power of two dividing each
     value and the log2 of what is left (its odd part), each normalized to [0, 1]. The ranks
     alone cannot say that 32 and 128 share a trait 48 and 96 lack: warp and vector widths and
     power-of-two tiles make sizes that are not powers of two cost 28-180x on some GPUs (W6600,
-    bench/STRATEGIES.md). Returns each column's dimension and its coordinate per level."""
+    bench/STRATEGIES.md). A dimension in `choices` is an enumeration with no order (four ways to
+    write one test): its levels are the corners of a simplex, each one apart from every other,
+    so the model reads no trend from 0 to 1 to 2 (pnpoly's BETWEEN, whose forms 0 and 2 are fast
+    and 1 and 3 slow). Returns each column's dimension and its coordinates per level (a vector,
+    or a row per level for a choice)."""
     col_dim: list[int] = []
     coords: list[np.ndarray] = []
     for j in vary:
         col_dim.append(int(j))
-        coords.append(np.arange(len(values[j])) / (len(values[j]) - 1.0))
-    integer = [j for j in vary if alignment and _sizes(values[j])]
+        n = len(values[j])
+        coords.append(np.eye(n) / math.sqrt(2.0) if j in choices else np.arange(n) / (n - 1.0))
+    integer = [j for j in vary if alignment and j not in choices and _sizes(values[j])]
     twos = {j: [(int(v) & -int(v)).bit_length() - 1 for v in values[j]] for j in integer}
     odd = {j: [math.log2(int(v) >> t) for v, t in zip(values[j], twos[j])] for j in integer}
     for kind in (twos, odd):
@@ -116,7 +122,10 @@ class GP:
 
     @staticmethod
     def _table(c: np.ndarray, l: float) -> np.ndarray:
-        return matern52(((c[:, None] - c[None, :]) / l) ** 2)
+        """The kernel between every two levels of one column: its coordinates are a number per
+        level, or a row per level (a choice's simplex)."""
+        d = c[:, None] - c[None, :]
+        return matern52((d / l) ** 2 if d.ndim == 2 else (d * d).sum(-1) / l ** 2)
 
     def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Kernel between rows of level arrays a (m x d) and b (n x d)."""

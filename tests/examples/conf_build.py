@@ -3,6 +3,7 @@ macros first on the include path (CONF_DIR), into a build folder of the test's o
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -38,3 +39,21 @@ def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = Non
         (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
         variables.append(f"CONF_DIR={conf}")
     return subprocess.run(["make", "-C", str(example), *variables], capture_output=True, text=True, timeout=600)
+
+
+def checked_then_timed(program: Path, args: Sequence[str], tmp: Path, rate: str) -> dict:
+    """Runs an example's program as a sweep does: --check-only must pass, then a timed run of 5
+    iterations prints its check, median and `rate` and writes the events JSON; returns the one
+    kernel's entry of that JSON (an example's program times one kernel)."""
+    p = subprocess.run([str(program), *args, "--check-only"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "check: ok" in p.stdout, p.stdout + p.stderr
+    events = tmp / "events.json"
+    p = subprocess.run([str(program), *args, "--iters", "5", "--json", str(events)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "check: ok" in p.stdout and ": median" in p.stdout and rate in p.stdout
+    timing = json.loads(events.read_text())
+    assert timing["schema"] == "engine-timing/1" and timing["program"] == program.name
+    (kernel,) = timing["kernels"]
+    assert len(kernel["iter_total_ns"]) == 5 and all(t > 0 for t in kernel["iter_total_ns"])
+    return kernel

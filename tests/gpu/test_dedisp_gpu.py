@@ -4,14 +4,12 @@ writes the events JSON a sweep reads."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.examples.conf_build import make_with_conf
+from tests.examples.conf_build import checked_then_timed, make_with_conf
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dedisp"
@@ -35,16 +33,5 @@ def build(tmp: Path, macros: dict[str, int] | None = None) -> Path:
     (UNEVEN, ["--samples", "1000", "--dms", "300", "--channels", "64"], [42, 2, 1], [8, 40, 1]),
 ], ids=["default", "uneven"])
 def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path, macros, args, grid, block):
-    program = build(tmp_path, macros)
-    p = subprocess.run([str(program), *args, "--check-only"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and "check: ok" in p.stdout, p.stdout + p.stderr
-    events = tmp_path / "events.json"
-    p = subprocess.run([str(program), *args, "--iters", "5", "--json", str(events)],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert "check: ok" in p.stdout and ": median" in p.stdout and "GB/s" in p.stdout
-    timing = json.loads(events.read_text())
-    assert timing["schema"] == "engine-timing/1" and timing["program"] == "dedisp"
-    (kernel,) = timing["kernels"]
+    kernel = checked_then_timed(build(tmp_path, macros), args, tmp_path, "GB/s")
     assert kernel["kernel"] == "dedisp_kernel" and kernel["grid"] == grid and kernel["block"] == block
-    assert len(kernel["iter_total_ns"]) == 5 and all(t > 0 for t in kernel["iter_total_ns"])

@@ -228,3 +228,16 @@ def test_validate_says_where_a_warm_start_comes_from(tmp_path, capsys):
     space = t1_space(tmp_path)
     assert cli.main(["validate", str(space), "--strategy", "learning", "--start-from", str(OTHER_GPU)]) == 0
     assert "first the 10 fastest configurations recorded in convolution_W6600.json.gz" in capsys.readouterr().out
+
+
+def test_a_parameter_declared_a_choice_reaches_the_model_as_one_and_a_size_from_0_as_ordered(tmp_path):
+    from sweep.plan.learned import LearnedSearch
+
+    space = tmp_path / "space.yaml"
+    space.write_text("name: kinds\ntarget: {name: t, dir: ., profile: [\"{build}/t\"]}\nstrategy: learning\nparameters:\n"
+                     "  FORM: {type: choice, values: [0, 1, 2], kernels: [k]}\n"
+                     "  UNROLL: {values: [0, 1, 2], min: 0, kernels: [k]}\n"
+                     "  BLOCK: {values: [32, 64], kernels: [k]}\n")
+    (tmp_path / "Makefile").write_text("all:\n")
+    dims = {d.name: d for d in LearnedSearch(target.load(space)).model.dims}
+    assert dims["FORM"].is_choice() and not dims["UNROLL"].is_choice() and not dims["BLOCK"].is_choice()

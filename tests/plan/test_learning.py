@@ -404,3 +404,10 @@ def test_a_warm_started_search_replays_to_identical_asks():
     for p in hist:
         b.tell(p, cost(p))
     assert hist[:2] == start and a.ask(3) == b.ask(3)
+
+
+def test_named_values_are_a_choice_and_numbered_ones_only_when_declared_so():
+    assert Dim("memory", ("global", "shared", "texture")).is_choice() and Dim("form", (0, 1, 2), "choice").is_choice()
+    assert not Dim("blocks_per_sm", (0, 1, 2, 3)).is_choice() and not Dim("switch", ("off", "on")).is_choice()
+    search = LearningSearch([Dim("b", (32, 64)), Dim("form", (0, 1, 2), "choice"), Dim("unroll", (0, 1, 2))])
+    assert search._choices == {1}

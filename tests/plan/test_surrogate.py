@@ -56,3 +56,15 @@ def test_a_model_sees_at_most_max_train_points_the_best_half_and_the_most_recent
     keys, y = training(done, 4)
     assert keys == [(1,), (3,), (6,), (7,)] and np.allclose(np.exp(y), [1, 2, 9, 3])
     assert training(done, 100)[0] == [k for k, _ in done]
+
+
+def test_a_choice_is_a_simplex_each_value_as_near_every_other_with_no_alignment_columns():
+    from sweep.plan.surrogate import GP
+
+    col_dim, coords = columns([(0, 1, 2, 3), (32, 64, 96)], [0, 1], choices=frozenset({0}))
+    assert col_dim == [0, 1, 1, 1]                # the choice: one column; the size: rank, twos, odd part
+    table = GP._table(coords[0], 0.6)
+    off = table[~np.eye(4, dtype=bool)]
+    assert np.allclose(np.diag(table), 1.0) and np.allclose(off, off[0]) and off[0] < 1.0
+    ordinal = GP._table(columns([(0, 1, 2, 3)], [0])[1][0], 0.6)
+    assert ordinal[0, 1] > ordinal[0, 2] > ordinal[0, 3]   # read as ranks, 0 is nearer 1 than 3

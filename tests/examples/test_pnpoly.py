@@ -1,0 +1,53 @@
+"""examples/pnpoly (point in polygon, the shape of the community's pnpoly space): its space file
+declares its two enumerations as choices and its switch as a flag and counts 8,448 legal points
+with the tool's own enumeration, the kernel builds with real nvcc from conf.cuh's macros, the
+program refuses a bad problem size before it touches a GPU, and an illegal configuration stops at
+the static_assert that names its rule (a sweep records it as skipped). Running it needs a GPU
+(tests/gpu/test_pnpoly_gpu.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweep.node.build import classify_failure
+from sweep.plan.learned import legal_points
+from sweep.space import check, default_config, load_space
+from tests.examples.conf_build import make_with_conf
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "pnpoly"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def test_the_space_counts_8448_legal_points_with_two_choices_and_a_flag():
+    space = load_space(EXAMPLE / "space.yaml")
+    assert space.size() == (8_448, "32*11*4*2*3") and space.strategy.name == "learning"
+    kinds = {p.macro: p.kind for p in space.swept}
+    assert kinds == {"PNPOLY_BLOCK_X": "size", "PNPOLY_TILE": "size", "PNPOLY_BETWEEN": "choice",
+                     "PNPOLY_SLOPES": "flag", "PNPOLY_METHOD": "choice"}
+    assert len(legal_points(space)) == 8_448
+    assert check(space, default_config(space)) is None
+
+
+@needs_nvcc
+def test_the_default_configuration_builds_for_sm_90_and_refuses_a_bad_point_count(tmp_path):
+    p = make_with_conf(EXAMPLE, tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    if shutil.which("nm"):
+        symbols = subprocess.run(["nm", "-C", str(tmp_path / "build" / "pnpoly")], capture_output=True, text=True).stdout
+        assert "pnpoly_kernel<256, 1, 0, 0, 0>" in symbols
+    # Parsed before any CUDA call, so this runs without a GPU.
+    bad = subprocess.run([str(tmp_path / "build" / "pnpoly"), "--points", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "need --points 1..268435456" in bad.stderr and bad.stdout == ""
+
+
+@needs_nvcc
+def test_an_illegal_configuration_stops_at_the_static_assert_naming_its_rule(tmp_path):
+    p = make_with_conf(EXAMPLE, tmp_path, {"PNPOLY_BLOCK_X": 48})
+    assert p.returncode != 0
+    assert classify_failure(p.stdout + p.stderr) == (
+        "skipped", "static_assert: PNPOLY_BLOCK_X must be a multiple of 32 in 32..1024 (whole warps)")
