@@ -240,3 +240,21 @@ def test_a_failure_s_message_reaches_the_terminal_with_its_control_characters_sp
     except ValueError as error:
         line = strategies.failure_of(error)
     assert line.startswith("ValueError: bad value '\\x1b[2Jx' (") and "\x1b" not in line and "second line" not in line
+
+
+def test_the_enumerations_a_brute_force_cache_declares_reach_the_learning_strategy_unordered():
+    """bench/brute_force.py writes each parameter's kind (parameter_kinds); the learning strategy is
+    given pnpoly's two enumerations as choices, its sizes and flag as ordered."""
+    space = cache_spaces.load_space(Path(strategies.__file__).parent / "data" / "pnpoly_H200.json.gz")
+    assert space["kinds"]["PNPOLY_BETWEEN"] == "choice" and space["kinds"]["PNPOLY_TILE"] == "size"
+    made = []
+
+    def make(dims, **options):
+        from sweep.plan.learning import LearningSearch
+
+        made.append({d.name: d.is_choice() for d in dims})
+        return LearningSearch(dims, **options)
+
+    strategies.run_ours(space, seed=0, limit=3, make=make)
+    assert made == [{"PNPOLY_BLOCK_X": False, "PNPOLY_TILE": False, "PNPOLY_BETWEEN": True, "PNPOLY_SLOPES": False,
+                     "PNPOLY_METHOD": True}]
