@@ -19,11 +19,12 @@ def sweeps_nvcc(tmp: Path) -> str:
     return f"{sys.executable} -I {OBJCACHE} --dir {tmp / 'objcache'} -- nvcc"
 
 
-def built(example: Path, tmp: Path) -> Path:
-    """The example built with its default launch sizes for this machine's GPU, into tmp/build: that folder."""
+def built(example: Path, tmp: Path, macros: dict[str, int] | None = None) -> Path:
+    """The example built for this machine's GPU, with its default launch sizes or these macros'
+    (make_with_conf), into tmp/build: that folder."""
     from sweep.node.build import detect_arch
 
-    p = make_with_conf(example, tmp, arch=detect_arch())
+    p = make_with_conf(example, tmp, macros, arch=detect_arch())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return tmp / "build"
 

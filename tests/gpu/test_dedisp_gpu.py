@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.examples.conf_build import checked_then_timed, make_with_conf
+from tests.examples.conf_build import built, checked_then_timed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dedisp"
@@ -20,18 +20,10 @@ UNEVEN = {"DEDISP_BLOCK_X": 8, "DEDISP_BLOCK_Y": 40, "DEDISP_TILE_X": 3, "DEDISP
           "DEDISP_STRIDE_X": 1, "DEDISP_STRIDE_Y": 1}
 
 
-def build(tmp: Path, macros: dict[str, int] | None = None) -> Path:
-    from sweep.node.build import detect_arch
-
-    p = make_with_conf(EXAMPLE, tmp, macros, arch=detect_arch())
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return tmp / "build" / "dedisp"
-
-
 @pytest.mark.parametrize("macros, args, grid, block", [
     (None, [], [1024, 16, 1], [4, 64, 1]),
     (UNEVEN, ["--samples", "1000", "--dms", "300", "--channels", "64"], [42, 2, 1], [8, 40, 1]),
 ], ids=["default", "uneven"])
 def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path, macros, args, grid, block):
-    kernel = checked_then_timed(build(tmp_path, macros), args, tmp_path, "GB/s")
+    kernel = checked_then_timed(built(EXAMPLE, tmp_path, macros) / "dedisp", args, tmp_path, "GB/s")
     assert kernel["kernel"] == "dedisp_kernel" and kernel["grid"] == grid and kernel["block"] == block

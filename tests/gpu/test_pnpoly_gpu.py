@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.examples.conf_build import checked_then_timed, make_with_conf
+from tests.examples.conf_build import built, checked_then_timed
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pnpoly"
@@ -21,14 +21,6 @@ TILED = [{"PNPOLY_BLOCK_X": b, "PNPOLY_TILE": t, "PNPOLY_BETWEEN": bt, "PNPOLY_S
          for b, t, bt, s, m in ((96, 6, 1, 1, 1), (1024, 20, 2, 0, 2), (32, 18, 3, 1, 0))]
 
 
-def build(tmp: Path, macros: dict[str, int] | None = None) -> Path:
-    from sweep.node.build import detect_arch
-
-    p = make_with_conf(EXAMPLE, tmp, macros, arch=detect_arch())
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return tmp / "build" / "pnpoly"
-
-
 @pytest.mark.parametrize("macros, args, grid, block", [
     (None, [], [16384, 1, 1], [256, 1, 1]),
     (TILED[0], ["--points", "1000003"], [1737, 1, 1], [96, 1, 1]),
@@ -36,5 +28,5 @@ def build(tmp: Path, macros: dict[str, int] | None = None) -> Path:
     (TILED[2], ["--points", "1000003"], [1737, 1, 1], [32, 1, 1]),
 ], ids=["default", "tiled-xor", "tiled-count", "tiled-branch"])
 def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path, macros, args, grid, block):
-    kernel = checked_then_timed(build(tmp_path, macros), args, tmp_path, "point-edge tests/s")
+    kernel = checked_then_timed(built(EXAMPLE, tmp_path, macros) / "pnpoly", args, tmp_path, "point-edge tests/s")
     assert kernel["kernel"] == "pnpoly_kernel" and kernel["grid"] == grid and kernel["block"] == block
