@@ -268,7 +268,7 @@ def choose(args: argparse.Namespace) -> int:
 
     names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
     for line in choose_mod.run(paths.shipped_file(args.space), args.replay_from, names, args.seeds, args.budgets,
-                               args.parallel, args.jobs, args.json, args.start_from):
+                               args.parallel, args.jobs, args.json, args.start_from, args.each_budget):
         print(terminal_safe(line))      # a recording's device and a program's kernel names are its own words
     return 0
 

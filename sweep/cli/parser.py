@@ -189,6 +189,9 @@ def add_choose_command(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seeds", type=int, default=10, help="runs per strategy that takes a seed (default 10)")
     c.add_argument("--budgets", type=_numbers, default=DEFAULT_BUDGETS,
                    help=f"evaluations, comma list (default {','.join(map(str, DEFAULT_BUDGETS))}); runs go to the largest")
+    c.add_argument("--each-budget", action="store_true",
+                   help="a run of its own for every budget, the strategy told that budget, as a sweep with that budget "
+                        "runs it (default: the smaller budgets read off the first evaluations of runs to the largest)")
     c.add_argument("--parallel", type=int, default=10,
                    help="proposals awaiting results at most, as a sweep's executor keeps them (default 10)")
     c.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),

@@ -2,12 +2,15 @@
 several seeds, as `config-sweep choose` prints it.
 
     config-sweep choose SPACE --from RECORDING [--strategies learning,optuna,random]
-                        [--seeds 10] [--budgets 25,50,100] [--parallel 10] [--jobs N] [--json FILE]
+                        [--seeds 10] [--budgets 25,50,100] [--each-budget] [--parallel 10] [--jobs N]
+                        [--json FILE]
 
 Every strategy named runs as a sweep runs it: its options are the space file's where the file
 names that strategy, else the declared defaults; each run sets `seed` (where the strategy takes
 one) and spends at most the largest budget (`budget`, or `samples` for a strategy that draws a
-fixed number). Up to `parallel` proposals await their results, the oldest told first, as an
+fixed number), the smaller budgets read off its first evaluations; with `each_budget` every budget
+is a run of its own, the strategy told that budget, as a sweep with that budget runs it (the
+learning strategy and TPE keep fewer proposals in flight at a smaller budget). Up to `parallel` proposals await their results, the oldest told first, as an
 executor with that many slots tells them. Each configuration is answered from the recording
 matched as `--executor replay` matches it (sweep.dispatch.replay.index): its recorded objective
 (sweep.decide.select.objective_ns), its failure kind, or "skipped" where the recording lacks it
@@ -53,6 +56,7 @@ class Run:
     seed: int
     answers: tuple[Answer, ...]
     stopped: str                    # why the strategy stopped by itself, where it did
+    budget: int = 0                 # the budget the strategy was told
 
     def best_at(self, budget: int) -> float:
         times = [a.objective_ns for a in self.answers[:budget] if a.objective_ns is not None]
@@ -127,11 +131,12 @@ def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, pa
 
 def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
             budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1,
-            start_from: Path | None = None) -> tuple[Reference, list[Run]]:
+            start_from: Path | None = None, each_budget: bool = False) -> tuple[Reference, list[Run]]:
     """Every strategy of `names` replayed from `recording`, `seeds` runs each (one where it takes no
-    seed), on `jobs` processes (each run depends only on its strategy and seed: the same runs whatever
-    the number). With `start_from`, each strategy that takes a warm start runs again from that
-    recording's fastest configurations, as "<name>+start"."""
+    seed), on `jobs` processes (each run depends only on its strategy, seed and budget: the same runs
+    whatever the number), told the largest budget, or with `each_budget` each budget in turn. With
+    `start_from`, each strategy that takes a warm start runs again from that recording's fastest
+    configurations, as "<name>+start"."""
     if seeds < 1 or parallel < 1 or jobs < 1 or not budgets or min(budgets) < 1:
         raise SweepError("--seeds, --parallel, --jobs and every budget must be at least 1")
     for name in names:
@@ -146,8 +151,10 @@ def compare(space: Space, recording: Path, names: Sequence[str] = DEFAULT_STRATE
                          "to --strategies")
     # read once, here: a recording that cannot start this space is refused before any run
     points = recorded.start_points(strategy_space(space, starts[0], 0, 1, warm)) if starts else []
-    plan = [(name, seed, max(budgets), parallel, start) for name in names
+    limits = sorted(set(budgets)) if each_budget else [max(budgets)]
+    plan = [(name, seed, budget, parallel, start) for name in names
             for start in ("", *([warm] if name in starts else []))
+            for budget in limits
             for seed in range(seeds if strategies.REGISTRY[name].takes("seed") else 1)]
     tick = Ticker(f"{space.name}: replaying {', '.join(names)}")     # a line every few seconds on a long one
     runs: list[Run] = []
@@ -171,7 +178,7 @@ def _run_task(space: Space, answer: Callable[[Config], Answer], points: Sequence
     name, seed, budget, parallel, start = task
     answers, stopped = replay_run(strategy_space(space, name, seed, budget, start), answer, budget, parallel,
                                   points if start else ())
-    return Run(name + ("+start" if start else ""), seed, answers, stopped)
+    return Run(name + ("+start" if start else ""), seed, answers, stopped, budget)
 
 
 _WORKER: dict[str, Any] = {}       # a worker process's space, recording answerer and warm start (_start_worker)
@@ -207,16 +214,25 @@ def _reach(runs: Sequence[Run], ref: Reference, tol: float, budget: int) -> str:
     return f"{evals:g} ({spent:,.0f} s)"
 
 
+def told(runs: Sequence[Run], budget: int) -> list[Run]:
+    """The runs that say what `budget` finds: those told that budget where there are any (--each-budget),
+    else those told the largest, read at their first `budget` evaluations."""
+    exact = [r for r in runs if r.budget == budget]
+    return exact or [r for r in runs if r.budget == max(x.budget for x in runs)]
+
+
 def summary(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict[str, dict]:
-    """Per strategy: its runs' best / reference at each budget (q1, median, q3), evaluations made, reach."""
+    """Per strategy: its runs' best / reference at each budget (q1, median, q3), evaluations made and
+    reach (of the runs told the largest budget), proposals the recording lacked (of all its runs)."""
     out: dict[str, dict] = {}
     for name in dict.fromkeys(r.strategy for r in runs):
-        mine = [r for r in runs if r.strategy == name]
+        every = [r for r in runs if r.strategy == name]
+        mine = told(every, max(budgets))
         row: dict = {"runs": len(mine), "evals": quantile([len(r.answers) for r in mine], 0.5),
-                     "unrecorded": sum(not a.recorded for r in mine for a in r.answers),
+                     "unrecorded": sum(not a.recorded for r in every for a in r.answers),
                      "to1": _reach(mine, ref, 0.01, max(budgets)), "to5": _reach(mine, ref, 0.05, max(budgets))}
         for b in budgets:
-            ratios = [r.best_at(b) / ref.best_ns for r in mine]
+            ratios = [r.best_at(b) / ref.best_ns for r in told(every, b)]
             row[b] = tuple(quantile(ratios, q) for q in (0.25, 0.5, 0.75))
         out[name] = row
     return out
@@ -266,17 +282,22 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
                    "and counted as evaluations, as --executor replay does (a strategy learns to avoid them): the more "
                    "of them, the less the table says; record more of the space (a grid or random sweep) for a fairer "
                    "comparison")
+    each = len({r.budget for r in runs}) > 1
     out.append("best-found / reference: 1.000 is the reference itself; evals: configurations a run made (a strategy "
-               "may stop by itself first); to 1%: median evaluations (and GPU-seconds as recorded) to within 1%")
+               "may stop by itself first); to 1%: median evaluations (and GPU-seconds as recorded) to within 1%"
+               + ("; each budget's column is from runs told that budget (--each-budget), evals and to 1% from "
+                  f"those told {max(budgets)}" if each else
+                  f"; every run was told {max(budgets)}, the smaller budgets read off its first evaluations "
+                  "(--each-budget tells each its own)"))
     return out
 
 
 def to_json(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict:
     """Everything the table was made from: the reference and every run's answers, in order."""
-    return {"budgets": list(budgets),
+    return {"budgets": list(budgets), "each_budget": len({r.budget for r in runs}) > 1,
             "reference": {"best_ns": ref.best_ns, "best": ref.best.as_dict(), "recorded_legal": ref.recorded_legal,
                           "legal": ref.legal, "recording_cost_s": ref.recording_cost_s},
-            "runs": [{"strategy": r.strategy, "seed": r.seed, "stopped": r.stopped,
+            "runs": [{"strategy": r.strategy, "seed": r.seed, "budget": r.budget, "stopped": r.stopped,
                       "objective_ns": [a.objective_ns for a in r.answers], "failure": [a.failure for a in r.answers],
                       "cost_s": [a.cost_s for a in r.answers], "recorded": [a.recorded for a in r.answers]}
                      for r in runs]}
@@ -291,13 +312,13 @@ def new_file(path: Path) -> Path:
 
 def run(space_path: Path, recording: Path, names: Sequence[str] = DEFAULT_STRATEGIES, seeds: int = 10,
         budgets: Sequence[int] = DEFAULT_BUDGETS, parallel: int = 10, jobs: int = 1,
-        json_path: Path | None = None, start_from: Path | None = None) -> list[str]:
+        json_path: Path | None = None, start_from: Path | None = None, each_budget: bool = False) -> list[str]:
     """`config-sweep choose`: the space file's strategies compared on `recording` (and, with
     `start_from`, warm-started from that recording too); the lines to print (and every run's answers
     written to `json_path`, a new file, where given)."""
     out = new_file(json_path) if json_path is not None else None        # refused before any run
     space = target.load(space_path)
-    ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs, start_from)
+    ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs, start_from, each_budget)
     shown = lines(space, recording, ref, runs, budgets)
     if start_from is not None:
         shown.insert(-1, f"+start: the same strategy, its first proposals the fastest legal configurations recorded in "

@@ -169,6 +169,39 @@ def test_runs_on_several_processes_are_the_runs_of_one(tmp_path):
                                                                        ("random", 1)]
 
 
+def test_each_budget_runs_every_budget_on_its_own_and_reads_each_column_from_the_runs_told_it(tmp_path, capsys):
+    space_path = t1_space(tmp_path)
+    rc = cli.main(["choose", str(space_path), "--from", str(KT), "--strategies", "learning", "--seeds", "3",
+                   "--budgets", "8,30", "--each-budget", "--jobs", "1", "--json", str(tmp_path / "runs.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "runs told that budget (--each-budget)" in out
+    data = json.loads((tmp_path / "runs.json").read_text())
+    assert data["each_budget"] is True
+    assert sorted((r["budget"], r["seed"]) for r in data["runs"]) == [(8, 0), (8, 1), (8, 2), (30, 0), (30, 1), (30, 2)]
+    # a run told 8 is the run a sweep with `budget: 8` makes (the strategy plans for it), not a prefix of one of 30
+    space = target.load(space_path)
+    answer = recorded.answerer(space, replay.index(space, KT))
+    for r in data["runs"]:
+        mine = choose.replay_run(choose.strategy_space(space, "learning", r["seed"], r["budget"]), answer, r["budget"], 10)
+        assert r["objective_ns"] == [a.objective_ns for a in mine[0]]
+    # the table's best@8 is the median of the runs told 8; the runs told 30 give best@30
+    ref = data["reference"]["best_ns"]
+    row = next(line for line in out.splitlines() if line.startswith("learning"))
+    for budget, cell in ((8, row.split()[2]), (30, row.split("]")[1].split()[0])):
+        bests = sorted(min([t for t in r["objective_ns"] if t is not None], default=math.inf) / ref
+                       for r in data["runs"] if r["budget"] == budget)
+        assert cell == f"{bests[1]:.3f}"
+
+
+def test_by_default_every_run_is_told_the_largest_budget_and_says_so(tmp_path, capsys):
+    rc = cli.main(["choose", str(t1_space(tmp_path)), "--from", str(KT), "--strategies", "random", "--seeds", "2",
+                   "--budgets", "4,9", "--jobs", "1", "--json", str(tmp_path / "runs.json")])
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "runs.json").read_text())
+    assert rc == 0 and data["each_budget"] is False and {r["budget"] for r in data["runs"]} == {9}
+    assert "every run was told 9, the smaller budgets read off its first evaluations" in out
+
+
 def test_a_recording_that_ranked_by_another_objective_is_noted_above_the_table(tmp_path, capsys):
     import gzip
     data = json.loads(gzip.open(KT).read())
