@@ -115,9 +115,12 @@ class LearnedSearch(Search):
         if left <= 0:
             self.stopped = f"its budget of {self.budget} evaluations is spent"
             return []
-        if self.budget_s and self.spent_s >= self.budget_s:
-            self.stopped = f"its budget of {self.budget_s:g} GPU-seconds is spent ({self.spent_s:.1f} s)"
-            return []
+        if self.budget_s:
+            fit = self._fit_budget_s()
+            if fit == 0:
+                return []          # what is in flight is expected to spend the rest: asked again as each ends
+            if fit is not None:
+                left = min(left, fit)
         reason = self.model.stop() if self.told else None
         if reason:
             self.stopped = reason
@@ -130,6 +133,26 @@ class LearnedSearch(Search):
             self.stopped = "every legal point has been measured"
         self.asked += len(points)
         return [make_config(self.space, p) for p in points]
+
+    def _fit_budget_s(self) -> int | None:
+        """How many more proposals the GPU-seconds budget is expected to pay for: its rest, less what
+        the proposals in flight are expected to cost (the mean of the told ones'), over that mean;
+        None before any result is told (nothing to expect from yet). Sets `stopped` once nothing is in
+        flight and the rest would not pay for another, so the configurations cost at most about the
+        budget, not the budget and every proposal in flight at the moment it was reached."""
+        in_flight = self.asked - self.told
+        if self.spent_s >= self.budget_s and not in_flight:
+            self.stopped = f"its budget of {self.budget_s:g} GPU-seconds is spent ({self.spent_s:.1f} s)"
+            return 0
+        if not self.told:
+            return None
+        each = self.spent_s / self.told
+        rest = self.budget_s - self.spent_s - in_flight * each
+        fit = int(rest // each) if each > 0 else self.budget
+        if fit <= 0 and not in_flight:
+            self.stopped = (f"its budget of {self.budget_s:g} GPU-seconds leaves no room for another configuration "
+                            f"({self.spent_s:.1f} s spent, {each:.1f} s a configuration on average)")
+        return max(0, fit)
 
     def tell(self, config: Config, objective_ns: float | None, failure: str | None = None,
              cost_s: float | None = None) -> None:
@@ -156,7 +179,8 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
 
 _BUDGETS = (
     Option("budget", int, 100, "evaluations at most (failed ones count)", lo=1, hi=1_000_000),
-    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit)", lo=0),
+    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit): no proposal is made "
+                               "that what is in flight is expected to leave no room for", lo=0),
     Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
