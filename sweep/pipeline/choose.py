@@ -10,8 +10,9 @@ names that strategy, else the declared defaults; each run sets `seed` (where the
 one) and spends at most the largest budget (`budget`, or `samples` for a strategy that draws a
 fixed number), the smaller budgets read off its first evaluations; with `each_budget` every budget
 is a run of its own, the strategy told that budget, as a sweep with that budget runs it (the
-learning strategy and TPE keep fewer proposals in flight at a smaller budget). Up to `parallel` proposals await their results, the oldest told first, as an
-executor with that many slots tells them. Each configuration is answered from the recording
+learning strategy and TPE keep fewer proposals in flight at a smaller budget). Up to `parallel`
+proposals await their results, the oldest told first, as an executor with that many slots tells
+them. Each configuration is answered from the recording
 matched as `--executor replay` matches it (sweep.dispatch.replay.index): its recorded objective
 (sweep.decide.select.objective_ns), its failure kind, or "skipped" where the recording lacks it
 (nothing is invented), and what it cost the GPU it was recorded on. Nothing is rendered, built or
@@ -288,7 +289,7 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
                + ("; each budget's column is from runs told that budget (--each-budget), evals and to 1% from "
                   f"those told {max(budgets)}" if each else
                   f"; every run was told {max(budgets)}, the smaller budgets read off its first evaluations "
-                  "(--each-budget tells each its own)"))
+                  "(--each-budget tells each its own)" if len(set(budgets)) > 1 else ""))
     return out
 
 

@@ -182,7 +182,8 @@ def test_each_budget_runs_every_budget_on_its_own_and_reads_each_column_from_the
     space = target.load(space_path)
     answer = recorded.answerer(space, replay.index(space, KT))
     for r in data["runs"]:
-        mine = choose.replay_run(choose.strategy_space(space, "learning", r["seed"], r["budget"]), answer, r["budget"], 10)
+        told = choose.strategy_space(space, "learning", r["seed"], r["budget"])
+        mine = choose.replay_run(told, answer, r["budget"], 10)
         assert r["objective_ns"] == [a.objective_ns for a in mine[0]]
     # the table's best@8 is the median of the runs told 8; the runs told 30 give best@30
     ref = data["reference"]["best_ns"]
@@ -212,6 +213,7 @@ def test_a_recording_that_ranked_by_another_objective_is_noted_above_the_table(t
                    "--budgets", "5", "--jobs", "1"])
     out = capsys.readouterr().out
     assert rc == 0 and "note: rate.json declares its objective as 'GFLOP/s'" in out.split("strategy")[0]
+    assert "smaller budgets" not in out           # one budget: nothing read off a longer run
 
 
 def test_a_recordings_own_words_reach_the_terminal_escaped(tmp_path, capsys):
