@@ -93,6 +93,11 @@ bool brute_force_args(int argc, char** argv, long& start, long& end, Other other
     return true;
 }
 
+// --start I and --end J, for a program that takes no other argument.
+inline bool brute_force_args(int argc, char** argv, long& start, long& end) {
+    return brute_force_args(argc, argv, start, end, [](const std::string&, const char*) { return false; });
+}
+
 // The run's first line: the device, its driver, and `problem` (JSON members naming the problem's
 // size, such as "\"problem_size\": [8192, 2048]") and how many configurations the build holds.
 inline void brute_force_header(const std::string& problem, size_t count) {

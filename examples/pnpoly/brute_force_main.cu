@@ -15,7 +15,7 @@ void brute_force_entries(std::vector<BruteForceEntry>& entries);   // generated
 int main(int argc, char** argv) {
     BruteForceBench b;
     long start = 0, end = -1;
-    if (!brute_force_args(argc, argv, start, end, [](const std::string&, const char*) { return false; })) return 2;
+    if (!brute_force_args(argc, argv, start, end)) return 2;
     std::vector<BruteForceEntry> entries;
     brute_force_entries(entries);
 
