@@ -72,11 +72,11 @@ def legal_set(space_path: Path) -> tuple[list[str], list[dict[str, int]], dict[s
     return keys, points, {p.macro: list(p.values) for p in space.swept}
 
 
-def kernel_name(space_path: Path) -> str:
-    """The one kernel the space's swept macros govern (their `kernels:` lists), for the cache."""
-    names = sorted({k for p in load_space(space_path).swept for k in p.kernels})
+def kernel_name(space) -> str:
+    """The one kernel the (loaded) space's swept macros govern (their `kernels:` lists), for the cache."""
+    names = sorted({k for p in space.swept for k in p.kernels})
     if len(names) != 1:
-        raise SystemExit(f"{space_path}: its swept macros govern {names or 'no kernel'}; "
+        raise SystemExit(f"{space.path}: its swept macros govern {names or 'no kernel'}; "
                          "the brute force times one kernel, so name exactly one in their kernels: lists")
     return names[0]
 
@@ -222,12 +222,13 @@ def cache(a: argparse.Namespace) -> int:
                         "times": r.get("times", []), "compile_time": compile_ms,
                         "verification_time": 0, "benchmark_time": r.get("wall_s", 0.0) * 1000,
                         "strategy_time": 0, "framework_time": 0, "timestamp": stamp}
-    data = {"device_name": header["device"], "kernel_name": kernel_name(a.space),
+    space = load_space(a.space)
+    data = {"device_name": header["device"], "kernel_name": kernel_name(space),
             "problem_size": header.get("problem_size") or [header["size"]] * 3,
             "tune_params_keys": keys, "tune_params": values, "objective": "time",
             # not Kernel Tuner's (it ignores the key): which parameters are flags or enumerations,
             # for bench/strategies.py's learning strategy, as the sweep reads them from the space
-            "parameter_kinds": {p.macro: p.kind for p in load_space(a.space).swept}, "cache": entries}
+            "parameter_kinds": {p.macro: p.kind for p in space.swept}, "cache": entries}
     opener = gzip.open if a.out.suffix == ".gz" else open
     with opener(a.out, "wt") as f:
         json.dump(data, f)

@@ -94,8 +94,8 @@ def test_a_space_without_the_harness_beside_it_is_refused_naming_the_folder(tmp_
 
 def test_the_cache_names_the_one_kernel_the_spaces_macros_govern():
     dedisp = XGEMM_SPACE.parents[1] / "dedisp" / "space.yaml"
-    assert brute_force.kernel_name(XGEMM_SPACE) == "xgemm_kernel"
-    assert brute_force.kernel_name(dedisp) == "dedisp_kernel"
+    assert brute_force.kernel_name(brute_force.load_space(XGEMM_SPACE)) == "xgemm_kernel"
+    assert brute_force.kernel_name(brute_force.load_space(dedisp)) == "dedisp_kernel"
     keys, points, _ = brute_force.legal_set(dedisp)
     assert keys == ["DEDISP_BLOCK_X", "DEDISP_BLOCK_Y", "DEDISP_TILE_X", "DEDISP_TILE_Y", "DEDISP_STRIDE_X",
                     "DEDISP_STRIDE_Y"] and len(points) == 11_130
