@@ -136,16 +136,18 @@ class LearnedSearch(Search):
 
     def _fit_budget_s(self) -> int | None:
         """How many more proposals the GPU-seconds budget is expected to pay for: its rest, less what
-        the proposals in flight are expected to cost (the mean of the told ones'), over that mean;
-        None before any result is told (nothing to expect from yet). Sets `stopped` once nothing is in
-        flight and the rest would not pay for another, so the configurations cost at most about the
-        budget, not the budget and every proposal in flight at the moment it was reached."""
+        the proposals in flight are expected to cost (the mean of the told ones'), over that mean.
+        Before any result there is nothing to expect a cost from, so one proposal goes first alone: a
+        first wave of `in_flight` proposals could spend ten configurations' worth of a budget of two.
+        Sets `stopped` once nothing is in flight and the rest would not pay for another, so the
+        configurations cost at most about the budget, not the budget and every proposal in flight at
+        the moment it was reached."""
         in_flight = self.asked - self.told
         if self.spent_s >= self.budget_s and not in_flight:
             self.stopped = f"its budget of {self.budget_s:g} GPU-seconds is spent ({self.spent_s:.1f} s)"
             return 0
         if not self.told:
-            return None
+            return 0 if in_flight else 1
         each = self.spent_s / self.told
         rest = self.budget_s - self.spent_s - in_flight * each
         fit = int(rest // each) if each > 0 else self.budget

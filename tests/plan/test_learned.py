@@ -142,20 +142,32 @@ def test_a_learning_sweep_with_few_proposals_in_flight_still_runs_its_whole_budg
     assert len(measured(tmp_path)) == 12
 
 
-def test_a_gpu_seconds_budget_counts_what_the_proposals_in_flight_are_expected_to_cost(tmp_path):
+def test_a_gpu_seconds_budget_sends_one_proposal_first_with_no_cost_to_expect_yet(tmp_path):
     from sweep.plan.learned import LearnedSearch
 
     space = target.load(t1_space(tmp_path))
     search = LearnedSearch(space, {"budget": 60, "budget_s": 10, "seed": 0, "in_flight": 6})
     first = search.ask(100)
-    assert len(first) == 6                   # nothing told yet: nothing to expect a cost from
-    search.tell(first[0], 1000.0, cost_s=2.0)
-    # 2 s spent and 5 in flight at 2 s each: the budget is expected spent, so no proposal is made
-    # (asking once the told seconds reached the budget would have let 6 more start meanwhile)
+    assert len(first) == 1 and search.ask(100) == [] and not search.stopped
+    search.tell(first[0], 1000.0, cost_s=0.5)
+    assert len(search.ask(100)) == 6          # 9.5 s left at 0.5 s a configuration: room for all 6
+
+
+def test_a_gpu_seconds_budget_counts_what_the_proposals_in_flight_are_expected_to_cost(tmp_path):
+    from sweep.plan.learned import LearnedSearch
+
+    space = target.load(t1_space(tmp_path))
+    search = LearnedSearch(space, {"budget": 60, "budget_s": 10, "seed": 0, "in_flight": 6})
+    search.tell(search.ask(1)[0], 1000.0, cost_s=2.0)
+    wave = search.ask(100)
+    assert len(wave) == 4                    # 8 s left at 2 s a configuration
+    # 2 s spent and 4 in flight at 2 s each: the budget is expected spent, so no proposal is made
+    # (asking until the told seconds reached the budget would have let 6 more start meanwhile)
+    search.tell(wave[0], 1000.0, cost_s=2.0)
     assert search.ask(100) == [] and not search.stopped
-    for c in first[1:]:
+    for c in wave[1:]:
         search.tell(c, 1000.0, cost_s=2.0)
-    assert search.ask(100) == [] and search.stopped == "its budget of 10 GPU-seconds is spent (12.0 s)"
+    assert search.ask(100) == [] and search.stopped == "its budget of 10 GPU-seconds is spent (10.0 s)"
 
 
 def test_a_gpu_seconds_budget_asks_only_for_what_its_rest_pays_for(tmp_path):
@@ -163,15 +175,14 @@ def test_a_gpu_seconds_budget_asks_only_for_what_its_rest_pays_for(tmp_path):
 
     space = target.load(t1_space(tmp_path))
     search = LearnedSearch(space, {"budget": 60, "budget_s": 10, "seed": 0, "in_flight": 6})
-    first = search.ask(2)
-    search.tell(first[0], 1000.0, cost_s=1.5)
-    search.tell(first[1], 1000.0, cost_s=1.5)
+    search.tell(search.ask(1)[0], 1000.0, cost_s=1.5)
+    second = search.ask(1)
+    search.tell(second[0], 1000.0, cost_s=1.5)
     assert len(search.ask(100)) == 4          # 7 s left at 1.5 s a configuration
     assert search.ask(100) == []
     search2 = LearnedSearch(space, {"budget": 60, "budget_s": 4, "seed": 0, "in_flight": 6})
-    two = search2.ask(2)
-    for c in two:
-        search2.tell(c, 1000.0, cost_s=1.5)
+    for _ in range(2):
+        search2.tell(search2.ask(100)[0], 1000.0, cost_s=1.5)
     assert search2.ask(100) == [] and search2.stopped == (
         "its budget of 4 GPU-seconds leaves no room for another configuration (3.0 s spent, 1.5 s a configuration "
         "on average)")
