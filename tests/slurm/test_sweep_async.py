@@ -1,5 +1,6 @@
 """Asynchronous search on the real test cluster: optuna keeps array_parallelism trials in
-flight and gets a new one submitted as each ends, so a slow trial holds up no other."""
+flight and gets a new one submitted as each ends, so a slow trial holds up no other; a learning
+sweep with a GPU-seconds budget submits its first configuration alone."""
 
 from __future__ import annotations
 
@@ -41,3 +42,18 @@ def test_trials_keep_flowing_while_one_trial_runs_long(tmp_path):
     assert len(during) >= 2, f"trials started and ended while {slow[0]['tag']} ran: {during}"
     records = json.loads((jobs / "async" / "_dispatch" / "slurm.json").read_text())
     assert len(records) >= 4 and all(len(r["tags"]) <= 2 for r in records)  # one small array per ask
+
+
+def test_a_gpu_seconds_budget_sends_its_first_configuration_alone_then_fills_the_slots(tmp_path):
+    # With no result yet there is no cost to expect, so the learning strategy's first Slurm array
+    # holds one configuration; once its cost is known the next asks fill the slots as usual.
+    jobs = tmp_path / "jobs"
+    space = toy_space(tmp_path, "budget-s", alphas=(32, 64, 128, 256), beta_x=(16, 32, 64),
+                      strategy={"name": "learning", "budget": 6, "budget_s": 600, "seed": 0})
+    p = cli("run", str(space), "--executor", "slurm", "--no-confirm", "--jobs-dir", str(jobs), "--results-dir",
+            str(tmp_path / "r"), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    results = [json.loads(f.read_text()) for f in (jobs / "budget-s").glob("*/result.json")]
+    assert len(results) == 6 and all(r["status"] == "ok" for r in results), [(r["tag"], r["reason"]) for r in results]
+    records = json.loads((jobs / "budget-s" / "_dispatch" / "slurm.json").read_text())
+    assert len(records[0]["tags"]) == 1 and max(len(r["tags"]) for r in records[1:]) > 1, records
