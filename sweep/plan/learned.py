@@ -181,8 +181,8 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
 
 _BUDGETS = (
     Option("budget", int, 100, "evaluations at most (failed ones count)", lo=1, hi=1_000_000),
-    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit): no proposal is made "
-                               "that what is in flight is expected to leave no room for", lo=0),
+    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit): the first goes alone, "
+                               "and no proposal is made that what is in flight is expected to leave no room for", lo=0),
     Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
