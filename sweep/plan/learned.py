@@ -119,8 +119,7 @@ class LearnedSearch(Search):
             fit = self._fit_budget_s()
             if fit == 0:
                 return []          # what is in flight is expected to spend the rest: asked again as each ends
-            if fit is not None:
-                left = min(left, fit)
+            left = min(left, fit)
         reason = self.model.stop() if self.told else None
         if reason:
             self.stopped = reason
@@ -134,7 +133,7 @@ class LearnedSearch(Search):
         self.asked += len(points)
         return [make_config(self.space, p) for p in points]
 
-    def _fit_budget_s(self) -> int | None:
+    def _fit_budget_s(self) -> int:
         """How many more proposals the GPU-seconds budget is expected to pay for: its rest, less what
         the proposals in flight are expected to cost (the mean of the told ones'), over that mean.
         Before any result there is nothing to expect a cost from, so one proposal goes first alone: a
