@@ -56,19 +56,19 @@ def load_space(space_path: Path):
     return target.load(space_path)
 
 
-def legal_set(space_path: Path) -> tuple[list[str], list[dict[str, int]], dict[str, list[int]]]:
-    """The space's swept macros (brute_force_one's template arguments, in order), its legal points
-    (the tool's own enumeration) and each macro's values."""
-    space = load_space(space_path)
+def legal_set(space) -> tuple[list[str], list[dict[str, int]], dict[str, list[int]]]:
+    """The (loaded) space's swept macros (brute_force_one's template arguments, in order), its legal
+    points (the tool's own enumeration) and each macro's values."""
     from sweep.plan.learned import legal_points
 
     keys = [p.macro for p in space.swept]
-    if not (space_path.parent / "brute_force.cuh").is_file():
-        raise SystemExit(f"{space_path.parent}: no brute_force.cuh beside the space file; "
+    folder = Path(space.path).parent
+    if not (folder / "brute_force.cuh").is_file():
+        raise SystemExit(f"{folder}: no brute_force.cuh beside the space file; "
                          "the harness instantiates its brute_force_one template (see bench/brute_force.py)")
     points = legal_points(space)
     if points is None:
-        raise SystemExit(f"{space_path}: the legal set is too large to enumerate")
+        raise SystemExit(f"{space.path}: the legal set is too large to enumerate")
     return keys, points, {p.macro: list(p.values) for p in space.swept}
 
 
@@ -119,7 +119,7 @@ def nvcc(source: Path, out: Path, arch: str, example: Path) -> float:
 
 
 def build(a: argparse.Namespace) -> int:
-    keys, points, _ = legal_set(a.space)
+    keys, points, _ = legal_set(load_space(a.space))
     if a.limit:
         points = points[:a.limit]
     units = write_sources(a.build, keys, points, a.chunk)
@@ -202,7 +202,8 @@ def run(a: argparse.Namespace) -> int:
 
 
 def cache(a: argparse.Namespace) -> int:
-    keys, points, values = legal_set(a.space)
+    space = load_space(a.space)
+    keys, points, values = legal_set(space)
     rows = logged(a.log)
     header = next(r for r in rows if "device" in r)
     built = json.loads((a.build / "build.json").read_text())
@@ -222,7 +223,6 @@ def cache(a: argparse.Namespace) -> int:
                         "times": r.get("times", []), "compile_time": compile_ms,
                         "verification_time": 0, "benchmark_time": r.get("wall_s", 0.0) * 1000,
                         "strategy_time": 0, "framework_time": 0, "timestamp": stamp}
-    space = load_space(a.space)
     data = {"device_name": header["device"], "kernel_name": kernel_name(space),
             "problem_size": header.get("problem_size") or [header["size"]] * 3,
             "tune_params_keys": keys, "tune_params": values, "objective": "time",

@@ -22,7 +22,7 @@ XGEMM = ["--space", str(XGEMM_SPACE)]
 
 
 def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_registry_calls_them_in_turn(tmp_path):
-    keys, points, values = brute_force.legal_set(XGEMM_SPACE)
+    keys, points, values = brute_force.legal_set(load_space(XGEMM_SPACE))
     assert len(points) == 15_364 and points == legal_points(load_space(XGEMM_SPACE))
     units = brute_force.write_sources(tmp_path, keys, points[:5], chunk=2)
     assert [u.name for u in units] == ["chunk_0000.cu", "chunk_0001.cu", "chunk_0002.cu"]
@@ -89,13 +89,13 @@ def test_a_resumed_run_cuts_a_torn_last_line_so_the_next_one_appended_is_kept(tm
 def test_a_space_without_the_harness_beside_it_is_refused_naming_the_folder(tmp_path):
     (tmp_path / "space.yaml").write_text(XGEMM_SPACE.read_text().replace("dir: .", f"dir: {XGEMM_SPACE.parent}"))
     with pytest.raises(SystemExit, match=f"{tmp_path}: no brute_force.cuh beside the space file"):
-        brute_force.legal_set(tmp_path / "space.yaml")
+        brute_force.legal_set(brute_force.load_space(tmp_path / "space.yaml"))
 
 
 def test_the_cache_names_the_one_kernel_the_spaces_macros_govern():
     dedisp = XGEMM_SPACE.parents[1] / "dedisp" / "space.yaml"
     assert brute_force.kernel_name(brute_force.load_space(XGEMM_SPACE)) == "xgemm_kernel"
     assert brute_force.kernel_name(brute_force.load_space(dedisp)) == "dedisp_kernel"
-    keys, points, _ = brute_force.legal_set(dedisp)
+    keys, points, _ = brute_force.legal_set(brute_force.load_space(dedisp))
     assert keys == ["DEDISP_BLOCK_X", "DEDISP_BLOCK_Y", "DEDISP_TILE_X", "DEDISP_TILE_Y", "DEDISP_STRIDE_X",
                     "DEDISP_STRIDE_Y"] and len(points) == 11_130
