@@ -219,7 +219,15 @@ def told(runs: Sequence[Run], budget: int) -> list[Run]:
     """The runs that say what `budget` finds: those told that budget where there are any (--each-budget),
     else those told the largest, read at their first `budget` evaluations."""
     exact = [r for r in runs if r.budget == budget]
-    return exact or [r for r in runs if r.budget == max(x.budget for x in runs)]
+    if exact:
+        return exact
+    largest = max(r.budget for r in runs)
+    return [r for r in runs if r.budget == largest]
+
+
+def each_budget(runs: Sequence[Run]) -> bool:
+    """Whether the runs were told budgets of their own (--each-budget), not all the largest."""
+    return len({r.budget for r in runs}) > 1
 
 
 def summary(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict[str, dict]:
@@ -283,7 +291,7 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
                    "and counted as evaluations, as --executor replay does (a strategy learns to avoid them): the more "
                    "of them, the less the table says; record more of the space (a grid or random sweep) for a fairer "
                    "comparison")
-    each = len({r.budget for r in runs}) > 1
+    each = each_budget(runs)
     out.append("best-found / reference: 1.000 is the reference itself; evals: configurations a run made (a strategy "
                "may stop by itself first); to 1%: median evaluations (and GPU-seconds as recorded) to within 1%"
                + ("; each budget's column is from runs told that budget (--each-budget), evals and to 1% from "
@@ -295,7 +303,7 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
 
 def to_json(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict:
     """Everything the table was made from: the reference and every run's answers, in order."""
-    return {"budgets": list(budgets), "each_budget": len({r.budget for r in runs}) > 1,
+    return {"budgets": list(budgets), "each_budget": each_budget(runs),
             "reference": {"best_ns": ref.best_ns, "best": ref.best.as_dict(), "recorded_legal": ref.recorded_legal,
                           "legal": ref.legal, "recording_cost_s": ref.recording_cost_s},
             "runs": [{"strategy": r.strategy, "seed": r.seed, "budget": r.budget, "stopped": r.stopped,
