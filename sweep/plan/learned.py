@@ -136,8 +136,10 @@ class LearnedSearch(Search):
     def _fit_budget_s(self) -> int:
         """How many more proposals the GPU-seconds budget is expected to pay for: its rest, less what
         the proposals in flight are expected to cost (the mean of the told ones'), over that mean.
-        Before any result there is nothing to expect a cost from, so one proposal goes first alone: a
-        first wave of `in_flight` proposals could spend ten configurations' worth of a budget of two.
+        Until a told configuration has cost anything there is nothing to expect a cost from, so one
+        proposal goes at a time: a first wave of `in_flight` proposals could spend ten configurations'
+        worth of a budget of two, and a first configuration that failed before it was timed (a build
+        ptxas refused, recorded at 0 s) says nothing of what the next will cost.
         Sets `stopped` once nothing is in flight and the rest would not pay for another, so the
         configurations cost at most about the budget, not the budget and every proposal in flight at
         the moment it was reached."""
@@ -145,11 +147,11 @@ class LearnedSearch(Search):
         if self.spent_s >= self.budget_s and not in_flight:
             self.stopped = f"its budget of {self.budget_s:g} GPU-seconds is spent ({self.spent_s:.1f} s)"
             return 0
-        if not self.told:
+        if self.spent_s <= 0:
             return 0 if in_flight else 1
         each = self.spent_s / self.told
         rest = self.budget_s - self.spent_s - in_flight * each
-        fit = int(rest // each) if each > 0 else self.budget
+        fit = int(rest // each)
         if fit <= 0 and not in_flight:
             self.stopped = (f"its budget of {self.budget_s:g} GPU-seconds leaves no room for another configuration "
                             f"({self.spent_s:.1f} s spent, {each:.1f} s a configuration on average)")
@@ -180,7 +182,8 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
 
 _BUDGETS = (
     Option("budget", int, 100, "evaluations at most (failed ones count)", lo=1, hi=1_000_000),
-    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit): the first goes alone, "
+    Option("budget_s", int, 0, "GPU-seconds the configurations may cost at most (0: no limit): one goes at a time until "
+                               "one has cost anything, "
                                "and no proposal is made that what is in flight is expected to leave no room for", lo=0),
     Option("seed", int, 0, "seeds the model: the same seed and results ask for the same configurations"),
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "

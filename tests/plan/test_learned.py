@@ -153,6 +153,18 @@ def test_a_gpu_seconds_budget_sends_one_proposal_first_with_no_cost_to_expect_ye
     assert len(search.ask(100)) == 6          # 9.5 s left at 0.5 s a configuration: room for all 6
 
 
+def test_a_gpu_seconds_budget_goes_on_one_at_a_time_while_the_told_configurations_cost_nothing(tmp_path):
+    from sweep.plan.learned import LearnedSearch
+
+    space = target.load(t1_space(tmp_path))
+    search = LearnedSearch(space, {"budget": 60, "budget_s": 10, "seed": 0, "in_flight": 6})
+    search.tell(search.ask(100)[0], None, failure="compile_failed", cost_s=0.0)
+    second = search.ask(100)
+    assert len(second) == 1 and search.ask(100) == []    # a failed build at 0 s says nothing of the next cost
+    search.tell(second[0], 1000.0, cost_s=1.0)
+    assert len(search.ask(100)) == 6                      # 9 s left at 0.5 s a configuration on average
+
+
 def test_a_gpu_seconds_budget_counts_what_the_proposals_in_flight_are_expected_to_cost(tmp_path):
     from sweep.plan.learned import LearnedSearch
 
