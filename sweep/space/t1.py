@@ -1,7 +1,11 @@
 """T1 space files in: the auto-tuning community's JSON input format, loaded as a Space.
 
     ConfigurationSpace.TuningParameters[]   Name, Type (int, uint, bool), Values (a string such as
-                                            "[16, 32]", read with ast.literal_eval, never eval), Default
+                                            "[16, 32]" or, as the benchmark hub writes them,
+                                            "[1, 2] + list(range(32, 1025, 32))" and
+                                            "[2**i for i in range(6)]": read by walking the syntax
+                                            tree (_ValueList), never eval), Default (a value, or a
+                                            list of one)
     ConfigurationSpace.Conditions[]         Expression: Python-like, translated into this project's
                                             constraint language (sweep.space.expr) or refused in one
                                             line naming the expression and what it does not support
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -95,20 +100,24 @@ def _parameter(spec: Any, where: str, kernel: str) -> Parameter:
                          f"macros ({', '.join(TYPES)}); replay this space with integer values only")
     values = _values(spec.get("Values"), f"{where}.Values")
     default = spec.get("Default")
+    if isinstance(default, list) and len(default) == 1:    # the hub's gemm space writes "Default": [0]
+        default = default[0]
     if default is not None:
         default = launch_size(int(default) if isinstance(default, bool) else default, f"{where}.Default", 0)
     return Parameter(macro, _tag(macro), values, (kernel,), default, None, name, floor=0)
 
 
 def _values(text: Any, where: str) -> tuple[int, ...]:
-    """T1's Values: a list, or a string holding a Python list literal (literal_eval: no code runs)."""
+    """T1's Values: a list, or a string holding a Python expression of one (_ValueList: no code runs)."""
     if isinstance(text, str):
         if len(text) > reader.MAX_BYTES:
             raise SweepError(f"{where}: over {reader.MAX_BYTES:,} characters")
         try:
-            values = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise SweepError(f"{where}: {show(text)} is not a list of values; write e.g. \"[16, 32, 64]\"") from None
+            values = _ValueList().value(ast.parse(text.strip(), mode="eval").body)
+        except (SyntaxError, MemoryError, RecursionError, ValueError) as e:
+            why = f" ({e})" if isinstance(e, _Unsupported) else ""
+            raise SweepError(f"{where}: {show(text)} is not a list of values{why}; write e.g. \"[16, 32, 64]\", or "
+                             "build one from lists, +, range() and [... for i in range(...)]") from None
     else:
         values = text
     if not isinstance(values, (list, tuple)) or not values:
@@ -121,21 +130,138 @@ def _values(text: Any, where: str) -> tuple[int, ...]:
     return out
 
 
+class _Unsupported(ValueError):
+    """What a T1 value list uses that _ValueList does not read."""
+
+
+class _ValueList:
+    """Evaluates the Python a T1 file writes for a parameter's values, by walking its syntax tree:
+    integers, lists and tuples of them, + - * // % ** on integers, + on lists, range() and list(),
+    and a list comprehension over one of those with `if` filters (comparisons, and/or/not). Nothing
+    else: no name but a comprehension's variable, no other call, so no code of the file runs. Sizes
+    are bounded as they are built (a range or list longer than a parameter may be is refused)."""
+    BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+              ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+    COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+               ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+    LIMIT = 1 << 62
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+
+    def value(self, node: ast.AST) -> int | list:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int)):
+            return self._int(int(node.value))
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return self._list([self.integer(e) for e in node.elts])
+        if isinstance(node, ast.Name) and node.id in self.names:
+            return self.names[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            n = self.integer(node.operand)
+            return -n if isinstance(node.op, ast.USub) else n
+        if isinstance(node, ast.BinOp):
+            return self._binary(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            return self._call(node.func.id, node.args)
+        if isinstance(node, ast.ListComp) and len(node.generators) == 1:
+            return self._comprehension(node.elt, node.generators[0])
+        raise _Unsupported(f"{ast.unparse(node)!r} is none of integers, lists, + - * // % **, range() and "
+                           "list comprehensions")
+
+    def integer(self, node: ast.AST) -> int:
+        v = self.value(node)
+        if not isinstance(v, int):
+            raise _Unsupported(f"{ast.unparse(node)!r} is not an integer")
+        return v
+
+    def _int(self, n: int) -> int:
+        if abs(n) > self.LIMIT:
+            raise _Unsupported(f"{n} is too large for a launch size")
+        return n
+
+    def _list(self, items: list) -> list:
+        if len(items) > MAX_VALUES:
+            raise _Unsupported(f"{len(items):,} values, over the {MAX_VALUES} a parameter may have")
+        return items
+
+    def _binary(self, node: ast.BinOp) -> int | list:
+        a, b = self.value(node.left), self.value(node.right)
+        if isinstance(a, list) and isinstance(b, list) and isinstance(node.op, ast.Add):
+            return self._list(a + b)
+        if not (isinstance(a, int) and isinstance(b, int)):
+            raise _Unsupported(f"{ast.unparse(node)!r} mixes lists and integers")
+        if isinstance(node.op, ast.Pow):
+            if b < 0 or (abs(a) > 1 and b * math.log2(abs(a)) > 62):
+                raise _Unsupported(f"{ast.unparse(node)!r} is not an integer a launch size can be")
+            return a ** b
+        if type(node.op) in self.BINARY and not (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
+            return self._int(self.BINARY[type(node.op)](a, b))
+        raise _Unsupported(f"{ast.unparse(node)!r} is not integer arithmetic this reader takes")
+
+    def _call(self, name: str, args: list[ast.expr]) -> list:
+        if name == "range" and 1 <= len(args) <= 3:
+            r = range(*(self.integer(a) for a in args))
+            if len(r) > MAX_VALUES:
+                raise _Unsupported(f"range of {len(r):,} values, over the {MAX_VALUES} a parameter may have")
+            return list(r)
+        if name == "list" and len(args) == 1 and isinstance(v := self.value(args[0]), list):
+            return v
+        raise _Unsupported(f"a call to {name}: only range() and list() are read")
+
+    def _comprehension(self, elt: ast.expr, gen: ast.comprehension) -> list:
+        if not isinstance(gen.target, ast.Name) or gen.is_async:
+            raise _Unsupported(f"{ast.unparse(gen.target)!r}: a comprehension here binds one name")
+        over = self.value(gen.iter)
+        if not isinstance(over, list):
+            raise _Unsupported(f"{ast.unparse(gen.iter)!r} is not a list to iterate")
+        out = []
+        for v in over:
+            self.names[gen.target.id] = v
+            if all(self._holds(c) for c in gen.ifs):
+                out.append(self.integer(elt))
+        del self.names[gen.target.id]
+        return self._list(out)
+
+    def _holds(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.BoolOp):
+            parts = (self._holds(v) for v in node.values)
+            return all(parts) if isinstance(node.op, ast.And) else any(parts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not self._holds(node.operand)
+        if isinstance(node, ast.Compare) and all(type(op) in self.COMPARE for op in node.ops):
+            left = self.integer(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.integer(right_node)
+                if not self.COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        raise _Unsupported(f"{ast.unparse(node)!r} is not a comparison a filter here may use")
+
+
 def _tag(macro: str) -> str:
     tag = "".join(w[0] for w in macro.split("_") if w)
     return tag if TAG_RE.match(tag) else "P"
 
 
 def _unique_tags(params: list[Parameter]) -> list[Parameter]:
-    """Each parameter its own tag (a shared tag would group them as the sides of one block)."""
+    """Each parameter its own tag (a shared tag would group them as the sides of one block), readable
+    before its value: the initials where no other parameter has them (block_size_x: BSX), else the
+    name without its underscores (tile_size_x and tile_stride_x: TILESIZEX, TILESTRIDEX), as a
+    numbered initial would run into the value (TSX2 before 0 reads TSX20). A clash left after that
+    (a name such as AB beside A_B) is numbered."""
+    from collections import Counter
     from dataclasses import replace
 
+    shared = Counter(p.tag for p in params)
+    named = [p if shared[p.tag] == 1 or not TAG_RE.match(p.macro.replace("_", ""))
+             else replace(p, tag=p.macro.replace("_", "")) for p in params]
     seen: dict[str, int] = {}
     out = []
-    for p in params:
+    for p in named:
         n = seen.get(p.tag, 0)
         seen[p.tag] = n + 1
-        out.append(replace(p, tag=f"{p.tag}{n + 1}") if n else p)
+        out.append(replace(p, tag=f"{p.tag}N{n + 1}") if n else p)
     return out
 
 

@@ -91,3 +91,79 @@ def test_a_t1_space_on_a_gpu_executor_says_it_can_only_be_replayed(tmp_path, cap
     err = capsys.readouterr().err
     assert "can only be replayed" in err and "--executor replay --from" in err
     assert not (tmp_path / "j").exists()
+
+
+# -- the hub's other T1 files: value lists written as Python, a default written as a list ----------
+HUB = T1.parent
+
+
+def test_the_hubs_value_lists_written_as_python_are_read_without_running_them():
+    s = target.load(HUB / "hotspot_milo.T1.json")
+    assert s.parameter("BLOCK_SIZE_X").values == (1, 2, 4, 8, 16, *range(32, 1025, 32))
+    assert s.parameter("BLOCK_SIZE_Y").values == (1, 2, 4, 8, 16, 32)        # [2**i for i in range(0, 6)]
+    assert s.parameter("LOOP_UNROLL_FACTOR_T").values == tuple(range(1, 11))
+    assert s.size()[0] == 4_440_000
+
+
+@pytest.mark.parametrize("values, read", [
+    ("[1] + [2 * i for i in range(1, 11)]", (1, *range(2, 21, 2))),           # the hub's pnpoly tile_size
+    ("[32 * i for i in range(1, 32)]", tuple(range(32, 993, 32))),
+    ("[i for i in range(1, 65) if i % 16 == 0 or not i > 2]", (1, 2, 16, 32, 48, 64)),
+    ("list((8, 16)) + [-(-64)]", (8, 16, 64)),
+])
+def test_a_t1_value_expression_gives_the_values_python_would(tmp_path, values, read):
+    path = write(tmp_path, lambda d: d["ConfigurationSpace"]["TuningParameters"][0].update(Values=values))
+    assert target.load(path).parameter("BLOCK_SIZE_X").values == read == tuple(eval(values))
+
+
+@pytest.mark.parametrize("values, says", [
+    ("[open(i) for i in range(3)]", "a call to open"),
+    ("[i for i in range(10**9)]", "range of 1,000,000,000 values, over the 4096"),
+    ("[2**100]", "not an integer a launch size can be"),
+    ("[i.bit_length() for i in range(3)]", "'i.bit_length()' is none of"),
+    ("[x for i in range(3)]", "'x' is none of"),
+    ("[1] + 2", "mixes lists and integers"),
+])
+def test_a_t1_value_expression_beyond_the_reader_is_refused_in_one_line_naming_it(tmp_path, values, says):
+    path = write(tmp_path, lambda d: d["ConfigurationSpace"]["TuningParameters"][0].update(Values=values))
+    with pytest.raises(SweepError) as e:
+        target.load(path)
+    msg = str(e.value)
+    assert "\n" not in msg and "TuningParameters[0].Values" in msg and says in msg
+
+
+def test_a_t1_default_written_as_a_list_of_one_is_its_value():
+    s = target.load(HUB / "gemm_milo.T1.json")
+    assert s.parameter("GEMMK").default == 0 and s.parameter("MWG").default == 64
+
+
+@pytest.mark.parametrize("name", ["gemm_milo", "dedispersion_milo"])
+def test_the_hubs_conditions_select_the_points_pythons_own_reading_selects(name):
+    import itertools
+
+    from sweep.space.configs import _checker
+
+    path = HUB / f"{name}.T1.json"
+    s = target.load(path)
+    raw = json.loads(path.read_text())["ConfigurationSpace"]
+    names = [p["Name"] for p in raw["TuningParameters"]]
+    # the published expressions, run by Python itself: the reference the translation must match
+    originals = [compile(c["Expression"], name, "eval") for c in raw["Conditions"]]
+    check_all, args = _checker(s.constraints)
+    at = [[p.macro for p in s.parameters].index(a) for a in args]
+    ours = theirs = 0
+    for combo in itertools.product(*(p.values for p in s.parameters)):
+        ours += check_all(*(combo[i] for i in at)) == -1
+        theirs += all(eval(c, {}, dict(zip(names, combo))) for c in originals)
+    assert ours == theirs and ours == {"gemm_milo": 116_928, "dedispersion_milo": 11_130}[name]
+
+
+def test_t1_parameters_whose_initials_clash_are_tagged_by_their_names():
+    from sweep.space import tag
+
+    s = target.load(HUB / "dedispersion_milo.T1.json")
+    assert [p.tag for p in s.parameters] == ["BSX", "BSY", "BSZ", "TILESIZEX", "TILESIZEY", "TILESTRIDEX",
+                                             "TILESTRIDEY", "LUFC"]
+    c = make_config(s, {"BLOCK_SIZE_X": 2, "BLOCK_SIZE_Y": 32, "BLOCK_SIZE_Z": 1, "TILE_SIZE_X": 2, "TILE_SIZE_Y": 1,
+                        "TILE_STRIDE_X": 0, "TILE_STRIDE_Y": 0, "LOOP_UNROLL_FACTOR_CHANNEL": 0})
+    assert tag(s, c) == "BSX2_BSY32_BSZ1_TILESIZEX2_TILESIZEY1_TILESTRIDEX0_TILESTRIDEY0_LUFC0"
