@@ -132,15 +132,15 @@ def sampled(told: Told, seen: set, sizes: np.ndarray, n: int, rng: np.random.Gen
     return [k for k in found if k not in seen]
 
 
-def spread(cands: np.ndarray, taken: list[tuple], switches: np.ndarray, encode: Callable[[np.ndarray], np.ndarray],
+def spread(cands: np.ndarray, taken: list[tuple], covered: np.ndarray, encode: Callable[[np.ndarray], np.ndarray],
            rng: np.random.Generator) -> tuple:
-    """A space-filling start's next point: of the candidates on the switch combinations that
-    `taken` (told or pending) covers least, the best of 24 random ones by distance (in `encode`'s
-    coordinates) to everything taken."""
-    if taken and len(switches):   # only the least-covered switch combinations
-        sw = cands[:, switches]
+    """A space-filling start's next point: of the candidates on the combinations of the `covered`
+    parameters (switches, enumerations) that `taken` (told or pending) covers least, the best of 24
+    random ones by distance (in `encode`'s coordinates) to everything taken."""
+    if taken and len(covered):   # only the least-covered combinations
+        sw = cands[:, covered]
         seen = np.zeros(len(cands), dtype=int)
-        for combo, count in zip(*np.unique(np.array(taken)[:, switches], axis=0, return_counts=True)):
+        for combo, count in zip(*np.unique(np.array(taken)[:, covered], axis=0, return_counts=True)):
             seen[(sw == combo).all(1)] += count
         cands = cands[seen == seen.min()]
     pick = rng.choice(len(cands), size=min(len(cands), 24), replace=False)

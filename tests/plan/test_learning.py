@@ -167,6 +167,17 @@ def test_the_start_gives_every_switch_combination_a_point_before_any_gets_a_seco
         assert len(set(combos[15:])) == 5              # then a second round, still without repeats
 
 
+def test_the_start_gives_an_enumerations_values_points_in_turn_as_it_does_a_switchs():
+    # an unordered enumeration of four forms beside a wide size: spread by rank, the first and last
+    # forms were the far ones and the middle two the start's leftovers
+    dims = [Dim("size", tuple(range(1, 33))), Dim("form", (0, 1, 2, 3), "choice"), Dim("order", (0, 1, 2, 3))]
+    for seed in range(3):
+        start = LearningSearch(dims, seed=seed, n_init=8).ask(8)
+        assert sorted(p["form"] for p in start) == [0, 0, 1, 1, 2, 2, 3, 3]
+    ranked_start = LearningSearch(dims[:1] + [Dim("form", (0, 1, 2, 3), "ordinal")] + dims[2:], seed=0, n_init=8)
+    assert sorted(p["form"] for p in ranked_start.ask(8)) != [0, 0, 1, 1, 2, 2, 3, 3]
+
+
 def test_the_start_is_sized_by_the_parameters_that_vary():
     # five varying parameters and five with a single value: 2 * 5 = 10 points, not 2 * 10 capped
     dims = [Dim(f"v{i}", (1, 2, 4)) for i in range(5)] + [Dim(f"c{i}", (3,)) for i in range(5)]
