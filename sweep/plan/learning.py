@@ -142,6 +142,7 @@ class LearningSearch:
         # optimum at 50 evaluations against 1.158; bench/STRATEGIES.md)
         self._covered = np.array(sorted({int(j) for j in self._switches} | self._choices), dtype=int)
         self._spread_columns = [i for i, j in enumerate(self._vary) if int(j) not in self._choices]
+        self._choice_columns = sorted(self._choices)   # moves.near: any other value is one step
         self._col_dim, self._coords = columns(values, self._vary, self.alignment, self._choices)
         self._aligned = powers_of_two(values) if aligned_start else []
         # the warm start's keys (a value this space does not have drops the point)
@@ -295,10 +296,11 @@ class LearningSearch:
             if other_side is not None:
                 return other_side
         if local or len(cands) > self.max_score:
-            near_best = near(cands, ranked(self.told)[: self.n_incumbents])
+            near_best = near(cands, ranked(self.told)[: self.n_incumbents], self._choice_columns)
             mine, inc = near_best, (basin_heads(self.told, self.n_incumbents, self.basin) if stalled else [])
             if len(inc) > 1:   # stalled: a basin that only looks best is not the only one searched
-                mine = near(cands, [inc[1 + (step // max(1, self.local_every)) % (len(inc) - 1)]])
+                other_basin = inc[1 + (step // max(1, self.local_every)) % (len(inc) - 1)]
+                mine = near(cands, [other_basin], self._choice_columns)
             if local and mine.any():
                 cands = cands[mine]
             elif local and near_best.any():
@@ -339,7 +341,7 @@ class LearningSearch:
             side = np.flatnonzero(there)
             heads = [k for k, _ in sorted(side_done, key=lambda kv: kv[1])[: self.n_incumbents]]
             there = np.zeros(len(cands), dtype=bool)
-            there[side[subsample(near(cands[side], heads), self.max_side_score, rng)]] = True
+            there[side[subsample(near(cands[side], heads, self._choice_columns), self.max_side_score, rng)]] = True
         failed = [k for k in self.order if self.told[k][0] is None and k[j] == level]
         pending = [k for k in self.pending if k[j] == level]
         hyper = self._side_hyper.setdefault((j, level), {})

@@ -72,14 +72,18 @@ def out_of_patience(told: Told, order: Sequence[tuple], patience: int, gain: flo
     return held if patience and held >= max(patience, len(order) / 2) else 0
 
 
-def near(cands: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
+def near(cands: np.ndarray, points: Sequence[tuple], choices: Sequence[int] = ()) -> np.ndarray:
     """Which candidates are one parameter away (any value) or one level away in two parameters
-    from one of the points."""
+    from one of the points. An unordered enumeration (`choices`: its columns) is one level away
+    at any other value: its values have no order to be near in."""
     out = np.zeros(len(cands), dtype=bool)
+    choices = list(choices)
     for k in points:
-        ham = (cands != np.array(k)).sum(1)
-        step = np.abs(cands - np.array(k)).max(1)
-        out |= (ham <= 1) | ((ham <= 2) & (step <= 1))
+        differ = cands != np.array(k)
+        step = np.abs(cands - np.array(k))
+        step[:, choices] = differ[:, choices]
+        ham = differ.sum(1)
+        out |= (ham <= 1) | ((ham <= 2) & (step.max(1) <= 1))
     return out
 
 

@@ -54,6 +54,13 @@ def test_near_is_one_parameter_any_value_or_two_parameters_one_level():
     assert near(cands, [(0, 0, 1)]).tolist() == [True, True, False, False]
 
 
+def test_near_takes_an_enumerations_every_other_value_as_one_level():
+    # (size, form): form 3 is as near form 0 as form 1 is, when the form is an unordered enumeration
+    cands = np.array([(1, 3), (1, 1), (2, 3)])
+    assert near(cands, [(0, 0)]).tolist() == [False, True, False]
+    assert near(cands, [(0, 0)], choices=[1]).tolist() == [True, True, False]
+
+
 def test_switch_flips_go_through_the_best_points_in_order_one_switch_at_a_time():
     assert list(switch_flips(TOLD, [2], 2)) == [(0, 0, 0), (0, 1, 0)]
     assert list(switch_flips(TOLD, [0, 2], 1)) == [(1, 0, 1), (0, 0, 0)]
