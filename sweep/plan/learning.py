@@ -257,7 +257,8 @@ class LearningSearch:
         """Index tuples of candidate points, neither told nor pending."""
         if self._cands is not None:
             return self._cands[~self._used]
-        keys = sampled(self.told, set(self.told) | set(self.pending), self._sizes, self.n_candidates, rng)
+        keys = sampled(self.told, set(self.told) | set(self.pending), self._sizes, self.n_candidates, rng,
+                       self._choice_columns)
         return np.array([k for k in keys if self._legal_key(k)], dtype=int).reshape(-1, len(self.dims))
 
     def _next(self, rng: np.random.Generator) -> tuple | None:

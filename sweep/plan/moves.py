@@ -109,25 +109,29 @@ def switch_flips(told: Told, switches: Sequence[int], n: int) -> Iterator[tuple]
             yield tuple(1 - int(i) if m == j else int(i) for m, i in enumerate(k))
 
 
-def sampled(told: Told, seen: set, sizes: np.ndarray, n: int, rng: np.random.Generator) -> list[tuple]:
+def sampled(told: Told, seen: set, sizes: np.ndarray, n: int, rng: np.random.Generator,
+            choices: Sequence[int] = ()) -> list[tuple]:
     """Candidates for a space too large to enumerate, neither in `seen` (told or pending) nor yet
     checked for legality: the neighbourhoods of the five best points (one- and two-level moves in
     one parameter, and random moves of up to two levels in two or three), then uniform random
-    points up to n in all. sizes: each parameter's number of values."""
+    points up to n in all. sizes: each parameter's number of values; choices: the unordered
+    enumerations, whose every other value is one move (as in `near`)."""
     found: dict[tuple, None] = {}
     d = len(sizes)
     for k in ranked(told)[:5]:
         base = np.array(k)
         for j in range(d):
-            for step in (-2, -1, 1, 2):
+            others = range(sizes[j]) if j in choices else (base[j] + step for step in (-2, -1, 1, 2))
+            for v in others:
                 c = base.copy()
-                c[j] += step
-                if 0 <= c[j] < sizes[j]:
+                c[j] = v
+                if 0 <= c[j] < sizes[j] and c[j] != base[j]:
                     found.setdefault(tuple(int(i) for i in c))
         for _ in range(60):
             c = base.copy()
             for j in rng.choice(d, size=min(d, int(rng.integers(2, 4))), replace=False):
-                c[j] = int(np.clip(c[j] + rng.integers(-2, 3), 0, sizes[j] - 1))
+                c[j] = int(rng.integers(sizes[j])) if j in choices else int(np.clip(c[j] + rng.integers(-2, 3), 0,
+                                                                                      sizes[j] - 1))
             found.setdefault(tuple(int(i) for i in c))
     tries = 0
     while len(found) < n and tries < 20 * n:

@@ -91,6 +91,14 @@ def test_a_large_spaces_candidates_hold_the_best_points_one_level_moves_and_noth
     assert {(4, 5, 5), (5, 5, 7), (5, 3, 5)} <= set(found)
 
 
+def test_a_large_spaces_candidates_move_an_enumeration_to_every_other_value_in_one_step():
+    told = {(5, 0): (1.0, None)}
+    one_move = lambda found: {k[1] for k in found if k[0] == 5}
+    assert one_move(sampled(told, set(told), np.array([10, 8]), 1, np.random.default_rng(0))) == {1, 2}
+    assert one_move(sampled(told, set(told), np.array([10, 8]), 1, np.random.default_rng(0), choices=[1])) == \
+        set(range(1, 8))
+
+
 def test_the_start_spreads_over_the_least_covered_switch_combinations_first():
     cands = np.array([(x, s) for x in range(8) for s in (0, 1)])
     taken = [(0, 0), (7, 0)]
