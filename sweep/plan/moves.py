@@ -79,8 +79,9 @@ def near(cands: np.ndarray, points: Sequence[tuple], choices: Sequence[int] = ()
     out = np.zeros(len(cands), dtype=bool)
     choices = list(choices)
     for k in points:
-        differ = cands != np.array(k)
-        step = np.abs(cands - np.array(k))
+        point = np.array(k)
+        differ = cands != point
+        step = np.abs(cands - point)
         step[:, choices] = differ[:, choices]
         ham = differ.sum(1)
         out |= (ham <= 1) | ((ham <= 2) & (step.max(1) <= 1))
