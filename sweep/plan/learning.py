@@ -378,9 +378,9 @@ class LearningSearch:
         # hyperparameters: refitted at checkpoints of the number of good points, each from that
         # prefix of the history (so a replayed history gets the same ones), conditioned on all data
         c = len(done) if len(done) < 2 * self.refit_every else len(done) - len(done) % self.refit_every
-        if c not in hyper:
-            kc = self._levels(np.array([k for k, _ in done[:c]]))
-            yc, _ = self._transform(np.log(np.array([v for _, v in done[:c]])))
+        if c not in hyper:   # on at most max_train points, as the model is: a fit's cost grows as their cube
+            kc, yc = training(done[:c], self.max_train)
+            kc, yc = self._levels(np.array(kc)), self._transform(yc)[0]
             g = GP.fit(self._coords, kc, yc, additive_grid=self.additive_grid)
             hyper[c] = (g.ls, g.additive, g.nugget)
         gp = GP(self._coords, *hyper[c]).condition(lv, ys)

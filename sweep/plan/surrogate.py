@@ -106,6 +106,17 @@ def scaled_sqdist(a: np.ndarray, b: np.ndarray, ls: np.ndarray) -> np.ndarray:
     return np.maximum(d2, 0.0)
 
 
+def lower_solve(lower: np.ndarray, b: np.ndarray, block: int = 64) -> np.ndarray:
+    """x with lower @ x = b, for a lower-triangular matrix: forward substitution a block of rows at a
+    time (numpy has no triangular solve; np.linalg.solve factors the matrix again, which took most
+    of a hyperparameter fit at 300 points)."""
+    x = np.empty(len(b))
+    for s in range(0, len(b), block):
+        e = min(len(b), s + block)
+        x[s:e] = np.linalg.solve(lower[s:e, s:e], b[s:e] - lower[s:e, :s] @ x[:s])
+    return x
+
+
 class GP:
     """GP on discrete levels: each dimension's kernel is a Matern-5/2 table over its level
     coordinates (rank / (levels - 1)); the joint kernel mixes their product (interactions) with
@@ -145,7 +156,7 @@ class GP:
             chol = np.linalg.cholesky(k)
         except np.linalg.LinAlgError:
             return -np.inf
-        alpha = np.linalg.solve(chol, y)
+        alpha = lower_solve(chol, y)
         s2 = max(float(alpha @ alpha) / n, 1e-12)
         return -0.5 * n * math.log(s2) - float(np.log(np.diag(chol)).sum())
 
@@ -162,34 +173,39 @@ class GP:
             idx = [LENGTHSCALES.index(0.6)] * d
             eye = np.eye(n)
 
-            def kernel(idx, add, nugget):
-                prod = np.ones((n, n))
-                s = np.zeros((n, n))
-                for j in range(d):
-                    prod *= per[j][idx[j]]
-                    s += per[j][idx[j]]
-                return (1 - add) * prod + add * s / d + nugget * eye
+            def kernel(prod: np.ndarray, total: np.ndarray, add: float, nugget: float) -> np.ndarray:
+                return (1 - add) * prod + add * total / d + nugget * eye
 
-            best = cls._profiled_lml(kernel(idx, add, nugget), y)
+            start = [per[j][idx[j]] for j in range(d)]
+            best = cls._profiled_lml(kernel(np.prod(start, axis=0), np.sum(start, axis=0), add, nugget), y)
             for _ in range(sweeps):
                 changed = False
+                # a trial changes one column's table: the product and sum of the others are made once
+                # per column (the product from the columns before it, kept as the sweep goes, and those
+                # after it, made at the sweep's start), not once per trial: d times fewer n x n products
+                after = [np.ones((n, n))]
+                for j in range(d - 1, 0, -1):
+                    after.append(after[-1] * per[j][idx[j]])
+                after.reverse()
+                before, total = np.ones((n, n)), np.sum([per[j][idx[j]] for j in range(d)], axis=0)
                 for j in range(d):
+                    others, rest = before * after[j], total - per[j][idx[j]]
                     for g in range(len(LENGTHSCALES)):
                         if g == idx[j]:
                             continue
-                        trial = list(idx)
-                        trial[j] = g
-                        val = cls._profiled_lml(kernel(trial, add, nugget), y)
+                        val = cls._profiled_lml(kernel(others * per[j][g], rest + per[j][g], add, nugget), y)
                         if val > best + 1e-9:
-                            best, idx, changed = val, trial, True
+                            best, idx[j], changed = val, g, True
+                    before, total = before * per[j][idx[j]], rest + per[j][idx[j]]
+                prod = before
                 for a in additive_grid:
                     if a != add:
-                        val = cls._profiled_lml(kernel(idx, a, nugget), y)
+                        val = cls._profiled_lml(kernel(prod, total, a, nugget), y)
                         if val > best + 1e-9:
                             best, add, changed = val, a, True
                 for g in NUGGETS:
                     if g != nugget:
-                        val = cls._profiled_lml(kernel(idx, add, g), y)
+                        val = cls._profiled_lml(kernel(prod, total, add, g), y)
                         if val > best + 1e-9:
                             best, nugget, changed = val, g, True
                 if not changed:

@@ -422,3 +422,15 @@ def test_named_values_are_a_choice_and_numbered_ones_only_when_declared_so():
     assert not Dim("blocks_per_sm", (0, 1, 2, 3)).is_choice() and not Dim("switch", ("off", "on")).is_choice()
     search = LearningSearch([Dim("b", (32, 64)), Dim("form", (0, 1, 2), "choice"), Dim("unroll", (0, 1, 2))])
     assert search._choices == {1}
+
+
+def test_the_hyperparameter_fit_sees_at_most_max_train_points_however_long_the_search(monkeypatch):
+    import sweep.plan.learning as learning
+
+    sizes = []
+    plain_fit = learning.GP.fit
+    monkeypatch.setattr(learning.GP, "fit", classmethod(
+        lambda cls, coords, levels, y, **kw: (sizes.append(len(y)), plain_fit(coords, levels, y, **kw))[1]))
+    s = LearningSearch(DIMS, legal, seed=0, max_train=24, patience=0, flip_every=0)
+    run(s, 60)
+    assert max(sizes) == 24 and len(sizes) > 5    # refitted as points came, each time on the model's 24

@@ -1,4 +1,4 @@
-"""The surrogate's columns of a discrete space (sweep.plan.surrogate.columns)."""
+"""The surrogate (sweep.plan.surrogate): its columns of a discrete space, its training set, its hyperparameter fit."""
 
 from __future__ import annotations
 
@@ -68,3 +68,67 @@ def test_a_choice_is_a_simplex_each_value_as_near_every_other_with_no_alignment_
     assert np.allclose(np.diag(table), 1.0) and np.allclose(off, off[0]) and off[0] < 1.0
     ordinal = GP._table(columns([(0, 1, 2, 3)], [0])[1][0], 0.6)
     assert ordinal[0, 1] > ordinal[0, 2] > ordinal[0, 3]   # read as ranks, 0 is nearer 1 than 3
+
+
+def _plain_coordinate_search(coords, levels, y, additive_grid=(0.0, 0.3, 0.7), sweeps=2):
+    """GP.fit's search written the plain way: the whole kernel made again for every trial."""
+    from sweep.plan.surrogate import GP, LENGTHSCALES, NUGGETS
+
+    n, d = levels.shape
+    per = [[GP._table(coords[j], v)[levels[:, j]][:, levels[:, j]] for v in LENGTHSCALES] for j in range(d)]
+
+    def lml(idx, add, nugget):
+        k = (1 - add) * np.prod([per[j][idx[j]] for j in range(d)], axis=0) \
+            + add * np.sum([per[j][idx[j]] for j in range(d)], axis=0) / d + nugget * np.eye(n)
+        chol = np.linalg.cholesky(k)
+        alpha = np.linalg.solve(chol, y)
+        return -0.5 * n * np.log(max(alpha @ alpha / n, 1e-12)) - np.log(np.diag(chol)).sum()
+
+    idx, add, nugget = [LENGTHSCALES.index(0.6)] * d, additive_grid[len(additive_grid) // 2], 1e-3
+    best = lml(idx, add, nugget)
+    for _ in range(sweeps):
+        changed = False
+        for j in range(d):
+            for g in range(len(LENGTHSCALES)):
+                trial = idx[:j] + [g] + idx[j + 1:]
+                if g != idx[j] and (v := lml(trial, add, nugget)) > best + 1e-9:
+                    best, idx, changed = v, trial, True
+        for a in additive_grid:
+            if a != add and (v := lml(idx, a, nugget)) > best + 1e-9:
+                best, add, changed = v, a, True
+        for g in NUGGETS:
+            if g != nugget and (v := lml(idx, add, g)) > best + 1e-9:
+                best, nugget, changed = v, g, True
+        if not changed:
+            break
+    return [LENGTHSCALES[i] for i in idx], add, nugget
+
+
+def test_the_fit_picks_what_a_plain_coordinate_search_picks_making_each_columns_others_once():
+    from sweep.plan.surrogate import GP
+
+    rng = np.random.default_rng(7)
+    values = [(16, 32, 48, 64, 96, 128), (1, 2, 4, 8), (0, 1), (1, 2, 3, 4)]
+    col_dim, coords = columns(values, [0, 1, 2, 3])
+    picks = set()
+    for trial in range(6):
+        keys = np.stack([rng.integers(0, len(v), 40) for v in values], 1)
+        x = keys / np.array([len(v) - 1 for v in values])
+        y = np.sin(3 * x[:, 0] + trial) + x[:, 1] * x[:, 3] + 0.5 * x[:, 2] + 0.05 * rng.normal(size=40)
+        y = (y - y.mean()) / y.std()
+        gp = GP.fit(coords, keys[:, col_dim], y)
+        plain = _plain_coordinate_search(coords, keys[:, col_dim], y)
+        assert (list(gp.ls), gp.additive, gp.nugget) == (plain[0], plain[1], plain[2])
+        picks.add((tuple(gp.ls), gp.additive, gp.nugget))
+    assert len(picks) > 1            # the data moved the fit: not six times the starting point
+
+
+def test_the_blocked_forward_substitution_solves_as_a_general_solver_does_across_block_edges():
+    from sweep.plan.surrogate import lower_solve
+
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 63, 64, 65, 130, 300):
+        a = rng.normal(size=(n, n))
+        lower = np.linalg.cholesky(a @ a.T + n * np.eye(n))
+        b = rng.normal(size=n)
+        assert np.allclose(lower_solve(lower, b), np.linalg.solve(lower, b), rtol=1e-12, atol=1e-14)
