@@ -25,12 +25,15 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from sweep.plan.base import GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
     constant_rules_break, default_in_flight, group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
-from sweep.space import Config, Space, check, groups, make_config
+from sweep.space import Config, Space, check, expr, groups, make_config
+from sweep.space.configs import first_broken
 
 ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
 
@@ -74,6 +77,52 @@ def legality_test(space: Space, combos: list[list[dict[str, int]]] | None | tupl
     return lambda point: all(tuple(point[m] for m in ms) in ok for ms, ok in zip(macros, allowed))
 
 
+def legal_sampler(space: Space, max_steps: int = 20_000) -> Callable[[np.random.Generator, int], list[dict[str, int]]]:
+    """Legal points (swept parameters only) by a randomized depth-first search: the parameters in
+    order, each one's values in a random order, a rule checked as soon as every parameter it reads
+    has a value, a dead end abandoned for the next value. For a legal set too large to enumerate and
+    too sparse for uniform random points to hit (a 10^8-point grid with 45 legal points: 4,000 random
+    candidates hold none, and the search had nothing to propose). Not uniform over the legal set:
+    candidates for the model to rank, not a sample to estimate from. At most `max_steps` values
+    tried per call (fewer points, or none, where the rules leave almost nothing)."""
+    swept = space.swept
+    position = {p.macro: i for i, p in enumerate(swept)}
+    source = {p.macro: p.equals for p in space.parameters if p.derived}
+    due: list[list] = [[] for _ in swept]    # the rules checkable once parameter i has its value
+    for c in space.constraints:
+        reads = [position[source.get(n, n)] for n in expr.names(c.expr) - set(expr.FUNCTIONS)]
+        due[max(reads, default=0)].append(c)
+    rules = [tuple(d) for d in due]
+
+    def draw(rng: np.random.Generator, n: int) -> list[dict[str, int]]:
+        out: list[dict[str, int]] = []
+        steps = 0
+
+        def extend(point: dict[str, int], i: int) -> bool:
+            nonlocal steps
+            if i == len(swept):
+                return True
+            for v in rng.permutation(len(swept[i].values)):
+                steps += 1
+                if steps > max_steps:
+                    return False
+                point[swept[i].macro] = swept[i].values[int(v)]
+                values = {**point, **{m: point[s] for m, s in source.items() if s in point}}
+                if first_broken(rules[i], values) is None and extend(point, i + 1):
+                    return True
+            del point[swept[i].macro]
+            return False
+
+        while len(out) < n and steps <= max_steps:
+            point: dict[str, int] = {}
+            if not extend(point, 0):
+                break
+            out.append(point)
+        return out
+
+    return draw
+
+
 class LearnedSearch(Search):
     """The driver's Search over sweep.plan.learning's model."""
 
@@ -100,7 +149,8 @@ class LearnedSearch(Search):
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
         self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
-                                    patience=o.get("patience", PATIENCE), start=start)
+                                    patience=o.get("patience", PATIENCE), start=start,
+                                    sample_legal=legal_sampler(space) if points is None else None)
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
         self.note = (f"learning: {size}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
@@ -129,7 +179,9 @@ class LearnedSearch(Search):
             return []
         points = self.model.ask(min(n, left, room))
         if not points:
-            self.stopped = "every legal point has been measured"
+            self.stopped = ("every legal point has been measured" if self.legal is not None else
+                            "no untried legal point was found: neither random points of the grid nor a search of "
+                            "its rules found one (the rules leave few or none)")
         self.asked += len(points)
         return [make_config(self.space, p) for p in points]
 

@@ -29,6 +29,7 @@ from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience,
                     stalled_for, subsample, switch_flips, unlike_sides)
 from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, training, warped
 
+FEW_LEGAL = 32     # sampled candidates: fewer legal ones than this, and sample_legal adds its own
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
 
@@ -59,7 +60,7 @@ class LearningSearch:
                  local_every: int = 2, n_incumbents: int = 3, basin: int = 2, stall: int = 10, refit_every: int = 5,
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
                  flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0,
-                 start: Sequence[dict] = ()):
+                 start: Sequence[dict] = (), sample_legal: Callable[[np.random.Generator, int], list] | None = None):
         """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
         constraints (None: every combination is legal).  legal_points: the legal set, if the caller
         has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
@@ -94,7 +95,8 @@ class LearningSearch:
         time within this fraction of the best is not searched on its own (it mirrors the best's).
         start: points to propose first, in order, where legal and untried (a warm start: the fastest
         configurations a recording of this space holds, another GPU's); the first n_init of them
-        replace the space-filling start, which fills in where fewer are legal."""
+        replace the space-filling start, which fills in where fewer are legal. sample_legal(rng, n): up to n
+        legal points by another route, for sampled candidates too few of which are legal (a sparse legal set)."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
@@ -103,6 +105,7 @@ class LearningSearch:
         self.seed = int(seed)
         self.budget = budget
         self.n_candidates = int(n_candidates)
+        self.sample_legal = sample_legal
         self.patience = int(patience)
         self.patience_gain = float(patience_gain)
         self.max_train = int(max_train)
@@ -257,9 +260,13 @@ class LearningSearch:
         """Index tuples of candidate points, neither told nor pending."""
         if self._cands is not None:
             return self._cands[~self._used]
-        keys = sampled(self.told, set(self.told) | set(self.pending), self._sizes, self.n_candidates, rng,
-                       self._choice_columns)
-        return np.array([k for k in keys if self._legal_key(k)], dtype=int).reshape(-1, len(self.dims))
+        seen = set(self.told) | set(self.pending)
+        keys = [k for k in sampled(self.told, seen, self._sizes, self.n_candidates, rng, self._choice_columns)
+                if self._legal_key(k)]
+        if len(keys) < FEW_LEGAL and self.sample_legal is not None:   # too sparse for random points to hit
+            found = (self._key_of(p) for p in self.sample_legal(rng, 2 * FEW_LEGAL))
+            keys += [k for k in dict.fromkeys(found) if k is not None and k not in seen and k not in keys]
+        return np.array(keys, dtype=int).reshape(-1, len(self.dims))
 
     def _next(self, rng: np.random.Generator) -> tuple | None:
         cands = self._candidates(rng)

@@ -299,3 +299,43 @@ def test_a_parameter_declared_a_choice_reaches_the_model_as_one_and_a_size_from_
     (tmp_path / "Makefile").write_text("all:\n")
     dims = {d.name: d for d in LearnedSearch(target.load(space)).model.dims}
     assert dims["FORM"].is_choice() and not dims["UNROLL"].is_choice() and not dims["BLOCK"].is_choice()
+
+
+def chain_space(tmp_path: Path, rule: str = "{a} + {b} <= 1") -> Path:
+    """Eight parameters of ten values (a 10^8-point grid, one group: each rule reads two neighbours);
+    with the default rule the legal points are the 0/1 strings with no two 1s side by side: 55."""
+    names = [f"p{i}" for i in range(8)]
+    t1 = {"General": {"BenchmarkName": "chain"}, "KernelSpecification": {"KernelName": "chain"},
+          "ConfigurationSpace": {
+              "TuningParameters": [{"Name": n, "Type": "int", "Values": "list(range(10))", "Default": 0} for n in names],
+              "Conditions": [{"Expression": rule.format(a=a, b=b), "Parameters": [a, b]}
+                             for a, b in zip(names, names[1:])]}}
+    path = tmp_path / "chain.T1.json"
+    path.write_text(json.dumps(t1))
+    return path
+
+
+def test_a_legal_set_too_sparse_for_random_points_is_searched_by_its_rules_and_every_proposal_is_legal(tmp_path):
+    from sweep.plan.learned import LearnedSearch
+    from sweep.space import check
+
+    space = target.load(chain_space(tmp_path))
+    search = LearnedSearch(space, {**REGISTRY["learning"].values(space.strategy), "budget": 30, "patience": 0})
+    assert search.legal is None                 # 10^8 points in one group: not enumerated, sampled
+    proposed = []
+    while (configs := search.ask(1)):
+        for c in configs:
+            proposed.append(c)
+            search.tell(c, 1000.0 + 10 * sum(c[m] * (i + 1) for i, m in enumerate(c.as_dict())))
+    assert len(proposed) == 30 == len({c for c in proposed})
+    assert all(check(space, c) is None for c in proposed)
+    assert search.stopped == "its budget of 30 evaluations is spent"
+
+
+def test_a_grid_whose_rules_leave_nothing_stops_saying_no_legal_point_was_found_not_that_all_were_measured(tmp_path):
+    from sweep.plan.learned import LearnedSearch
+
+    space = target.load(chain_space(tmp_path, "{a} + {b} < 0"))
+    search = LearnedSearch(space, {**REGISTRY["learning"].values(space.strategy), "budget": 10})
+    assert search.ask(1) == []
+    assert search.stopped.startswith("no untried legal point was found")
