@@ -18,11 +18,12 @@ import numpy as np
 
 from sweep import plan as strategies
 from sweep.plan.base import GRID_LIMIT
-from sweep.space import Space, make_config, tags_for
+from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
 from sweep.space.legality import first_broken_index
 
 SHOWN = 12          # configurations listed by name; the rest are counted
+SHARE_SAMPLE = 10_000   # random points of a grid too large to count, to say what share is legal
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class Validation:
     globs: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (glob, kernel names it matches)
     kernels_from: str = ""                     # where the kernel names came from ("" : no build found)
     kernel_names: tuple[str, ...] = field(default=())
+    sampled: tuple[int, int] | None = None     # a grid too large to count: (random points legal, of how many)
 
     @property
     def unmatched(self) -> list[str]:
@@ -64,6 +66,7 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             at = np.unravel_index(int(firsts[i]), sizes)
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
+    sampled = None if legal is not None else legal_share(space)
     spec = strategies.spec(space)
     planned, search = None, None
     if spec.plan is None and "samples" not in spec.values(space.strategy):
@@ -84,7 +87,15 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             if g not in (x for x, _ in globs):
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
-                      kernels_from, names)
+                      kernels_from, names, sampled)
+
+
+def legal_share(space: Space, n: int = SHARE_SAMPLE) -> tuple[int, int]:
+    """How many of n random points of the grid (seeded: the same each time) pass the rules."""
+    rng = np.random.default_rng(0)
+    draws = np.stack([rng.integers(0, len(p.values), n) for p in space.swept], 1)
+    return sum(check(space, make_config(space, {p.macro: p.values[int(i)] for p, i in zip(space.swept, row)})) is None
+               for row in draws), n
 
 
 def lines(v: Validation) -> list[str]:
@@ -94,7 +105,13 @@ def lines(v: Validation) -> list[str]:
            + (f" ({s.target.build})" if s.target.build != "make" else ""),
            f"grid: {v.grid:,} points ({v.product})"]
     if v.legal is None:
-        out.append(f"legal: not counted (over {GRID_LIMIT:,} points)")
+        hits, of = v.sampled or (0, 0)
+        searched = ": the learning strategy searches the rules for candidates" \
+            if v.space.strategy.name in ("learning", "auto") else ""
+        share = (f"; {hits:,} of {of:,} random points pass the rules (about {100 * hits / of:.2g}%)" if hits else
+                 f"; none of {of:,} random points passes the rules (under {100 * 3 / of:.2g}% of the grid is legal, "
+                 f"a 95% bound){searched}" if of else "")
+        out.append(f"legal: not counted (over {GRID_LIMIT:,} points){share}")
     else:
         out.append(f"legal: {v.legal:,} of {v.grid:,}" + (f"; {v.grid - v.legal:,} illegal, by the first rule each "
                                                           "breaks:" if v.broken else ""))

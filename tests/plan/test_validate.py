@@ -1,0 +1,44 @@
+"""`config-sweep validate` on grids too large to count (sweep.plan.validate): the legal share
+estimated from random points."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sweep.plan.validate import lines, validate
+from sweep.space import target
+
+HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
+
+
+def learning(space):
+    return dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name="learning"))
+
+
+def test_the_legal_share_of_a_grid_too_large_to_count_is_estimated_near_its_exact_count():
+    v = validate(learning(target.load(HUB / "hotspot_milo.T1.json")))
+    hits, of = v.sampled
+    # the hub's hotspot rules counted exactly, with numpy, over all 4,440,000 points
+    bx = np.array([1, 2, 4, 8, 16, *range(32, 1025, 32)])
+    r = np.arange(1, 11)
+    BX, BY, TX, TY, TT, LU, SH = np.meshgrid(bx, 2 ** np.arange(6), r, r, r, r, np.array([0, 1]), indexing="ij")
+    legal = ((BX * BY >= 32) & (TT % LU == 0) & (BX * BY <= 1024)
+             & ((BX * TX + TT * 2) * (BY * TY + TT * 2) * (2 + SH) * 4 <= 49152)).sum()
+    share = legal / BX.size                                            # 82,984 of 4,440,000
+    assert abs(hits / of - share) < 4 * np.sqrt(share * (1 - share) / of)
+    assert f"; {hits:,} of {of:,} random points pass the rules (about 1.8%)" in lines(v)[2]
+
+
+def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_learning_finds_candidates(tmp_path):
+    names = [f"p{i}" for i in range(8)]       # 10^8 points, 55 legal: 0/1 strings with no two 1s side by side
+    t1 = {"General": {"BenchmarkName": "chain"}, "ConfigurationSpace": {
+        "TuningParameters": [{"Name": n, "Type": "int", "Values": "list(range(10))", "Default": 0} for n in names],
+        "Conditions": [{"Expression": f"{a} + {b} <= 1", "Parameters": [a, b]} for a, b in zip(names, names[1:])]}}
+    (tmp_path / "chain.T1.json").write_text(json.dumps(t1))
+    line = lines(validate(learning(target.load(tmp_path / "chain.T1.json"))))[2]
+    assert line == ("legal: not counted (over 200,000 points); none of 10,000 random points passes the rules (under "
+                    "0.03% of the grid is legal, a 95% bound): the learning strategy searches the rules for candidates")
