@@ -4,7 +4,7 @@
                                             "[16, 32]" or, as the benchmark hub writes them,
                                             "[1, 2] + list(range(32, 1025, 32))" and
                                             "[2**i for i in range(6)]": read by walking the syntax
-                                            tree (_ValueList), never eval), Default (a value, or a
+                                            tree (_ValueList), never run), Default (a value, or a
                                             list of one)
     ConfigurationSpace.Conditions[]         Expression: Python-like, translated into this project's
                                             constraint language (sweep.space.expr) or refused in one
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -135,108 +134,86 @@ class _Unsupported(ValueError):
 
 
 class _ValueList:
-    """Evaluates the Python a T1 file writes for a parameter's values, by walking its syntax tree:
-    integers, lists and tuples of them, + - * // % ** on integers, + on lists, range() and list(),
-    and a list comprehension over one of those with `if` filters (comparisons, and/or/not). Nothing
-    else: no name but a comprehension's variable, no other call, so no code of the file runs. Sizes
-    are bounded as they are built (a range or list longer than a parameter may be is refused)."""
-    BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-              ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
-    COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-               ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
-    LIMIT = 1 << 62
+    """Reads the Python a T1 file writes for a parameter's values by walking its syntax tree: lists
+    and tuples, + of lists, range(), list(), and a list comprehension over one of those with `if`
+    filters; every element, range() bound and filter is an integer expression of this project's
+    constraint language (sweep.space.expr: + - * / // % ** and the rest, comparisons, and/or/not)
+    with the comprehension's variable bound. No code of the file runs. Sizes are bounded as they are
+    built (a range or list longer than a parameter may be is refused)."""
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
 
-    def value(self, node: ast.AST) -> int | list:
-        if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int)):
-            return self._int(int(node.value))
+    def value(self, node: ast.AST) -> list:
         if isinstance(node, (ast.List, ast.Tuple)):
             return self._list([self.integer(e) for e in node.elts])
-        if isinstance(node, ast.Name) and node.id in self.names:
-            return self.names[node.id]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            n = self.integer(node.operand)
-            return -n if isinstance(node.op, ast.USub) else n
-        if isinstance(node, ast.BinOp):
-            return self._binary(node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            return self._call(node.func.id, node.args)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _listy(node.left) and _listy(node.right):
+            return self._list(self.value(node.left) + self.value(node.right))
+        if isinstance(node, ast.BinOp) and (_listy(node.left) or _listy(node.right)):
+            raise _Unsupported(f"{ast.unparse(node)!r} mixes lists and integers")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("range", "list"):
+            return self._call(node.func.id, node.args, node.keywords)
         if isinstance(node, ast.ListComp) and len(node.generators) == 1:
             return self._comprehension(node.elt, node.generators[0])
-        raise _Unsupported(f"{ast.unparse(node)!r} is none of integers, lists, + - * // % **, range() and "
+        raise _Unsupported(f"{ast.unparse(node)!r} is not a list: write lists, + of lists, range(), list() and "
                            "list comprehensions")
 
     def integer(self, node: ast.AST) -> int:
-        v = self.value(node)
-        if not isinstance(v, int):
-            raise _Unsupported(f"{ast.unparse(node)!r} is not an integer")
+        v = self._evaluate(node)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise _Unsupported(f"{ast.unparse(node)!r} is {v!r}, not an integer")
         return v
 
-    def _int(self, n: int) -> int:
-        if abs(n) > self.LIMIT:
-            raise _Unsupported(f"{n} is too large for a launch size")
-        return n
+    def _evaluate(self, node: ast.AST) -> object:
+        """An expression of sweep.space.expr's language, the comprehension's variable bound."""
+        text = ast.unparse(node)
+        if _listy(node):
+            raise _Unsupported(f"{text!r} is a list where an integer belongs")
+        try:
+            return expr.evaluate(text, self.names)
+        except KeyError as e:
+            name = e.args[0]
+            raise _Unsupported(f"{name!r} is a name no comprehension here binds"
+                               + (f" (in {text!r})" if text != name else "")) from None
+        except ValueError as e:                 # what the constraint language does not take, named
+            raise _Unsupported(str(e)) from None
+        except (ArithmeticError, TypeError) as e:
+            raise _Unsupported(f"{text!r}: {e}") from None
 
     def _list(self, items: list) -> list:
         if len(items) > MAX_VALUES:
             raise _Unsupported(f"{len(items):,} values, over the {MAX_VALUES} a parameter may have")
         return items
 
-    def _binary(self, node: ast.BinOp) -> int | list:
-        a, b = self.value(node.left), self.value(node.right)
-        if isinstance(a, list) and isinstance(b, list) and isinstance(node.op, ast.Add):
-            return self._list(a + b)
-        if not (isinstance(a, int) and isinstance(b, int)):
-            raise _Unsupported(f"{ast.unparse(node)!r} mixes lists and integers")
-        if isinstance(node.op, ast.Pow):
-            if b < 0 or (abs(a) > 1 and b * math.log2(abs(a)) > 62):
-                raise _Unsupported(f"{ast.unparse(node)!r} is not an integer a launch size can be")
-            return a ** b
-        if type(node.op) in self.BINARY and not (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
-            return self._int(self.BINARY[type(node.op)](a, b))
-        raise _Unsupported(f"{ast.unparse(node)!r} is not integer arithmetic this reader takes")
-
-    def _call(self, name: str, args: list[ast.expr]) -> list:
-        if name == "range" and 1 <= len(args) <= 3:
+    def _call(self, name: str, args: list[ast.expr], keywords: list) -> list:
+        if name == "range" and 1 <= len(args) <= 3 and not keywords:
             r = range(*(self.integer(a) for a in args))
             if len(r) > MAX_VALUES:
                 raise _Unsupported(f"range of {len(r):,} values, over the {MAX_VALUES} a parameter may have")
             return list(r)
-        if name == "list" and len(args) == 1 and isinstance(v := self.value(args[0]), list):
-            return v
-        raise _Unsupported(f"a call to {name}: only range() and list() are read")
+        if name == "list" and len(args) == 1 and not keywords:
+            return self.value(args[0])
+        raise _Unsupported(f"{name}() with those arguments: range() takes one to three integers, list() one list")
 
     def _comprehension(self, elt: ast.expr, gen: ast.comprehension) -> list:
         if not isinstance(gen.target, ast.Name) or gen.is_async:
             raise _Unsupported(f"{ast.unparse(gen.target)!r}: a comprehension here binds one name")
         over = self.value(gen.iter)
-        if not isinstance(over, list):
-            raise _Unsupported(f"{ast.unparse(gen.iter)!r} is not a list to iterate")
         out = []
         for v in over:
             self.names[gen.target.id] = v
-            if all(self._holds(c) for c in gen.ifs):
+            if all(self._evaluate(c) for c in gen.ifs):
                 out.append(self.integer(elt))
         del self.names[gen.target.id]
         return self._list(out)
 
-    def _holds(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.BoolOp):
-            parts = (self._holds(v) for v in node.values)
-            return all(parts) if isinstance(node.op, ast.And) else any(parts)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return not self._holds(node.operand)
-        if isinstance(node, ast.Compare) and all(type(op) in self.COMPARE for op in node.ops):
-            left = self.integer(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = self.integer(right_node)
-                if not self.COMPARE[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        raise _Unsupported(f"{ast.unparse(node)!r} is not a comparison a filter here may use")
+
+def _listy(node: ast.AST) -> bool:
+    """Whether `node` is written as a list (what _ValueList.value reads), not as an integer."""
+    if isinstance(node, ast.BinOp):
+        return _listy(node.left) or _listy(node.right)
+    return isinstance(node, (ast.List, ast.Tuple, ast.ListComp)) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("range", "list"))
 
 
 def _tag(macro: str) -> str:

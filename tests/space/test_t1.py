@@ -110,6 +110,7 @@ def test_the_hubs_value_lists_written_as_python_are_read_without_running_them():
     ("[32 * i for i in range(1, 32)]", tuple(range(32, 993, 32))),
     ("[i for i in range(1, 65) if i % 16 == 0 or not i > 2]", (1, 2, 16, 32, 48, 64)),
     ("list((8, 16)) + [-(-64)]", (8, 16, 64)),
+    ("[i for i in range(8) if i in [2, 4] or max(i, 6) == i]", (2, 4, 6, 7)),   # the constraint language's in, max
 ])
 def test_a_t1_value_expression_gives_the_values_python_would(tmp_path, values, read):
     path = write(tmp_path, lambda d: d["ConfigurationSpace"]["TuningParameters"][0].update(Values=values))
@@ -119,10 +120,15 @@ def test_a_t1_value_expression_gives_the_values_python_would(tmp_path, values, r
 @pytest.mark.parametrize("values, says", [
     ("[open(i) for i in range(3)]", "a call to open"),
     ("[i for i in range(10**9)]", "range of 1,000,000,000 values, over the 4096"),
-    ("[2**100]", "not an integer a launch size can be"),
-    ("[i.bit_length() for i in range(3)]", "'i.bit_length()' is none of"),
-    ("[x for i in range(3)]", "'x' is none of"),
+    ("[2**100]", "1267650600228229401496703205376 is not an integer from 0 to"),
+    ("[2**100000]", "'2 ** 100000': 2 ** 100000 is too large"),
+    ("[i.bit_length() for i in range(3)]", "'i.bit_length()' uses a call to i.bit_length"),
+    ("[x for i in range(3)]", "'x' is a name no comprehension here binds"),
     ("[1] + 2", "mixes lists and integers"),
+    ("[i / 2 for i in range(4)]", "'i / 2' is 0.0, not an integer"),
+    ("[[1]]", "'[1]' is a list where an integer belongs"),
+    ("[1 // 0]", "integer division or modulo by zero"),
+    ("[1, 2][0]", "is not a list: write lists, + of lists, range(), list() and list comprehensions"),
 ])
 def test_a_t1_value_expression_beyond_the_reader_is_refused_in_one_line_naming_it(tmp_path, values, says):
     path = write(tmp_path, lambda d: d["ConfigurationSpace"]["TuningParameters"][0].update(Values=values))
