@@ -1,7 +1,6 @@
-"""A learning search over a discrete tuning space: a Gaussian-process surrogate of
-log(time) on normalized ordinal encodings, expected improvement weighted by a learned
-feasibility estimate, over the enumerated legal set (or, for large spaces, over sampled
-candidates: random legal points plus neighbourhoods of the incumbents).
+"""A learning search over a discrete tuning space: a Gaussian-process surrogate of log(time) on normalized ordinal
+encodings, expected improvement weighted by a learned feasibility estimate, over the enumerated legal set (or, for
+large spaces, over sampled candidates: random legal points plus neighbourhoods of the incumbents).
 
 Pure module: stdlib + numpy only (see sweep.plan.surrogate).
 
@@ -29,7 +28,7 @@ from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience,
                     stalled_for, subsample, switch_flips, unlike_sides)
 from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, training, warped
 
-FEW_LEGAL = 32     # sampled candidates: fewer legal ones than this, and sample_legal adds its own
+FEW_LEGAL = 32   # sampled candidates: fewer legal ones than this, and sample_legal adds its own
 FAILURES = ("compile_failed", "verify_failed", "runtime_failed", "invalid", "failed")
 
 
@@ -61,42 +60,36 @@ class LearningSearch:
                  fail_margin: float = 1.0, kappa: float | None = None, alignment: bool = True, max_score: int = 1500,
                  flip_every: int = 4, max_side_score: int = 6000, mirror: float = 0.01, log_above: float = 10.0,
                  start: Sequence[dict] = (), sample_legal: Callable[[np.random.Generator, int], list] | None = None):
-        """dims: the tunable parameters, each with its ordered values.  is_legal: the space's
-        constraints (None: every combination is legal).  legal_points: the legal set, if the caller
-        has it (then is_legal is not needed).  budget: evaluations after which stop() says so.
-        n_init: size of the space-filling start (default min(10, max(8, 2 * #parameters with more
-        than one value))): it covers the combinations of the two-valued parameters and the unordered
-        enumerations (Dim.is_choice) first, and with
-        aligned_start its sizes are powers of two where candidates have them all.
-        enumerate_limit: enumerate the legal set when the full product is at most this large,
-        else sample n_candidates candidates per ask.  patience: stop() fires once the best time has
-        not improved by more than patience_gain (a fraction) in the last `patience` evaluations,
-        nor in the last half of all (0: only the budget stops it; bench/stop_rule.py measures what
-        such stops cost).  max_train: the surrogate sees at most this many told points
-        (the best ones plus the most recent).  warp: "copula" (normal scores of the ranks of
-        log time) or "log" (standardized log time); log_above: a model whose points' median time
-        is more than this many times their best is fitted to log time all the same (0: never;
-        surrogate.warped).  additive_grid: the additive shares of the
-        kernel the hyperparameter search may pick.  local_every: every local_every-th proposal is
-        restricted to the neighbourhood of the n_incumbents best points (0: never); after `stall`
-        evaluations with no better time, to the best point of another basin in turn (basins: best
-        points more than `basin` parameters apart), as a multi-start local search restarts, or
-        where two-valued parameters are, to the other side of one of them (_other_side).
-        refit_every: hyperparameters are refitted every this many good points.  fail_margin:
-        failed points are told to the surrogate this many standard units worse than the worst.
-        kappa: None for expected improvement, else a lower confidence bound with this weight.
-        alignment: add columns for the power of two dividing each value and its odd part, for
-        positive integer parameters of more than two values.
-        max_score: score at most this many candidates per proposal (the incumbents' neighbours
-        plus a random sample of the rest); max_side_score: the same for a search of a switch's
-        other side, which scores all of that side's candidates up to this many.  flip_every: every
-        flip_every-th proposal tries the other value of a two-valued parameter at one of the
-        n_incumbents best points, where untried (0: never). mirror: a switch's other side holding a
-        time within this fraction of the best is not searched on its own (it mirrors the best's).
-        start: points to propose first, in order, where legal and untried (a warm start: the fastest
-        configurations a recording of this space holds, another GPU's); the first n_init of them
-        replace the space-filling start, which fills in where fewer are legal. sample_legal(rng, n): up to n
-        legal points by another route, for sampled candidates too few of which are legal (a sparse legal set)."""
+        """dims: the tunable parameters, each with its ordered values.  is_legal: the space's constraints (None:
+        every combination is legal).  legal_points: the legal set, if the caller has it (then is_legal is not
+        needed).  budget: evaluations after which stop() says so. n_init: size of the space-filling start
+        (default min(10, max(8, 2 * #parameters with more than one value))): it covers the combinations of the
+        two-valued parameters and the unordered enumerations (Dim.is_choice) first, and with aligned_start its
+        sizes are powers of two where candidates have them all. enumerate_limit: enumerate the legal set when
+        the full product is at most this large, else sample n_candidates candidates per ask.  patience: stop()
+        fires once the best time has not improved by more than patience_gain (a fraction) in the last `patience`
+        evaluations, nor in the last half of all (0: only the budget stops it; bench/stop_rule.py measures what
+        such stops cost).  max_train: the surrogate sees at most this many told points (the best ones plus the
+        most recent).  warp: "copula" (normal scores of the ranks of log time) or "log" (standardized log time);
+        log_above: a model whose points' median time is more than this many times their best is fitted to log
+        time all the same (0: never; surrogate.warped).  additive_grid: the additive shares of the kernel the
+        hyperparameter search may pick.  local_every: every local_every-th proposal is restricted to the
+        neighbourhood of the n_incumbents best points (0: never); after `stall` evaluations with no better time,
+        to the best point of another basin in turn (basins: best points more than `basin` parameters apart), as
+        a multi-start local search restarts, or where two-valued parameters are, to the other side of one of
+        them (_other_side). refit_every: hyperparameters are refitted every this many good points.  fail_margin:
+        failed points are told to the surrogate this many standard units worse than the worst. kappa: None for
+        expected improvement, else a lower confidence bound with this weight. alignment: add columns for the
+        power of two dividing each value and its odd part, for positive integer parameters of more than two
+        values. max_score: score at most this many candidates per proposal (the incumbents' neighbours plus a
+        random sample of the rest); max_side_score: the same for a search of a switch's other side, which scores
+        all of that side's candidates up to this many.  flip_every: every flip_every-th proposal tries the other
+        value of a two-valued parameter at one of the n_incumbents best points, where untried (0: never).
+        mirror: a switch's other side holding a time within this fraction of the best is not searched on its own
+        (it mirrors the best's). start: points to propose first, in order, where legal and untried (a warm
+        start: the fastest configurations a recording of this space holds, another GPU's); the first n_init of
+        them replace the space-filling start, which fills in where fewer are legal. sample_legal(rng, n): up to
+        n legal points by another route, for sampled candidates too few of which are legal (a sparse legal set)."""
         self.dims = tuple(dims)
         if not self.dims:
             raise ValueError("no dimensions")
@@ -264,8 +257,8 @@ class LearningSearch:
         keys = [k for k in sampled(self.told, seen, self._sizes, self.n_candidates, rng, self._choice_columns)
                 if self._legal_key(k)]
         if len(keys) < FEW_LEGAL and self.sample_legal is not None:   # too sparse for random points to hit
-            found = (self._key_of(p) for p in self.sample_legal(rng, 2 * FEW_LEGAL))
-            keys += [k for k in dict.fromkeys(found) if k is not None and k not in seen and k not in keys]
+            keys += [k for k in dict.fromkeys(map(self._key_of, self.sample_legal(rng, 2 * FEW_LEGAL)))
+                     if k is not None and k not in seen and k not in keys]
         return np.array(keys, dtype=int).reshape(-1, len(self.dims))
 
     def _next(self, rng: np.random.Generator) -> tuple | None:
