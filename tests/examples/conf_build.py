@@ -4,6 +4,7 @@ macros first on the include path (CONF_DIR), into a build folder of the test's o
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -40,6 +41,21 @@ def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = Non
         (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
         variables.append(f"CONF_DIR={conf}")
     return subprocess.run(["make", "-C", str(example), *variables], capture_output=True, text=True, timeout=600)
+
+
+def kernel_symbols(program: Path, demangle: bool = False) -> str | None:
+    """The program's symbols as nm lists them (demangled: `kernel<32, 8>`), or None where nm is not
+    installed (the caller then skips its look at which kernels were instantiated)."""
+    if shutil.which("nm") is None:
+        return None
+    return subprocess.run(["nm", *(["-C"] if demangle else []), str(program)], capture_output=True, text=True).stdout
+
+
+def refused_before_cuda(program: Path, args: Sequence[str], says: str) -> None:
+    """An example's program given a bad problem refuses it while parsing its arguments, before any
+    CUDA call (so this runs without a GPU): exit 2, one message on stderr that `says`, nothing on stdout."""
+    bad = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and says in bad.stderr and bad.stdout == "", bad.stdout + bad.stderr
 
 
 def checked_then_timed(program: Path, args: Sequence[str], tmp: Path, rate: str) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweep.node.build import classify_failure
-from tests.examples.conf_build import make_with_conf
+from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
 
@@ -44,12 +44,10 @@ def test_the_space_counts_11130_legal_points_and_its_default_is_one():
 def test_the_default_configuration_builds_for_sm_90_and_rejects_shifts_that_do_not_fit(tmp_path):
     p = make(tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if shutil.which("nm"):
-        symbols = subprocess.run(["nm", str(tmp_path / "build" / "dedisp")], capture_output=True, text=True).stdout
+    if (symbols := kernel_symbols(tmp_path / "build" / "dedisp")) is not None:
         assert "_Z13dedisp_kernelILi4ELi64ELi2ELi2ELi1ELi0EEv13DedispProblemPKhPKfPf" in symbols
-    # Parsed before any CUDA call, so this runs without a GPU: 256 channels shift 256 samples by DM 3851.
-    bad = subprocess.run([str(tmp_path / "build" / "dedisp"), "--dms", "3851"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "lower --dms to at most 3850" in bad.stderr and bad.stdout == ""
+    # 256 channels shift 256 samples by DM 3851
+    refused_before_cuda(tmp_path / "build" / "dedisp", ["--dms", "3851"], "lower --dms to at most 3850")
 
 
 @needs_nvcc

@@ -7,7 +7,6 @@ sweep records it as skipped). Running it needs a GPU (tests/gpu/test_hotspot_gpu
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from sweep.node.build import classify_failure
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
-from tests.examples.conf_build import make_with_conf
+from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "hotspot"
@@ -37,12 +36,9 @@ def test_the_space_counts_7949_legal_points_each_within_the_shared_memory_of_a_b
 def test_the_default_configuration_builds_for_sm_90_and_refuses_a_bad_grid(tmp_path):
     p = make_with_conf(EXAMPLE, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if shutil.which("nm"):
-        symbols = subprocess.run(["nm", "-C", str(tmp_path / "build" / "hotspot")], capture_output=True, text=True).stdout
+    if (symbols := kernel_symbols(tmp_path / "build" / "hotspot", demangle=True)) is not None:
         assert "hotspot_kernel<32, 8, 1, 1, 1, 1, 0>" in symbols
-    # Parsed before any CUDA call, so this runs without a GPU.
-    bad = subprocess.run([str(tmp_path / "build" / "hotspot"), "--size", "0,64"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "need --size W,H with each 1..16384" in bad.stderr and bad.stdout == ""
+    refused_before_cuda(tmp_path / "build" / "hotspot", ["--size", "0,64"], "need --size W,H with each 1..16384")
 
 
 @needs_nvcc

@@ -8,7 +8,6 @@ the static_assert that names its rule (a sweep records it as skipped). Running i
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from sweep.node.build import classify_failure
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
-from tests.examples.conf_build import make_with_conf
+from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pnpoly"
@@ -37,12 +36,9 @@ def test_the_space_counts_8448_legal_points_with_two_choices_and_a_flag():
 def test_the_default_configuration_builds_for_sm_90_and_refuses_a_bad_point_count(tmp_path):
     p = make_with_conf(EXAMPLE, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if shutil.which("nm"):
-        symbols = subprocess.run(["nm", "-C", str(tmp_path / "build" / "pnpoly")], capture_output=True, text=True).stdout
+    if (symbols := kernel_symbols(tmp_path / "build" / "pnpoly", demangle=True)) is not None:
         assert "pnpoly_kernel<256, 1, 0, 0, 0>" in symbols
-    # Parsed before any CUDA call, so this runs without a GPU.
-    bad = subprocess.run([str(tmp_path / "build" / "pnpoly"), "--points", "0"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "need --points 1..268435456" in bad.stderr and bad.stdout == ""
+    refused_before_cuda(tmp_path / "build" / "pnpoly", ["--points", "0"], "need --points 1..268435456")
 
 
 @needs_nvcc

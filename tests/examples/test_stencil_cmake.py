@@ -18,6 +18,7 @@ import yaml
 
 from sweep.space import check, default_config, groups, load_space, make_config
 from tests.conftest import dry_run_narrowed
+from tests.examples.conf_build import kernel_symbols
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
@@ -25,10 +26,6 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not i
 
 MACROS = {"STENCIL_BLOCK_X": 64, "STENCIL_BLOCK_Y": 4, "STENCIL_USE_SHARED": 0, "STENCIL_RED_BLOCK": 128,
           "STENCIL_ITEMS": 16}
-
-
-def nm(exe: Path) -> str:
-    return subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
 
 
 def test_the_space_file_loads_with_the_0_1_flag_and_two_groups():
@@ -58,7 +55,7 @@ def test_a_dry_run_builds_the_shared_and_the_global_jacobi_through_the_makefile(
         exe = job / "build" / "stencil"
         assert exe.is_file(), sorted(d.name for d in (jobs / "stencil-cmake").iterdir())
         if shutil.which("nm"):
-            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in nm(exe)
+            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in kernel_symbols(exe)
     built = [json.loads((jobs / "stencil-cmake" / f"B32x8_S{f}_R256_I4" / "built.json").read_text()) for f in (0, 1)]
     assert built[0]["build"]["objects"] != built[1]["build"]["objects"]   # the flag reached the compiler
 
@@ -81,7 +78,7 @@ def test_cmake_builds_it_with_conf_cuh_from_conf_dir_first_on_the_include_path(t
     includes = (build / "CMakeFiles" / "stencil.dir" / "includes_CUDA.rsp").read_text().split()
     assert includes[0].replace('"', "") == f"-I{conf}"   # CMake quotes some paths
     if shutil.which("nm"):
-        symbols = nm(exe)
+        symbols = kernel_symbols(exe)
         assert "_Z13jacobi_kernelILi64ELi4ELi1ELi1ELi0EEviPKfS1_Pf" in symbols
         assert "_Z23residual_partial_kernelILi128ELi16EEviPKfS1_Pd" in symbols
 
@@ -109,7 +106,8 @@ def test_a_cmake_targets_dry_run_configures_once_and_builds_each_configuration_w
     for flag in (0, 1):
         job = sweep / f"B32x8_S{flag}_R256_I4"
         if shutil.which("nm"):
-            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in nm(job / "build" / "stencil")
+            symbols = kernel_symbols(job / "build" / "stencil")
+            assert f"_Z13jacobi_kernelILi32ELi8ELi1ELi1ELi{flag}EEviPKfS1_Pf" in symbols
         built = json.loads((job / "built.json").read_text())["build"]
         assert list(built["objects"]) == ["cmake/CMakeFiles/stencil.dir/stencil.cu.o"]   # not CMake's own
         assert {k["name"] for k in built["kernels"]} == {"jacobi_kernel", "residual_partial_kernel",

@@ -14,7 +14,7 @@ import pytest
 
 from sweep.node.build import classify_failure
 from sweep.space import check, load_space, make_config
-from tests.examples.conf_build import make_with_conf, sweeps_nvcc
+from tests.examples.conf_build import kernel_symbols, make_with_conf, sweeps_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"
@@ -24,17 +24,13 @@ TILES_B = {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN":
 TOO_MUCH_SHARED = {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 64, "GEMM_TM": 8, "GEMM_TN": 8}  # 64 KB
 
 
-def symbols(exe: Path) -> str:
-    return subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
-
-
 def test_tiled_gemm_builds_for_sm_90_with_its_default_tiles(tmp_path):
     p = make_with_conf(EXAMPLE, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     exe = tmp_path / "build" / "tiled_gemm"
     assert exe.is_file()
     if shutil.which("nm"):
-        assert "_Z17gemm_tiled_kernelILi64ELi64ELi16ELi4ELi4EEviiiPKfS1_Pf" in symbols(exe)
+        assert "_Z17gemm_tiled_kernelILi64ELi64ELi16ELi4ELi4EEviiiPKfS1_Pf" in kernel_symbols(exe)
     assert not (EXAMPLE / "build").exists()
 
 
@@ -45,7 +41,7 @@ def test_tiled_gemm_takes_conf_cuh_from_conf_dir_through_the_sweeps_nvcc_and_an_
     exe = tmp_path / "build" / "tiled_gemm"
     assert "objcache: miss" in p.stderr + p.stdout
     if shutil.which("nm"):
-        assert "_Z17gemm_tiled_kernelILi128ELi64ELi8ELi8ELi8EEviiiPKfS1_Pf" in symbols(exe)
+        assert "_Z17gemm_tiled_kernelILi128ELi64ELi8ELi8ELi8EEviiiPKfS1_Pf" in kernel_symbols(exe)
     if shutil.which("cuobjdump"):
         elfs = subprocess.run(["cuobjdump", "--list-elf", str(exe)], capture_output=True, text=True).stdout
         assert "sm_80" in elfs and "sm_90" in elfs
@@ -120,4 +116,4 @@ def test_the_large_spaces_extreme_tiles_build(tmp_path, tiles):
         t = tiles
         mangled = (f"_Z17gemm_tiled_kernelILi{t['GEMM_BM']}ELi{t['GEMM_BN']}ELi{t['GEMM_BK']}ELi{t['GEMM_TM']}"
                    f"ELi{t['GEMM_TN']}EEviiiPKfS1_Pf")
-        assert mangled in symbols(tmp_path / "build" / "tiled_gemm")
+        assert mangled in kernel_symbols(tmp_path / "build" / "tiled_gemm")

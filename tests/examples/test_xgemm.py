@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweep.node.build import classify_failure
-from tests.examples.conf_build import make_with_conf
+from tests.examples.conf_build import kernel_symbols, make_with_conf
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
 
@@ -45,8 +45,7 @@ def test_the_space_counts_15364_legal_points_and_its_default_is_one():
 def test_the_default_configuration_builds_for_sm_90_from_the_template(tmp_path):
     p = make(tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if shutil.which("nm"):
-        symbols = subprocess.run(["nm", str(tmp_path / "build" / "xgemm")], capture_output=True, text=True).stdout
+    if (symbols := kernel_symbols(tmp_path / "build" / "xgemm")) is not None:
         assert "_Z12xgemm_kernelILi64ELi64ELi32ELi16ELi16ELi16ELi16ELi2ELi2ELi1ELi1EEviiiPKfS1_Pf" in symbols
 
 
