@@ -32,7 +32,7 @@ from sweep.plan.base import GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticS
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
-from sweep.space import Config, Space, check, expr, groups, make_config
+from sweep.space import Config, Space, check, groups, make_config, swept_read_by
 from sweep.space.configs import first_broken
 
 ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
@@ -90,8 +90,7 @@ def legal_sampler(space: Space, max_steps: int = 20_000) -> Callable[[np.random.
     source = {p.macro: p.equals for p in space.parameters if p.derived}
     due: list[list] = [[] for _ in swept]    # the rules checkable once parameter i has its value
     for c in space.constraints:
-        reads = [position[source.get(n, n)] for n in expr.names(c.expr) - set(expr.FUNCTIONS)]
-        due[max(reads, default=0)].append(c)
+        due[max((position[m] for m in swept_read_by(space, c)), default=0)].append(c)
     rules = [tuple(d) for d in due]
 
     def draw(rng: np.random.Generator, n: int) -> list[dict[str, int]]:

@@ -176,6 +176,12 @@ def default_config(space: Space) -> Config | None:
 # ---------------------------------------------------------------------------
 
 
+def swept_read_by(space: Space, c: Constraint) -> set[str]:
+    """The swept parameters constraint `c` reads (a derived parameter counts as the one it equals)."""
+    source = {p.macro: (p.equals or p.macro) for p in space.parameters}
+    return {source[n] for n in expr.names(c.expr) if n in source}
+
+
 def groups(space: Space) -> list[list[Parameter]]:
     """Swept parameters that must vary together, in declaration order.
 
@@ -186,7 +192,6 @@ def groups(space: Space) -> list[list[Parameter]]:
     """
     swept = list(space.swept)
     root = {p.macro: p.macro for p in swept}
-    source = {p.macro: (p.equals or p.macro) for p in space.parameters}
 
     def find(m: str) -> str:
         while root[m] != m:
@@ -201,7 +206,7 @@ def groups(space: Space) -> list[list[Parameter]]:
         if a.tag == b.tag or set(a.kernels) & set(b.kernels):
             union(a.macro, b.macro)
     for c in space.constraints:
-        named = sorted({source[n] for n in expr.names(c.expr) if n in source})
+        named = sorted(swept_read_by(space, c))
         for other in named[1:]:
             union(named[0], other)
     out: dict[str, list[Parameter]] = {}
