@@ -31,24 +31,7 @@ struct Options : RunOptions {
 };
 
 bool parse(int argc, char** argv, Options& o) {
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (take_run_option(argc, argv, i, o)) continue;
-        if (a == "--size" && has_value) {
-            std::vector<int> wh = int_list(argv[++i]);
-            o.p.width = wh.size() == 2 ? wh[0] : 0;
-            o.p.height = wh.size() == 2 ? wh[1] : 0;
-        } else {
-            fprintf(stderr, "hotspot: unknown or incomplete argument '%s'\n", a.c_str());
-            return false;
-        }
-    }
-    if (o.p.width < 1 || o.p.width > 16384 || o.p.height < 1 || o.p.height > 16384 || o.iters < 1 || o.warmup < 0) {
-        fprintf(stderr, "hotspot: need --size W,H with each 1..16384, --iters >= 1, --warmup >= 0\n");
-        return false;
-    }
-    return true;
+    return parse_sized_run(argc, argv, "hotspot", "W,H", 16384, o, o.p.width, o.p.height);
 }
 
 // HOTSPOT_STEPS steps on the CPU, for checking the reference kernel on a small grid.

@@ -229,13 +229,21 @@ def objective_note(rec: recording.Recording) -> str:
             f"be the one the file ranks best by {rec.objective}")
 
 
+COST_KINDS = ("compile", "runs", "verify", "framework")   # a recording's costs, in the order they are told
+
+
+def cost_parts(costs: dict[str, float], fmt: str = ".1f", skip_zero: bool = False) -> str:
+    """A recording's costs by kind (keys of COST_KINDS), as 'compile 2,106.0 s, runs 135.2 s, ...'."""
+    return ", ".join(f"{k} {costs.get(k, 0.0):{fmt}} s" for k in COST_KINDS if costs.get(k) or not skip_zero)
+
+
 def cost_line(replayed: int, missing: int, costs: dict[str, float]) -> str:
     """What the replayed configurations would have cost the GPU, in one line."""
     total = sum(costs.values())
-    parts = ", ".join(f"{name} {costs.get(k, 0.0):.1f} s" for k, name in
-                      (("build", "compile"), ("profile", "runs"), ("verify", "verify"), ("framework", "framework")))
+    kinds = {"compile": costs.get("build", 0.0), "runs": costs.get("profile", 0.0),
+             "verify": costs.get("verify", 0.0), "framework": costs.get("framework", 0.0)}
     return (f"replayed {replayed} configuration(s) ({missing} {NOT_RECORDED}): {total:.1f} GPU seconds as recorded "
-            f"({parts})")
+            f"({cost_parts(kinds)})")
 
 
 EXECUTOR = ReplayExecutor

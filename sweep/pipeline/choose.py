@@ -80,6 +80,7 @@ class Reference:
     recorded_legal: int             # legal configurations the recording holds
     legal: int | None               # the space's legal configurations (None: too many to count)
     recording_cost_s: float         # what the recorded legal configurations cost, together
+    recording_costs: dict[str, float] = dataclasses.field(default_factory=dict)   # the same by kind (compile, runs, ...)
 
 
 def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer]) -> Reference:
@@ -91,8 +92,12 @@ def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer
                          "records has a time; give a recording with measured configurations of this space")
     best_ns, best = min(timed, key=lambda t: t[0])
     points = legal_points(space)
+    by_kind: dict[str, float] = {}
+    for c, _ in held:
+        for kind, seconds in idx.lookup(c.as_dict()).costs.items():
+            by_kind[kind] = by_kind.get(kind, 0.0) + seconds
     return Reference(best_ns, best, len(held), len(points) if points is not None else None,
-                     sum(a.cost_s for _, a in held))
+                     sum(a.cost_s for _, a in held), by_kind)
 
 
 def strategy_space(space: Space, name: str, seed: int, budget: int, start_from: str = "") -> Space:
@@ -264,7 +269,8 @@ def lines(space: Space, recording: Path, ref: Reference, runs: Sequence[Run], bu
            f"{held} in {Path(recording).name} ({rec.kind}{', ' + rec.device if rec.device else ''})",
            f"reference: {'the optimum' if whole else 'the best recorded (not a proven optimum)'}, "
            f"{ref.best_ns / 1e3:,.1f} us at {sizes}; the recorded legal configurations cost "
-           f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded"]
+           f"{ref.recording_cost_s:,.0f} GPU-seconds as recorded"
+           + (f" ({replay.cost_parts(ref.recording_costs, ',.0f', skip_zero=True)})" if ref.recording_costs else "")]
     note = replay.objective_note(rec)
     out += [note, ""] if note else [""]
     w = max([10, *(len(n) for n in rows)])
@@ -305,7 +311,8 @@ def to_json(ref: Reference, runs: Sequence[Run], budgets: Sequence[int]) -> dict
     """Everything the table was made from: the reference and every run's answers, in order."""
     return {"budgets": list(budgets), "each_budget": each_budget(runs),
             "reference": {"best_ns": ref.best_ns, "best": ref.best.as_dict(), "recorded_legal": ref.recorded_legal,
-                          "legal": ref.legal, "recording_cost_s": ref.recording_cost_s},
+                          "legal": ref.legal, "recording_cost_s": ref.recording_cost_s,
+                          "recording_costs": ref.recording_costs},
             "runs": [{"strategy": r.strategy, "seed": r.seed, "budget": r.budget, "stopped": r.stopped,
                       "objective_ns": [a.objective_ns for a in r.answers], "failure": [a.failure for a in r.answers],
                       "cost_s": [a.cost_s for a in r.answers], "recorded": [a.recorded for a in r.answers]}

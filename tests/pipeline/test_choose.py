@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import shutil
@@ -35,6 +36,21 @@ def test_the_reference_is_the_recordings_best_legal_configuration_and_says_when_
     assert (ref.legal, ref.recorded_legal) == (64, 62)          # the extract lacks two points of the grid
     out = choose.lines(space, KT, ref, [], [10])
     assert "62 of them recorded (97%)" in out[0] and "the best recorded (not a proven optimum)" in out[1]
+
+
+def test_the_recordings_cost_is_told_by_kind_so_compile_seconds_are_not_read_as_gpu_time(tmp_path):
+    space = target.load(t1_space(tmp_path))
+    idx = replay.index(space, KT)
+    ref = choose.reference(space, idx, recorded.answerer(space, idx))
+    held = {tuple(e[m] for m in MACROS): e for e in json.loads(gzip.open(KT).read())["cache"].values()}
+    held = [e for k, e in held.items() if all(v in GRID[m] for m, v in zip(MACROS, k) if m in GRID)]
+    assert len(held) == 62
+    for kind, field in (("compile", "compile_time"), ("runs", "benchmark_time"), ("framework", "framework_time")):
+        assert ref.recording_costs[kind] == pytest.approx(sum(e[field] for e in held) / 1e3)
+    assert sum(ref.recording_costs.values()) == pytest.approx(ref.recording_cost_s)
+    line = choose.lines(space, KT, ref, [], [10])[1]
+    assert f"({replay.cost_parts(ref.recording_costs, ',.0f', skip_zero=True)})" in line
+    assert line.index("compile") < line.index("runs") and "verify" not in line     # none recorded: not told
 
 
 def test_every_answer_is_the_recordings_and_a_seed_replays_the_same_run(tmp_path):
