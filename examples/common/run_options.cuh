@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -53,25 +54,27 @@ inline std::vector<int> int_list(const char* text) {
     return out;
 }
 
-// The whole command line of a program that takes RunOptions and "--size A,B" (its problem's two
-// extents, each 1..largest) and nothing else; `names` is how its usage spells the pair ("W,H").
-// False, after one line on stderr that starts with `program`, on an unknown argument or a value
-// out of range.
+// The whole command line of a program that takes RunOptions and "--size A,B[,C...]" (its
+// problem's extents, as many as `extents` points to, each 1..largest) and nothing else; `names` is
+// how its usage spells them ("W,H"). False, after one line on stderr that starts with `program`,
+// on an unknown argument or a value out of range.
 inline bool parse_sized_run(int argc, char** argv, const char* program, const char* names, int largest,
-                            RunOptions& o, int& a, int& b) {
+                            RunOptions& o, std::initializer_list<int*> extents) {
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (take_run_option(argc, argv, i, o)) continue;
         if (arg == "--size" && i + 1 < argc) {
-            std::vector<int> ab = int_list(argv[++i]);
-            a = ab.size() == 2 ? ab[0] : 0;
-            b = ab.size() == 2 ? ab[1] : 0;
+            std::vector<int> given = int_list(argv[++i]);
+            size_t e = 0;
+            for (int* extent : extents) *extent = given.size() == extents.size() ? given[e++] : 0;
         } else {
             fprintf(stderr, "%s: unknown or incomplete argument '%s'\n", program, arg.c_str());
             return false;
         }
     }
-    if (a < 1 || a > largest || b < 1 || b > largest || o.iters < 1 || o.warmup < 0) {
+    bool in_range = o.iters >= 1 && o.warmup >= 0;
+    for (int* extent : extents) in_range = in_range && *extent >= 1 && *extent <= largest;
+    if (!in_range) {
         fprintf(stderr, "%s: need --size %s with each 1..%d, --iters >= 1, --warmup >= 0\n", program, names, largest);
         return false;
     }

@@ -32,7 +32,7 @@ struct Options : RunOptions {
 
 // Beyond 16,384 x 16,384 one term falls below EXPDIST_TOLERANCE of D and the check could miss it.
 bool parse(int argc, char** argv, Options& o) {
-    return parse_sized_run(argc, argv, "expdist", "M,N", 16384, o, o.p.m, o.p.n);
+    return parse_sized_run(argc, argv, "expdist", "M,N", 16384, o, {&o.p.m, &o.p.n});
 }
 
 // Row i of the overlap on the CPU: the reference kernel's row, term for term, in the same order.

@@ -31,7 +31,7 @@ struct Options : RunOptions {
 };
 
 bool parse(int argc, char** argv, Options& o) {
-    return parse_sized_run(argc, argv, "hotspot", "W,H", 16384, o, o.p.width, o.p.height);
+    return parse_sized_run(argc, argv, "hotspot", "W,H", 16384, o, {&o.p.width, &o.p.height});
 }
 
 // HOTSPOT_STEPS steps on the CPU, for checking the reference kernel on a small grid.
