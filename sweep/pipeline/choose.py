@@ -79,8 +79,12 @@ class Reference:
     best: Config
     recorded_legal: int             # legal configurations the recording holds
     legal: int | None               # the space's legal configurations (None: too many to count)
-    recording_cost_s: float         # what the recorded legal configurations cost, together
-    recording_costs: dict[str, float] = dataclasses.field(default_factory=dict)   # the same by kind (compile, runs, ...)
+    recording_costs: dict[str, float]   # what the recorded legal configurations cost, by kind (compile, runs, ...)
+
+    @property
+    def recording_cost_s(self) -> float:
+        """What the recorded legal configurations cost, together."""
+        return sum(self.recording_costs.values())
 
 
 def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer]) -> Reference:
@@ -96,8 +100,7 @@ def reference(space: Space, idx: replay.Index, answer: Callable[[Config], Answer
     for c, _ in held:
         for kind, seconds in idx.lookup(c.as_dict()).costs.items():
             by_kind[kind] = by_kind.get(kind, 0.0) + seconds
-    return Reference(best_ns, best, len(held), len(points) if points is not None else None,
-                     sum(a.cost_s for _, a in held), by_kind)
+    return Reference(best_ns, best, len(held), len(points) if points is not None else None, by_kind)
 
 
 def strategy_space(space: Space, name: str, seed: int, budget: int, start_from: str = "") -> Space:
