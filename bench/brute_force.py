@@ -14,13 +14,14 @@ example's template (the kernel a sweep's conf.cuh instantiates), compiled in par
 (the example's brute_force_main.cu) checks and times them all in one CUDA context. An example
 takes part by holding, beside its space file:
 
-- brute_force.cuh: its BruteForceBench, then `template <...> BruteForceResult
+- brute_force.cuh: its struct BruteForceBench, then bench/brute_force_harness.cuh (which the build
+  finds on its include path), then `template <...> BruteForceResult
   brute_force_one(BruteForceBench&)`, whose template arguments are the space's swept macros in the
-  space file's order, on bench/brute_force_harness.cuh's brute_force_measure (which the build
-  finds on its include path);
-- brute_force_main.cu: sets the bench up, prints a JSON header line (device, driver,
-  problem_size or size, count), then brute_force_run prints one JSON line per configuration from
-  --start to --end.
+  space file's order, on the harness's brute_force_measure (and, to compare outputs with a
+  reference on the GPU, brute_force_all_match);
+- brute_force_main.cu: main calls the harness's brute_force_main with the bench's setup (inputs,
+  reference, the problem's size for the JSON header line); it prints the header (device, driver,
+  problem_size or size, count), then one JSON line per configuration from --start to --end.
 
 `run` appends one JSON line per configuration to the log and resumes after the last one logged, so
 a run stopped by --deadline or a lost machine goes on where it stopped; a configuration that poisons

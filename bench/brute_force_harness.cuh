@@ -2,9 +2,10 @@
 // bench/brute_force.py shares (the build puts bench/ on the include path). An
 // example's brute_force.cuh defines its BruteForceBench (inputs, outputs and
 // two events) and, per configuration, brute_force_one<...>: it clears the
-// outputs and calls brute_force_measure with a launch and a check; its
-// brute_force_main.cu sets the bench up, prints the header line and calls
-// brute_force_run.
+// outputs and calls brute_force_measure with a launch and a check (most
+// checks compare every output with a reference's on the GPU:
+// brute_force_all_match); its brute_force_main.cu hands brute_force_main the
+// generated list and the bench's setup.
 //
 // Per configuration (brute_force_measure):
 //   1. one launch, synchronized: an error fails the configuration;
@@ -70,11 +71,34 @@ BruteForceResult brute_force_measure(cudaEvent_t start, cudaEvent_t stop, Launch
     return e == cudaSuccess ? r : brute_force_failed(e, cudaGetErrorString(e));
 }
 
-template <class Bench>
-struct BruteForceEntryOf {
+// Counts the outputs i in [0, n) for which matches(i) is false.
+template <class Matches>
+__global__ void brute_force_count_mismatches(size_t n, Matches matches, unsigned* bad) {
+    size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n && !matches(i)) atomicAdd(bad, 1u);
+}
+
+// Whether all n outputs are right: matches is a functor whose `__device__ bool operator()(size_t i)
+// const` compares output i with the reference's (it is copied to the GPU by value, so it holds
+// device pointers and tolerances); dBad is one device counter. False too when the count cannot be
+// read back, so a failed check never passes.
+template <class Matches>
+bool brute_force_all_match(size_t n, Matches matches, unsigned* dBad) {
+    unsigned bad = 0;
+    if (n == 0) return true;   // a grid of no block is a launch error, left behind for the next launch
+    if (cudaMemset(dBad, 0, sizeof(unsigned)) != cudaSuccess) return false;
+    brute_force_count_mismatches<<<unsigned((n + 255) / 256), 256>>>(n, matches, dBad);
+    return cudaMemcpy(&bad, dBad, sizeof(unsigned), cudaMemcpyDeviceToHost) == cudaSuccess && bad == 0;
+}
+
+// Every example's brute_force.cuh defines its struct BruteForceBench before including this header.
+struct BruteForceEntry {
     const char* key;                   // the values, comma-separated, in the space's order
-    BruteForceResult (*run)(Bench&);
+    BruteForceResult (*run)(BruteForceBench&);
 };
+
+// The configurations in the space's order: bench/brute_force.py generates it (its registry.cu).
+void brute_force_entries(std::vector<BruteForceEntry>& entries);
 
 // --start I and --end J; any other "--name value" pair goes to other(name, value), which returns
 // false for a name it does not know. False (after one line on stderr) on a bad argument.
@@ -93,11 +117,6 @@ bool brute_force_args(int argc, char** argv, long& start, long& end, Other other
     return true;
 }
 
-// --start I and --end J, for a program that takes no other argument.
-inline bool brute_force_args(int argc, char** argv, long& start, long& end) {
-    return brute_force_args(argc, argv, start, end, [](const std::string&, const char*) { return false; });
-}
-
 // The run's first line: the device, its driver, and `problem` (JSON members naming the problem's
 // size, such as "\"problem_size\": [8192, 2048]") and how many configurations the build holds.
 inline void brute_force_header(const std::string& problem, size_t count) {
@@ -110,8 +129,7 @@ inline void brute_force_header(const std::string& problem, size_t count) {
 }
 
 // Configurations start..end-1 of entries (end < 0: to the last), one JSON line each, flushed.
-template <class Bench>
-void brute_force_run(const std::vector<BruteForceEntryOf<Bench>>& entries, Bench& b, long start, long end) {
+inline void brute_force_run(const std::vector<BruteForceEntry>& entries, BruteForceBench& b, long start, long end) {
     if (end < 0 || end > long(entries.size())) end = long(entries.size());
     for (long i = start; i < end; ++i) {
         auto t0 = std::chrono::steady_clock::now();
@@ -127,4 +145,30 @@ void brute_force_run(const std::vector<BruteForceEntryOf<Bench>>& entries, Bench
         }
         fflush(stdout);
     }
+}
+
+// An example's whole main. The arguments: --start and --end, and any other the example takes,
+// through other(bench, name, value) as brute_force_args says. Then the generated list, then
+// setup(bench, problem): inputs, reference and events, returning 0 with the header's problem
+// members in `problem` (such as "\"problem_size\": [8192, 2048]"), or the exit status after a
+// line on stderr. Then the run.
+template <class Setup, class Other>
+int brute_force_main(int argc, char** argv, Setup setup, Other other) {
+    BruteForceBench b;
+    long start = 0, end = -1;
+    auto option = [&](const std::string& name, const char* value) { return other(b, name, value); };
+    if (!brute_force_args(argc, argv, start, end, option)) return 2;
+    std::vector<BruteForceEntry> entries;
+    brute_force_entries(entries);
+    std::string problem;
+    if (int status = setup(b, problem)) return status;
+    brute_force_header(problem, entries.size());
+    brute_force_run(entries, b, start, end);
+    return 0;
+}
+
+// The same, for an example that takes no argument but --start and --end.
+template <class Setup>
+int brute_force_main(int argc, char** argv, Setup setup) {
+    return brute_force_main(argc, argv, setup, [](BruteForceBench&, const std::string&, const char*) { return false; });
 }

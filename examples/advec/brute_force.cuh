@@ -23,13 +23,11 @@ struct BruteForceBench {
 
 #include "brute_force_harness.cuh"
 
-using BruteForceEntry = BruteForceEntryOf<BruteForceBench>;
-
-// Counts the cells that do not match the reference's.
-static __global__ void advec_count_mismatches(const double* out, const double* ref, size_t n, unsigned* bad) {
-    size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (c < n && !advec_matches(out[c], ref[c])) atomicAdd(bad, 1u);
-}
+// Whether cell c matches the reference's.
+struct AdvecCellMatches {
+    const double *out, *ref;
+    __device__ bool operator()(size_t c) const { return advec_matches(out[c], ref[c]); }
+};
 
 template <int BX, int BY, int BZ, int TX, int TY, int TZ, int ST, int MB>
 BruteForceResult brute_force_one(BruteForceBench& b) {
@@ -37,11 +35,5 @@ BruteForceResult brute_force_one(BruteForceBench& b) {
     cudaMemset(b.dOut, 0xff, n * sizeof(double));
     return brute_force_measure(
         b.start, b.stop, [&]() { return advec_launch<BX, BY, BZ, TX, TY, TZ, ST, MB>(b.p, b.f, b.dOut); },
-        [&]() {
-            unsigned bad = 0;
-            cudaMemset(b.dBad, 0, sizeof(unsigned));
-            advec_count_mismatches<<<CEIL_DIV(n, 256), 256>>>(b.dOut, b.dRef, n, b.dBad);
-            cudaMemcpy(&bad, b.dBad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-            return bad == 0;
-        });
+        [&]() { return brute_force_all_match(n, AdvecCellMatches{b.dOut, b.dRef}, b.dBad); });
 }

@@ -24,8 +24,6 @@ struct BruteForceBench {
 
 #include "brute_force_harness.cuh"
 
-using BruteForceEntry = BruteForceEntryOf<BruteForceBench>;
-
 template <int BX, int BY, int TX, int TY, int UX, int SH, int COL, int YB>
 BruteForceResult brute_force_one(BruteForceBench& b) {
     cudaMemset(b.dPartial, 0xff, expdist_max_blocks(b.p) * sizeof(double));

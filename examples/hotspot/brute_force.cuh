@@ -23,14 +23,12 @@ struct BruteForceBench {
 
 #include "brute_force_harness.cuh"
 
-using BruteForceEntry = BruteForceEntryOf<BruteForceBench>;
-
-// Counts the cells that differ from the reference by more than the tolerance (or are NaN).
-static __global__ void hotspot_count_mismatches(const float* out, const float* ref, size_t n, float tolerance,
-                                                unsigned* bad) {
-    size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n && !(fabsf(out[i] - ref[i]) <= tolerance)) atomicAdd(bad, 1u);
-}
+// Whether cell i is within the tolerance of the reference's (NaN never is).
+struct HotspotCellMatches {
+    const float *out, *ref;
+    float tolerance;
+    __device__ bool operator()(size_t i) const { return fabsf(out[i] - ref[i]) <= tolerance; }
+};
 
 template <int BX, int BY, int TX, int TY, int TT, int U, int SH>
 BruteForceResult brute_force_one(BruteForceBench& b) {
@@ -40,11 +38,7 @@ BruteForceResult brute_force_one(BruteForceBench& b) {
     return brute_force_measure(
         b.start, b.stop, [&]() { return hotspot_launch<BX, BY, TX, TY, TT, U, SH>(b.p, b.c, b.dPower, b.dA, b.dB); },
         [&]() {
-            unsigned bad = 0;
-            cudaMemset(b.dBad, 0, sizeof(unsigned));
-            hotspot_count_mismatches<<<CEIL_DIV(n, 256), 256>>>(hotspot_result(HOTSPOT_STEPS / TT, b.dA, b.dB), b.dRef,
-                                                                 n, HOTSPOT_TOLERANCE, b.dBad);
-            cudaMemcpy(&bad, b.dBad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-            return bad == 0;
+            const float* out = hotspot_result(HOTSPOT_STEPS / TT, b.dA, b.dB);
+            return brute_force_all_match(n, HotspotCellMatches{out, b.dRef, HOTSPOT_TOLERANCE}, b.dBad);
         });
 }

@@ -25,14 +25,13 @@ struct BruteForceBench {
 
 #include "brute_force_harness.cuh"
 
-using BruteForceEntry = BruteForceEntryOf<BruteForceBench>;
-
-// Counts the answers that differ from the reference where it is sure of them.
-static __global__ void pnpoly_count_mismatches(const int* out, const int* ref, const int* ambiguous, int n,
-                                               unsigned* bad) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && out[i] != ref[i] && !(ambiguous[i] && (out[i] == 0 || out[i] == 1))) atomicAdd(bad, 1u);
-}
+// Whether point i's answer is the reference's, or either answer where the reference is not sure of it.
+struct PnpolyAnswerMatches {
+    const int *out, *ref, *ambiguous;
+    __device__ bool operator()(size_t i) const {
+        return out[i] == ref[i] || (ambiguous[i] && (out[i] == 0 || out[i] == 1));
+    }
+};
 
 template <int B, int T, int BETWEEN, int SLOPES, int METHOD>
 BruteForceResult brute_force_one(BruteForceBench& b) {
@@ -40,11 +39,5 @@ BruteForceResult brute_force_one(BruteForceBench& b) {
     cudaMemset(b.dOut, 0xff, size_t(n) * 4);
     return brute_force_measure(
         b.start, b.stop, [&]() { return pnpoly_launch<B, T, BETWEEN, SLOPES, METHOD>(b.poly, b.p, b.dPoints, b.dOut); },
-        [&]() {
-            unsigned bad = 0;
-            cudaMemset(b.dBad, 0, sizeof(unsigned));
-            pnpoly_count_mismatches<<<CEIL_DIV(n, 256), 256>>>(b.dOut, b.dRef, b.dAmb, n, b.dBad);
-            cudaMemcpy(&bad, b.dBad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-            return bad == 0;
-        });
+        [&]() { return brute_force_all_match(n, PnpolyAnswerMatches{b.dOut, b.dRef, b.dAmb}, b.dBad); });
 }

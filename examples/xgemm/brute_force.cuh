@@ -27,14 +27,12 @@ struct BruteForceBench {
 
 #include "brute_force_harness.cuh"
 
-using BruteForceEntry = BruteForceEntryOf<BruteForceBench>;
-
-// Counts the elements of C outside atol + |ref| * rtol of the reference (NaN included).
-static __global__ void xgemm_count_mismatches(const float* c, const float* ref, size_t n, float atol, float rtol,
-                                       unsigned* bad) {
-    size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < n && !(fabsf(c[i] - ref[i]) <= atol + fabsf(ref[i]) * rtol)) atomicAdd(bad, 1u);
-}
+// Whether element i of C is within atol + |ref| * rtol of the reference's (NaN never is).
+struct XgemmElementMatches {
+    const float *c, *ref;
+    float atol, rtol;
+    __device__ bool operator()(size_t i) const { return fabsf(c[i] - ref[i]) <= atol + fabsf(ref[i]) * rtol; }
+};
 
 template <int MWG, int NWG, int KWG, int MDIMC, int NDIMC, int MDIMA, int NDIMB, int VWM, int VWN, int SA, int SB>
 BruteForceResult brute_force_one(BruteForceBench& b) {
@@ -46,10 +44,6 @@ BruteForceResult brute_force_one(BruteForceBench& b) {
         [&]() { return xgemm_launch<MWG, NWG, KWG, MDIMC, NDIMC, MDIMA, NDIMB, VWM, VWN, SA, SB>(S, S, S, b.dA, b.dB, b.dC); },
         [&]() {
             const float atol = 1e-4f * sqrtf(float(S)), rtol = 1e-4f;
-            unsigned bad = 0;
-            cudaMemset(b.dBad, 0, sizeof(unsigned));
-            xgemm_count_mismatches<<<CEIL_DIV(n, 256), 256>>>(b.dC, b.dRef, n, atol, rtol, b.dBad);
-            cudaMemcpy(&bad, b.dBad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-            return bad == 0;
+            return brute_force_all_match(n, XgemmElementMatches{b.dC, b.dRef, atol, rtol}, b.dBad);
         });
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,18 @@ from sweep.space import load_space
 EXCERPT = Path(__file__).resolve().parents[1] / "data" / "h200" / "xgemm_brute"
 XGEMM_SPACE = Path(__file__).resolve().parents[2] / "examples" / "xgemm" / "space.yaml"
 XGEMM = ["--space", str(XGEMM_SPACE)]
+EXAMPLES = XGEMM_SPACE.parents[1]
+# Every example with a brute_force.cuh beside its space file.
+BRUTE_FORCED = sorted(p.parent.name for p in EXAMPLES.glob("*/brute_force.cuh"))
+HARNESS_CHECK = Path(__file__).resolve().parent / "harness_check.cu"
+
+
+def build_harness_check(folder: Path) -> Path:
+    """tests/bench/harness_check.cu built against bench/brute_force_harness.cuh: its program."""
+    program = folder / "harness_check"
+    subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{EXAMPLES.parent / 'bench'}", str(HARNESS_CHECK),
+                    "-o", str(program)], check=True, capture_output=True, text=True)
+    return program
 
 
 def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_registry_calls_them_in_turn(tmp_path):
@@ -40,6 +53,22 @@ def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, ca
     built = json.loads((tmp_path / "build.json").read_text())
     assert built["configurations"] == 3 and built["units"] == 2 and built["compile_seconds"] >= 0
     assert "3 configurations in 2 units" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("example", BRUTE_FORCED)
+def test_every_examples_harness_compiles_and_links_on_the_shared_one(tmp_path, example):
+    """Each example's brute_force.cuh and brute_force_main.cu build against bench's harness (one
+    configuration: its unit, the registry and the main)."""
+    space = str(EXAMPLES / example / "space.yaml")
+    assert brute_force.main(["build", "--space", space, "--build", str(tmp_path), "--jobs", "2", "--limit", "1"]) == 0
+    assert (tmp_path / "brute_force").is_file()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_the_harness_self_check_compiles(tmp_path):
+    """tests/gpu/test_brute_force_gpu.py runs it; here it must at least build."""
+    assert build_harness_check(tmp_path).is_file()
 
 
 def test_a_logged_run_becomes_a_cache_of_each_configurations_median_time(tmp_path, capsys):
