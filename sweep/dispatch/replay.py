@@ -37,6 +37,9 @@ from sweep.space import Space, default_config
 
 STAGE = "replay"
 NOT_RECORDED = recording.NOT_RECORDED
+# A recording's costs by kind, in the order they are told, each with the job timing it is replayed as.
+TIMING_OF_COST = {"compile": "build", "runs": "profile", "verify": "verify", "framework": "framework"}
+COST_KINDS = tuple(TIMING_OF_COST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +167,7 @@ def replay_job(job_dir: Path, space: Space, idx: Index) -> JobResult:
                             env=env, timings={"total": 0.0})
     else:
         ms = idx.measurements(e)
-        timings = {"build": e.costs.get("compile", 0.0), "verify": e.costs.get("verify", 0.0),
-                   "profile": e.costs.get("runs", 0.0), "framework": e.costs.get("framework", 0.0),
-                   "total": e.cost_s}
+        timings = {timing: e.costs.get(kind, 0.0) for kind, timing in TIMING_OF_COST.items()} | {"total": e.cost_s}
         r = JobResult.ended(cfg, e.status, STAGE if e.status != Status.OK else "", e.reason, previous=previous,
                             measurements=ms, env=env, timings=timings)
     write_result(job_dir, r)
@@ -207,8 +208,8 @@ class ReplayExecutor(Executor):
             r = replay_job(j.dir, self.ctx.space, idx)
             self.replayed += 1
             self.missing += r.reason.startswith(NOT_RECORDED)
-            for k in ("build", "profile", "verify", "framework"):
-                self.costs[k] = self.costs.get(k, 0.0) + r.timings.get(k, 0.0)
+            for kind, timing in TIMING_OF_COST.items():
+                self.costs[kind] = self.costs.get(kind, 0.0) + r.timings.get(timing, 0.0)
             on_result(r)
 
     def stream(self, ask: Ask, stages: str, on_result: OnResult, progress: Progress) -> None:
@@ -229,9 +230,6 @@ def objective_note(rec: recording.Recording) -> str:
             f"be the one the file ranks best by {rec.objective}")
 
 
-COST_KINDS = ("compile", "runs", "verify", "framework")   # a recording's costs, in the order they are told
-
-
 def cost_parts(costs: dict[str, float], fmt: str = ".1f", skip_zero: bool = False) -> str:
     """A recording's costs by kind (keys of COST_KINDS), as 'compile 2,106.0 s, runs 135.2 s, ...'."""
     return ", ".join(f"{k} {costs.get(k, 0.0):{fmt}} s" for k in COST_KINDS if costs.get(k) or not skip_zero)
@@ -239,11 +237,8 @@ def cost_parts(costs: dict[str, float], fmt: str = ".1f", skip_zero: bool = Fals
 
 def cost_line(replayed: int, missing: int, costs: dict[str, float]) -> str:
     """What the replayed configurations would have cost the GPU, in one line."""
-    total = sum(costs.values())
-    kinds = {"compile": costs.get("build", 0.0), "runs": costs.get("profile", 0.0),
-             "verify": costs.get("verify", 0.0), "framework": costs.get("framework", 0.0)}
-    return (f"replayed {replayed} configuration(s) ({missing} {NOT_RECORDED}): {total:.1f} GPU seconds as recorded "
-            f"({cost_parts(kinds)})")
+    return (f"replayed {replayed} configuration(s) ({missing} {NOT_RECORDED}): {sum(costs.values()):.1f} GPU seconds "
+            f"as recorded ({cost_parts(costs)})")
 
 
 EXECUTOR = ReplayExecutor
