@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import sweep.node.objcache
+from sweep.node.build import classify_failure
 
 OBJCACHE = Path(sweep.node.objcache.__file__)
 
@@ -41,6 +42,17 @@ def make_with_conf(example: Path, tmp: Path, macros: dict[str, int] | None = Non
         (conf / "conf.cuh").write_text("".join(f"#define {k} {v}\n" for k, v in macros.items()))
         variables.append(f"CONF_DIR={conf}")
     return subprocess.run(["make", "-C", str(example), *variables], capture_output=True, text=True, timeout=600)
+
+
+def refused_at_static_assert(example: Path, tmp: Path, macros: dict[str, int]) -> str:
+    """The example built with these (illegal) macros: the build fails, and fails as a sweep records
+    a configuration skipped for a broken rule (a static_assert); returns the reason the sweep
+    records, for the caller to check that it names the rule."""
+    p = make_with_conf(example, tmp, macros)
+    assert p.returncode != 0
+    kind, reason = classify_failure(p.stdout + p.stderr)
+    assert kind == "skipped", (kind, reason)
+    return reason
 
 
 def kernel_symbols(program: Path, demangle: bool = False) -> str | None:

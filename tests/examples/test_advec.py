@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.node.build import classify_failure
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
-from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
+from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
+                                       refused_before_cuda)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "advec"
@@ -43,8 +43,6 @@ def test_the_default_configuration_builds_for_sm_90_and_refuses_a_bad_grid(tmp_p
 @needs_nvcc
 def test_more_blocks_than_an_sm_holds_stop_at_the_static_assert_naming_its_rule(tmp_path):
     macros = {"ADVEC_BLOCK_X": 256, "ADVEC_BLOCK_Y": 4, "ADVEC_MIN_BLOCKS": 4}
-    p = make_with_conf(EXAMPLE, tmp_path, macros)
-    assert p.returncode != 0
-    kind, why = classify_failure(p.stdout + p.stderr)
-    assert kind == "skipped" and why.startswith("static_assert: ADVEC_BLOCK_X * ADVEC_BLOCK_Y * ADVEC_BLOCK_Z * "
+    why = refused_at_static_assert(EXAMPLE, tmp_path, macros)
+    assert why.startswith("static_assert: ADVEC_BLOCK_X * ADVEC_BLOCK_Y * ADVEC_BLOCK_Z * "
                                                 "ADVEC_MIN_BLOCKS must be at most 2048"), why

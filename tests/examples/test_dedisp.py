@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.node.build import classify_failure
-from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
+from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
+                                       refused_before_cuda)
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
 
@@ -55,10 +55,8 @@ def test_an_illegal_configuration_stops_at_the_static_assert_naming_its_rule(tmp
     macros = {"DEDISP_BLOCK_X": 32, "DEDISP_BLOCK_Y": 64}      # 2048 threads
     space = load_space(EXAMPLE / "space.yaml")
     assert check(space, make_config(space, {**default_config(space).as_dict(), **macros})) is not None
-    p = make(tmp_path, macros)
-    assert p.returncode != 0
-    assert classify_failure(p.stdout + p.stderr) == (
-        "skipped", "static_assert: DEDISP_BLOCK_X*DEDISP_BLOCK_Y threads must be 32..1024 (a warp to a block's limit)")
+    assert refused_at_static_assert(EXAMPLE, tmp_path, macros) == (
+        "static_assert: DEDISP_BLOCK_X*DEDISP_BLOCK_Y threads must be 32..1024 (a warp to a block's limit)")
 
 
 def test_the_committed_brute_force_measured_exactly_the_legal_set():

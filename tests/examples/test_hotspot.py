@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.node.build import classify_failure
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
-from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_before_cuda
+from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
+                                       refused_before_cuda)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "hotspot"
@@ -45,8 +45,6 @@ def test_the_default_configuration_builds_for_sm_90_and_refuses_a_bad_grid(tmp_p
 def test_a_tile_too_large_for_shared_memory_stops_at_the_static_assert_naming_its_rule(tmp_path):
     macros = {"HOTSPOT_BLOCK_X": 512, "HOTSPOT_BLOCK_Y": 2, "HOTSPOT_TILE_X": 4, "HOTSPOT_TILE_Y": 4,
               "HOTSPOT_TEMPORAL": 10, "HOTSPOT_UNROLL": 5, "HOTSPOT_SH_POWER": 1}
-    p = make_with_conf(EXAMPLE, tmp_path, macros)
-    assert p.returncode != 0
-    kind, why = classify_failure(p.stdout + p.stderr)
-    assert kind == "skipped" and why.startswith("static_assert: (HOTSPOT_BLOCK_X * HOTSPOT_TILE_X")
+    why = refused_at_static_assert(EXAMPLE, tmp_path, macros)
+    assert why.startswith("static_assert: (HOTSPOT_BLOCK_X * HOTSPOT_TILE_X")
     assert why.endswith("must fit in 48 KB of shared memory")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.node.build import classify_failure
 from sweep.space import check, load_space, make_config
-from tests.examples.conf_build import kernel_symbols, make_with_conf, sweeps_nvcc
+from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_at_static_assert, sweeps_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"
@@ -48,10 +47,7 @@ def test_tiled_gemm_takes_conf_cuh_from_conf_dir_through_the_sweeps_nvcc_and_an_
 
 
 def test_illegal_tiles_stop_the_build_at_the_static_assert_which_the_sweep_records_as_skipped(tmp_path):
-    p = make_with_conf(EXAMPLE, tmp_path, TOO_MUCH_SHARED)
-    assert p.returncode != 0
-    status, reason = classify_failure(p.stdout + p.stderr)
-    assert status == "skipped"
+    reason = refused_at_static_assert(EXAMPLE, tmp_path, TOO_MUCH_SHARED)
     assert reason == ("static_assert: (GEMM_BM+GEMM_BN)*GEMM_BK*4 bytes of shared memory must be <= 48 KB "
                       "(the static limit)")
 
