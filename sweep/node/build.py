@@ -134,17 +134,18 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
         raise BuildInterrupted("make was stopped before it started")
     jobs = jobs or len(os.sched_getaffinity(0))
     cmd = ["make", "-C", str(job_dir), f"-j{jobs}", f"ARCH={arch}"]
+    mark = group.new_mark()
     t0 = time.monotonic()
     with safe.open_nofollow(log, "w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        rc, why = run_make(cmd, f, timeout_s, stop)
+        rc, why = run_make(cmd, f, timeout_s, stop, mark)
     seconds = time.monotonic() - t0
     if why == "deadline":
         return BuildOutcome("compile_failed", f"make did not finish in {timeout_s:.0f} s", log, seconds, arch)
     text = log.read_text(errors="replace")
     if why == "stopped" or rc < 0 or INTERRUPTED.search(text):  # stopped from outside: not this configuration's result
-        raise BuildInterrupted(f"make was stopped ({why or ('signal ' + str(-rc) if rc < 0 else 'Interrupt')})")
+        raise interrupted(mark, f"make was stopped ({why or ('signal ' + str(-rc) if rc < 0 else 'Interrupt')})")
     compiled = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "miss")
     cached = tuple(m.group(2) for m in CACHE_LINE.finditer(text) if m.group(1) == "hit")
     if rc == 0:
@@ -155,24 +156,33 @@ def build(job_dir: Path, arch: str, jobs: int = 0, timeout_s: float = 3600,
         raise DiskFull.at(job_dir, written)
     outcome = BuildOutcome(*classify_failure(text), log, seconds, arch, compiled, cached)
     if outcome.status == "compile_failed" and stop(STOP_GRACE_S):   # make's exit cannot say (run_make)
-        raise BuildInterrupted("make failed while its driver was being interrupted")
+        raise interrupted(mark, "make failed while its driver was being interrupted")
     return outcome
 
 
-def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[float], bool]) -> tuple[int, str]:
+def interrupted(mark: str, reason: str) -> BuildInterrupted:
+    """The build was stopped from outside: whatever make left running ends first (make exited, but a
+    sub-make its signal reached late may build on, orphaned), so that nothing outlives the build."""
+    group.end_marked(mark)
+    return BuildInterrupted(reason)
+
+
+def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[float], bool], mark: str) -> tuple[int, str]:
     """make in this process's group, so that a Ctrl-C, or a kill of the whole group, reaches it with
     its driver (in a group of its own it outlived a driver killed with kill -9, and the rerun's make
-    built beside it). Interrupted alongside its driver, make's exit cannot say so: GNU make
-    interrupted while reaping can exit 2 ("wait: No child processes"), and a compiler launcher
-    killed while starting up is reported as an ordinary "Error 1" (a flaky Ctrl-C test recorded such
-    builds as compile_failed). So build() has a compile failure wait up to STOP_GRACE_S for the word
+    built beside it), carrying `mark` in its environment (group.MARK), as every process under it
+    will. Interrupted alongside its driver, make's exit cannot say so: GNU make interrupted while
+    reaping can exit 2 ("wait: No child processes"), and a compiler launcher killed while starting
+    up is reported as an ordinary "Error 1" (a flaky Ctrl-C test recorded such builds as
+    compile_failed). So build() has a compile failure wait up to STOP_GRACE_S for the word
     `stop(timeout)` (an Event's wait: the local executor's cancel() sets it once its main thread has
     taken the interrupt, milliseconds after the signal). (exit code, why it ended): "" it ended by
     itself; "deadline" after timeout_s; "stopped" stop came true. A KeyboardInterrupt here (a build
     on a process's main thread: make got the signal too) ends make and goes on."""
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, group.MARK: mark})
     deadline = time.monotonic() + timeout_s
     why = ""
+    ended_by_itself = False
     try:
         while p.poll() is None:
             if stop(0.0):
@@ -185,12 +195,18 @@ def run_make(cmd: list[str], log, timeout_s: float, stop: Callable[[float], bool
                 p.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
             except subprocess.TimeoutExpired:
                 pass
+        ended_by_itself = not why
     finally:
-        # SIGTERM to make (it deletes half-made targets) and to every process under it: a sub-make
-        # forked just after a Ctrl-C missed that signal, and make, killed once its grace ran out,
-        # left it building on (the full suite's Ctrl-C test found one make alive after its driver)
-        if p.poll() is None:
-            group.end_tree(p)
+        # Stopped, past its deadline, or interrupted on this thread: SIGTERM to make (it deletes
+        # half-made targets) and to every process under it, found by the mark: a sub-make forked
+        # just after a Ctrl-C missed that signal, and make, killed once its grace ran out, left it
+        # building on (the full suite's Ctrl-C test found one make alive after its driver)
+        if not ended_by_itself:
+            group.end_marked(mark)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
     return p.returncode, why
 
 

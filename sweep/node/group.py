@@ -19,7 +19,8 @@ No process outlives its job.
                  running program is killed as at its own deadline, so the job still records
                  `timeout` itself, with the stage's log and what the program printed
     run_group    runs one command so; says how it ended (Ended)
-    end_tree     ends a program left in its caller's process group, and every process under it
+    end_marked   ends a program left in its caller's process group, and every process under it,
+                 found by a mark in their environment (new_mark), orphans included
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -103,54 +105,56 @@ def group_members(pgid: int) -> list[int]:
     return [pid for pid, proc in processes().items() if proc.state != "Z" and proc.group == pgid]
 
 
-def _tree(root: int, known: dict[int, int]) -> dict[int, int]:
-    """The live processes under `root` and under the `known` ones still alive (pid -> start time),
-    `root` included: a child whose parent died meanwhile is found through what was known of it."""
-    table = processes()
-    children: dict[int, list[int]] = {}
-    for pid, proc in table.items():
-        children.setdefault(proc.parent, []).append(pid)
-    alive = {pid for pid, start in known.items() if pid in table and table[pid].start == start}
-    todo, found = [root, *alive], {}
-    while todo:
-        pid = todo.pop()
-        if pid in table and pid not in found:
-            if table[pid].state != "Z":
-                found[pid] = table[pid].start
-            todo.extend(children.get(pid, ()))
+MARK = "SWEEP_PROCESS_MARK"   # in a program's environment: every process it starts inherits it
+
+
+def new_mark() -> str:
+    """A fresh value for MARK: the processes of one program, and only those, will carry it."""
+    return uuid.uuid4().hex
+
+
+def marked(mark: str) -> dict[int, int]:
+    """The live processes whose environment holds MARK=mark (pid -> start time): a program and every
+    process under it, found whether or not their parents live (an orphan's parent is 1; parent
+    links cannot reach it). Another user's processes, and one that ends meanwhile, are left out."""
+    needle = f"{MARK}={mark}".encode()
+    found = {}
+    for pid, proc in processes().items():
+        if proc.state == "Z":
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found[pid] = proc.start
     return found
 
 
-def end_tree(p: subprocess.Popen, grace_s: float | None = None) -> None:
-    """SIGTERM to the program and to every process under it, SIGKILL after grace_s to those left;
-    the program reaped. For a program in its caller's own process group (make: a kill -9 of the
-    driver's group must reach it), where killpg would reach the caller too. A process under it
-    that missed the signal its group got (a sub-make started just after a Ctrl-C), or that it
-    would not wait for, is found by its parent links, while its parent lives, and signalled
-    itself; one whose parent died is found by what was known of it before."""
-    known: dict[int, int] = {}
+def end_marked(mark: str, grace_s: float | None = None) -> None:
+    """SIGTERM to every process carrying MARK=mark, SIGKILL after grace_s to those left. For a program
+    in its caller's own process group (make: a kill -9 of the driver's group must reach it), where
+    killpg would reach the caller too, and for what it leaves when it exits: interrupted, GNU make
+    can exit while a sub-make it started builds on, orphaned (the full suite's Ctrl-C test found one
+    alive after its driver exited 130), and a sub-make forked just after a Ctrl-C missed its signal.
+    A process that empties its own environment (env -i) escapes this; compilers and make do not."""
     for sig, wait_s in ((signal.SIGTERM, GRACE_S if grace_s is None else grace_s), (signal.SIGKILL, 5.0)):
-        signalled: set[int] = set()
+        signalled: dict[int, int] = {}
         deadline = time.monotonic() + wait_s
         while True:
-            p.poll()
-            now = _tree(p.pid, known) if p.returncode is None else _tree(-1, known)
-            known.update(now)
+            now = marked(mark)
             if not now:
-                break
-            for pid in now.keys() - signalled:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-                signalled.add(pid)
+                return
+            for pid, start in now.items():
+                if signalled.get(pid) != start:     # a pid given to a new process is a new process
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                    signalled[pid] = start
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.05)
-    try:
-        p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _gone(p: subprocess.Popen, wait_s: float) -> bool:

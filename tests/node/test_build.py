@@ -93,6 +93,31 @@ def test_a_stopped_builds_processes_that_outlast_makes_signal_are_ended_with_it(
     assert not _sleeping(3716), "a process under the stopped make outlived it"
 
 
+def test_what_an_interrupted_make_left_running_when_it_exited_is_ended_with_the_build(tmp_path, monkeypatch):
+    """make exits 2 at once (GNU make interrupted while reaping can), leaving a process it started
+    orphaned, its parent now 1, out of reach of parent links (the full suite's Ctrl-C test found a
+    sub-make so, alive after its driver exited 130): the build's mark finds and ends it."""
+    monkeypatch.setattr(group, "GRACE_S", 0.5)
+    job = _slow_job(tmp_path, 3718, "all:\n\tsh -c \"trap '' TERM INT; sleep {s} &\"; "
+                                    "echo 'make: *** wait: No child processes.  Stop.'; exit 2\n")
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(build.BuildInterrupted, match="interrupted"):
+        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+    assert not _sleeping(3718), "what the interrupted make left running outlived the build"
+
+
+def test_a_build_that_ends_by_itself_leaves_what_it_started_alone(tmp_path):
+    """A finished build is not an interrupted one: a process its recipe left on purpose (a compile
+    server's daemon) is the user's, not the sweep's to end."""
+    job = _slow_job(tmp_path, 3719, "all:\n\tsh -c \"sleep {s} > /dev/null 2>&1 &\"\n")
+    try:
+        assert build.build(job, "sm_90", timeout_s=60).status == "ok"
+        assert _sleeping(3719)
+    finally:
+        subprocess.run(["pkill", "-f", "sleep 3719"])
+
+
 def test_a_build_told_to_stop_before_it_starts_never_starts_make(tmp_path):
     job = _slow_job(tmp_path, 3717)
     stop = threading.Event()
