@@ -88,9 +88,12 @@ def test_a_stopped_builds_processes_that_outlast_makes_signal_are_ended_with_it(
     job = _slow_job(tmp_path, 3716, "all:\n\tsh -c \"trap '' TERM INT; sleep {s} & wait\"\n")
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
-    with pytest.raises(build.BuildInterrupted, match="stopped"):
-        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
-    assert not _sleeping(3716), "a process under the stopped make outlived it"
+    try:
+        with pytest.raises(build.BuildInterrupted, match="stopped"):
+            build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+        assert not _sleeping(3716), "a process under the stopped make outlived it"
+    finally:    # it ignores SIGTERM: a failed run would leave it for the next to find
+        subprocess.run(["pkill", "-KILL", "-f", "sleep 3716"])
 
 
 def test_what_an_interrupted_make_left_running_when_it_exited_is_ended_with_the_build(tmp_path, monkeypatch):
@@ -102,9 +105,12 @@ def test_what_an_interrupted_make_left_running_when_it_exited_is_ended_with_the_
                                     "echo 'make: *** wait: No child processes.  Stop.'; exit 2\n")
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
-    with pytest.raises(build.BuildInterrupted, match="interrupted"):
-        build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
-    assert not _sleeping(3718), "what the interrupted make left running outlived the build"
+    try:
+        with pytest.raises(build.BuildInterrupted, match="interrupted"):
+            build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+        assert not _sleeping(3718), "what the interrupted make left running outlived the build"
+    finally:    # it ignores SIGTERM: a failed run would leave it for the next to find
+        subprocess.run(["pkill", "-KILL", "-f", "sleep 3718"])
 
 
 def test_a_build_that_ends_by_itself_leaves_what_it_started_alone(tmp_path):
