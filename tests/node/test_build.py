@@ -80,20 +80,26 @@ def test_a_build_told_to_stop_is_interrupted_whatever_make_exits_with_and_leaves
     assert not _sleeping(3711), "make's child outlived the stopped build"
 
 
+def _stopped_build_ends_its_stubborn_process(job: Path, seconds: int, stop_after_s: float, match: str) -> None:
+    """Builds `job`, whose recipe leaves `sleep seconds` ignoring SIGTERM and SIGINT, telling it to
+    stop after stop_after_s: the build is interrupted and that sleep is gone with it."""
+    stop = threading.Event()
+    threading.Timer(stop_after_s, stop.set).start()
+    try:
+        with pytest.raises(build.BuildInterrupted, match=match):
+            build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
+        assert not _sleeping(seconds), "a process the stopped build started outlived it"
+    finally:    # it ignores SIGTERM: a failed run would leave it for the next to find
+        subprocess.run(["pkill", "-KILL", "-f", f"sleep {seconds}"])
+
+
 def test_a_stopped_builds_processes_that_outlast_makes_signal_are_ended_with_it(tmp_path, monkeypatch):
     """A process under make that its signal does not end (here one ignoring SIGTERM and SIGINT; in
     the full suite, a sub-make started just after the Ctrl-C) is ended itself once make's grace is
     over: before, make alone was killed and the rest built on, orphaned."""
     monkeypatch.setattr(group, "GRACE_S", 0.5)
     job = _slow_job(tmp_path, 3716, "all:\n\tsh -c \"trap '' TERM INT; sleep {s} & wait\"\n")
-    stop = threading.Event()
-    threading.Timer(0.5, stop.set).start()
-    try:
-        with pytest.raises(build.BuildInterrupted, match="stopped"):
-            build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
-        assert not _sleeping(3716), "a process under the stopped make outlived it"
-    finally:    # it ignores SIGTERM: a failed run would leave it for the next to find
-        subprocess.run(["pkill", "-KILL", "-f", "sleep 3716"])
+    _stopped_build_ends_its_stubborn_process(job, 3716, 0.5, "stopped")
 
 
 def test_what_an_interrupted_make_left_running_when_it_exited_is_ended_with_the_build(tmp_path, monkeypatch):
@@ -103,14 +109,7 @@ def test_what_an_interrupted_make_left_running_when_it_exited_is_ended_with_the_
     monkeypatch.setattr(group, "GRACE_S", 0.5)
     job = _slow_job(tmp_path, 3718, "all:\n\tsh -c \"trap '' TERM INT; sleep {s} &\"; "
                                     "echo 'make: *** wait: No child processes.  Stop.'; exit 2\n")
-    stop = threading.Event()
-    threading.Timer(0.3, stop.set).start()
-    try:
-        with pytest.raises(build.BuildInterrupted, match="interrupted"):
-            build.build(job, "sm_90", timeout_s=60, stop=stop.wait)
-        assert not _sleeping(3718), "what the interrupted make left running outlived the build"
-    finally:    # it ignores SIGTERM: a failed run would leave it for the next to find
-        subprocess.run(["pkill", "-KILL", "-f", "sleep 3718"])
+    _stopped_build_ends_its_stubborn_process(job, 3718, 0.3, "interrupted")
 
 
 def test_a_build_that_ends_by_itself_leaves_what_it_started_alone(tmp_path):
