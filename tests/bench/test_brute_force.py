@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from bench import brute_force
 from sweep.plan.learned import legal_points
 from sweep.space import load_space
+from tests.conftest import needs_nvcc
 
 EXCERPT = Path(__file__).resolve().parents[1] / "data" / "h200" / "xgemm_brute"
 XGEMM_SPACE = Path(__file__).resolve().parents[2] / "examples" / "xgemm" / "space.yaml"
@@ -46,7 +46,7 @@ def test_the_generated_units_list_the_legal_set_in_the_tools_order_and_the_regis
         < registry.index("brute_force_chunk_2(e)")
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, capsys):
     assert brute_force.main(["build", *XGEMM, "--build", str(tmp_path), "--jobs", "2", "--limit", "3", "--chunk", "2"]) == 0
     assert (tmp_path / "brute_force").is_file()
@@ -55,7 +55,7 @@ def test_a_build_of_the_first_points_compiles_and_links_the_harness(tmp_path, ca
     assert "3 configurations in 2 units" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 @pytest.mark.parametrize("example", BRUTE_FORCED)
 def test_every_examples_harness_compiles_and_links_on_the_shared_one(tmp_path, example):
     """Each example's brute_force.cuh and brute_force_main.cu build against bench's harness (one
@@ -65,7 +65,7 @@ def test_every_examples_harness_compiles_and_links_on_the_shared_one(tmp_path, e
     assert (tmp_path / "brute_force").is_file()
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 def test_the_harness_self_check_compiles(tmp_path):
     """tests/gpu/test_brute_force_gpu.py runs it; here it must at least build."""
     assert build_harness_check(tmp_path).is_file()

@@ -16,12 +16,13 @@ import re
 
 import pytest
 import yaml
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}   # nothing may point back at the checkout
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 @pytest.fixture(scope="module")

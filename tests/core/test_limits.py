@@ -13,7 +13,7 @@ import pytest
 
 from sweep.core import limits
 from sweep.node import build
-from tests.conftest import DATA
+from tests.conftest import DATA, needs_nvcc
 
 LOGS = DATA / "resource_limits"
 
@@ -50,7 +50,7 @@ def test_cuda_tool_errors_are_the_reason_rather_than_makes_error_line(line):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 @pytest.mark.parametrize("name, status", [("shared", "skipped"), ("constant", "skipped"), ("regcount", "skipped"),
                                           ("unsupported", "compile_failed")])
 def test_the_committed_build_logs_are_what_nvcc_here_says(tmp_path, name, status):

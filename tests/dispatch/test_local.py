@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -11,8 +10,9 @@ from sweep import dispatch
 from sweep.pipeline import driver as pipeline
 from sweep.records import JobResult, write_result
 from sweep.records import JobConfig
+from tests.conftest import needs_nvcc
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def test_local_executor_runs_one_job_per_visible_gpu_at_a_time(write_space, dirs, fake_gpus, monkeypatch):

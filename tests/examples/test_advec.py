@@ -6,19 +6,16 @@ its rule (a sweep records it as skipped). Running it needs a GPU (tests/gpu/test
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
 from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
                                        refused_before_cuda)
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "advec"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 def test_the_space_counts_5670_legal_points_whose_blocks_an_sm_can_hold():

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
                                        refused_before_cuda)
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dedisp"
 OPTIMUM_H200 = {"DEDISP_BLOCK_X": 16, "DEDISP_BLOCK_Y": 32, "DEDISP_TILE_X": 4, "DEDISP_TILE_Y": 8,
                 "DEDISP_STRIDE_X": 1, "DEDISP_STRIDE_Y": 1}
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 def make(tmp: Path, macros: dict[str, int] | None = None) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ names its rule (a sweep records it as skipped). Running it needs a GPU
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,10 @@ from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
 from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
                                        refused_before_cuda)
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "expdist"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 def test_the_space_counts_9120_legal_points_with_blocks_per_column_only_for_the_column_kernel():

@@ -16,11 +16,11 @@ import pytest
 
 from sweep.space import check, load_space, make_config
 from tests.examples.conf_build import make_with_conf, sweeps_nvcc
-from tests.conftest import dry_run_narrowed
+from tests.conftest import dry_run_narrowed, needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "host_heavy"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 UNSAFE = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 1}     # builds, computes wrong results
 NOT_DIVIDING = {"HH_TILE": 32, "HH_ROWS": 6, "HH_PAD": 0, "HOST_HEAVY_UNSAFE": 0}

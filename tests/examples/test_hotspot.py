@@ -6,19 +6,16 @@ sweep records it as skipped). Running it needs a GPU (tests/gpu/test_hotspot_gpu
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
 from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
                                        refused_before_cuda)
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "hotspot"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 def test_the_space_counts_7949_legal_points_each_within_the_shared_memory_of_a_block():

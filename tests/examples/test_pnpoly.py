@@ -7,19 +7,16 @@ the static_assert that names its rule (a sweep records it as skipped). Running i
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space
 from tests.examples.conf_build import (kernel_symbols, make_with_conf, refused_at_static_assert,
                                        refused_before_cuda)
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pnpoly"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
 def test_the_space_counts_8448_legal_points_with_two_choices_and_a_flag():

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from sweep.space import check, load_space, make_config
-from tests.conftest import dry_run_narrowed
+from tests.conftest import dry_run_narrowed, needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "quick_check"
@@ -30,7 +29,7 @@ def test_the_space_file_loads_with_48_legal_points_of_80():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 def test_a_dry_run_builds_the_legal_and_fast_tail_ones_and_skips_the_static_assert_and_the_ptxas_refusal(tmp_path):
     p, jobs = dry_run_narrowed(EXAMPLE, tmp_path, {"QC_BLOCK": [1024], "QC_ITEMS": [2, 3, 4], "QC_VEC": [4],
                                                     "QC_FAST_TAIL": [0, 1]}, defaults={"QC_BLOCK": 1024}, timeout=900)

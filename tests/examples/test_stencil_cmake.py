@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from sweep.space import check, default_config, groups, load_space, make_config
-from tests.conftest import dry_run_narrowed
+from tests.conftest import dry_run_narrowed, needs_nvcc
 from tests.examples.conf_build import kernel_symbols
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 MACROS = {"STENCIL_BLOCK_X": 64, "STENCIL_BLOCK_Y": 4, "STENCIL_USE_SHARED": 0, "STENCIL_RED_BLOCK": 128,
           "STENCIL_ITEMS": 16}

@@ -14,10 +14,11 @@ import pytest
 
 from sweep.space import check, load_space, make_config
 from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_at_static_assert, sweeps_nvcc
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiled_gemm"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 TILES_B = {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
 TOO_MUCH_SHARED = {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 64, "GEMM_TM": 8, "GEMM_TN": 8}  # 64 KB

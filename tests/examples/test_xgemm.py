@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,10 +16,10 @@ import pytest
 from tests.examples.conf_build import kernel_symbols, make_with_conf, refused_at_static_assert
 from sweep.plan.learned import legal_points
 from sweep.space import check, default_config, load_space, make_config
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "xgemm"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 OPTIMUM_H200 = {"XGEMM_MWG": 128, "XGEMM_NWG": 128, "XGEMM_KWG": 32, "XGEMM_MDIMC": 16, "XGEMM_NDIMC": 16,
                 "XGEMM_MDIMA": 8, "XGEMM_NDIMB": 32, "XGEMM_VWM": 4, "XGEMM_VWN": 2, "XGEMM_SA": 1, "XGEMM_SB": 1}

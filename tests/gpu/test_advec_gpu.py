@@ -5,16 +5,16 @@ events JSON a sweep reads."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.examples.conf_build import built, checked_then_timed
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "advec"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def config(bx: int, by: int, bz: int, tx: int, ty: int, tz: int, st: int, mb: int) -> dict[str, int]:

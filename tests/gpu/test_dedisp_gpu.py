@@ -4,16 +4,16 @@ writes the events JSON a sweep reads."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.examples.conf_build import built, checked_then_timed
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dedisp"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 # TILE_X 3 and TILE_Y 5 divide no size below, so the edge tiles are partial; both strides on.
 UNEVEN = {"DEDISP_BLOCK_X": 8, "DEDISP_BLOCK_Y": 40, "DEDISP_TILE_X": 3, "DEDISP_TILE_Y": 5,

@@ -5,16 +5,16 @@ reads."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.examples.conf_build import built, checked_then_timed
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pnpoly"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 # 1,000,003 points leave every tiled block's last points past the end; each of the other forms.
 TILED = [{"PNPOLY_BLOCK_X": b, "PNPOLY_TILE": t, "PNPOLY_BETWEEN": bt, "PNPOLY_SLOPES": s, "PNPOLY_METHOD": m}

@@ -4,7 +4,6 @@ events backend reads it; and it refuses --nvtx (it opens no NVTX range)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,11 @@ import pytest
 
 from sweep.profile import events
 from tests.examples.conf_build import built
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stencil_cmake"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def test_the_events_json_has_an_entry_per_kernel_and_shape_with_its_calls_per_iteration(tmp_path):

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import yaml
 
 from sweep.pipeline import driver as pipeline
 from tests.examples.conf_build import built
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "xgemm"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(tmp_path):

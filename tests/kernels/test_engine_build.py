@@ -9,11 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "kernels"
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 # A whole engine build for two architectures takes about ten minutes of 2 cores; beside another

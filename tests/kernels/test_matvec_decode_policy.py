@@ -9,15 +9,15 @@ only with the LM head's epilogue (none), the one build that carries it."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from host_programs import build_host_program
+from tests.conftest import needs_nvcc
 
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,15 @@ host-only program built with real nvcc, on GPT-2 124M's decoding shapes."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from host_programs import build_host_program
+from tests.conftest import needs_nvcc
 
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 # SMs and the warps of the kernel one SM holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor,
 # which the launcher asks): at 256 threads a block, sm_90's ptxas gives the build without the

@@ -5,15 +5,15 @@ with 128x128x32 tiles: split 2 only where 192 tiles meet 132 SMs."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from host_programs import build_host_program
+from tests.conftest import needs_nvcc
 
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 # What cudaDeviceGetAttribute reports: SMs, SM clock kHz, memory clock kHz, bus bits, compute capability.
 H100_SXM = (132, 1980000, 2619000, 5120, 9, 0)

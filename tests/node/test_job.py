@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,9 @@ from sweep.node import render
 from sweep.space import target
 from sweep.core.errors import SweepError
 from sweep.node.job import Job, JobResult, Tools, expand, read_result, write_result
+from tests.conftest import needs_nvcc
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def test_good_config_records_ok_with_measurements_timings_and_build_facts(job_for):

@@ -4,7 +4,6 @@ run once per program (on its first workload), and a later workload's failure nam
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 
 import pytest
@@ -12,8 +11,9 @@ import pytest
 from sweep.node import measure
 from sweep.records.evidence import Sampled
 from sweep.node.job import Job
+from tests.conftest import needs_nvcc
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 SMALL = {"small": {"profile": ["{build}/toy_bench", "-n", "{iterations}", "--size", "64"],
                    "events": ["--json", "{events_json}"]}}

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.conftest import needs_nvcc
 
 TOY_TARGET = Path(__file__).resolve().parents[1] / "data" / "toy_target"
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 OBJCACHE = Path(__file__).resolve().parents[2] / "sweep" / "node" / "objcache.py"
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from sweep.node import objcache, resources
 from sweep.space import init as init_mod, target
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -262,7 +263,7 @@ def test_validate_of_a_bad_file_is_one_line_and_exit_1(tmp_path):
 # -- init's spaces dry-run (real nvcc) -----------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 @pytest.mark.parametrize("example,program", [("tiled_gemm", "tiled_gemm"), ("stencil_cmake", "stencil")])
 def test_inits_space_dry_runs_one_configuration_and_records_its_kernels_resources(tmp_path, example, program):
     out = tmp_path / "space.yaml"

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def _space(tmp_path: Path, alphas=(64, 128), **run) -> Path:

@@ -12,11 +12,12 @@ import yaml
 
 from sweep.pipeline import driver as pipeline
 from sweep.core.errors import SweepError
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def _dry(space: Path, dirs, **opts) -> pipeline.RunSummary:

@@ -5,16 +5,14 @@ that print and write what the real ones did on the H100."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from sweep.node.job import Job, Tools
-from tests.conftest import DATA
+from tests.conftest import DATA, needs_nvcc
 
 FAKES = DATA / "fakes"
 TOOLS = Tools(nsys=str(FAKES / "nsys"), ncu=str(FAKES / "ncu"))
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+pytestmark = needs_nvcc
 
 
 def profiled_runs(job_dir, backend: str) -> int:

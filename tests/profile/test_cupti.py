@@ -21,10 +21,10 @@ from sweep.core.errors import SweepError
 from sweep.profile import cupti
 from sweep.profile.cupti_file import FORMAT
 from sweep.profile.ranges import Range, attribute
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h100" / "cupti"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 TILED = "gemm_tiled_kernel"
 DEFAULT_SHAPES = {((4, 4, 1), (256, 1, 1)), ((8, 8, 1), (256, 1, 1)), ((16, 16, 1), (256, 1, 1))}

@@ -5,16 +5,15 @@ H100 capture where the library would have; the library is built with real nvcc."
 
 from __future__ import annotations
 
-import shutil
 import sys
 
 import pytest
 
 from sweep import profile
 from sweep.node.job import Job
-from tests.conftest import DATA
+from tests.conftest import DATA, needs_nvcc
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")]
+pytestmark = [pytest.mark.slow, needs_nvcc]
 PROGRAM = str(DATA / "fakes" / "cupti_program.py")
 
 

@@ -4,13 +4,13 @@ backend as documented, and its example program compiles (slow: real nvcc)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from sweep.profile import events
+from tests.conftest import needs_nvcc
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "guide" / "events-json.md"
 
@@ -27,7 +27,7 @@ def test_the_documented_json_parses_into_one_measurement_and_the_iteration_time(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@needs_nvcc
 def test_the_documented_program_compiles(tmp_path):
     (tmp_path / "saxpy.cu").write_text(block("cuda"))
     p = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "saxpy.cu", "-o", "saxpy"], cwd=tmp_path, capture_output=True,
