@@ -80,7 +80,6 @@ class Ended:
 
 
 class Proc(NamedTuple):
-    parent: int
     group: int
     start: int     # clock ticks after boot: with the pid, tells a process from a later one given its pid
     state: str     # "Z": a zombie, ended and not yet reaped
@@ -94,7 +93,7 @@ def processes() -> dict[int, Proc]:
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            out[int(entry.name)] = Proc(int(fields[1]), int(fields[2]), int(fields[19]), fields[0])
+            out[int(entry.name)] = Proc(int(fields[2]), int(fields[19]), fields[0])
         except (OSError, IndexError, ValueError):
             continue
     return out
