@@ -9,6 +9,7 @@ solved restriction).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import random
@@ -123,6 +124,11 @@ def run_kt(space, seed, limit, strategy, restart=True):
         return ",".join(str(v) for v in values) in legal
 
     warnings.simplefilter("ignore", RuntimeWarning)   # overflows inside Kernel Tuner's and scipy's annealing
+    # Kernel Tuner imports a strategy's module on its first use, and that first import (of the
+    # scientific stack under it) draws from Python's global generator: done after the seed, the
+    # first run of a strategy in a process differed from every later one with the same seed
+    kernel_tuner.interface.strategy_map[strategy].tune   # reading an attribute imports the module
+    importlib.import_module("kernel_tuner.strategies.bayes_opt")   # seeded_latin_hypercubes patches it
     ev = Evaluator(space, limit)
     cpu, starts, idle = 0.0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:

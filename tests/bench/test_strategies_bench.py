@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,22 @@ def test_kernel_tuner_strategies_that_sample_latin_hypercubes_repeat_their_run_f
     pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
     first, second = (strategies.run_kt(space, 3, 30, strategy, restart=False)[0] for _ in range(2))
     assert first == second and len(first) >= 10
+
+
+def test_a_kernel_tuner_run_for_a_seed_is_the_same_in_a_fresh_process_as_after_other_runs(space):
+    """Kernel Tuner imports a strategy's module on first use, and that import draws from Python's
+    global generator: the first Bayesian optimization run of a process (a bench worker's) differed
+    from later ones with the same seed until run_kt imported it before seeding."""
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
+    root = Path(__file__).resolve().parents[2]
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import json, sys; from bench import cache_spaces, strategies; "
+         f"space = cache_spaces.load_space({str(SPACE)!r}); "
+         "print(json.dumps(strategies.run_kt(space, 3, 30, 'bayes_opt', restart=False)[0]))"],
+        cwd=root, env={**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'bench'}"},
+        capture_output=True, text=True, check=True)
+    strategies.run_kt(space, 4, 30, "bayes_opt", restart=False)
+    assert json.loads(fresh.stdout.splitlines()[-1]) == strategies.run_kt(space, 3, 30, "bayes_opt", restart=False)[0]
 
 
 def _run(strategy: str, trace: list, **extra) -> dict:
