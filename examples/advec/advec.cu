@@ -14,9 +14,9 @@
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
 #include "advec.cuh"
-#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -114,22 +114,16 @@ int main(int argc, char** argv) {
     }
     if (o.check_only) return 0;
 
-    for (int it = 0; it < o.warmup; ++it)
-        if (advec(p, d.view, dOut)) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, [&] { return advec(p, d.view, dOut); }, ns)) return 1;
+    const dim3 grid =
+        advec_grid<ADVEC_BLOCK_X, ADVEC_BLOCK_Y, ADVEC_BLOCK_Z, ADVEC_TILE_X, ADVEC_TILE_Y, ADVEC_TILE_Z>(p);
+    double median_ms;
+    if (!time_one_kernel(o, "advec", "advec_kernel", grid, dim3(ADVEC_BLOCK_X, ADVEC_BLOCK_Y, ADVEC_BLOCK_Z),
+                         [&] { return advec(p, d.view, dOut); }, median_ms))
+        return 1;
     // Cell updates per second: the work every configuration does alike.
-    double median_ms = summarize(ns).median / 1e6, cells = double(p.itot) * p.jtot * p.ktot;
+    double cells = double(p.itot) * p.jtot * p.ktot;
     printf("size=%dx%dx%d: median %.4f ms, %.1f G cells/s over %d launches\n", p.itot, p.jtot, p.ktot, median_ms,
            cells / (median_ms * 1e6), o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        const dim3 grid = advec_grid<ADVEC_BLOCK_X, ADVEC_BLOCK_Y, ADVEC_BLOCK_Z, ADVEC_TILE_X, ADVEC_TILE_Y,
-                                     ADVEC_TILE_Z>(p);
-        for (int it = 0; it < o.iters; ++it)
-            timing.add("advec_kernel", grid, dim3(ADVEC_BLOCK_X, ADVEC_BLOCK_Y, ADVEC_BLOCK_Z), it, ns[it]);
-        if (!timing.write(o.json, "advec")) return 1;
-    }
     cudaFree(d.data);
     cudaFree(dOut);
     cudaFree(dRef);

@@ -16,9 +16,9 @@
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
 #include "dedisp.cuh"
-#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -138,21 +138,15 @@ int main(int argc, char** argv) {
     printf("check: ok\n");
     if (o.check_only) return 0;
 
-    for (int it = 0; it < o.warmup; ++it)
-        if (dedisp(p, dIn, dDelay, dOut)) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, [&] { return dedisp(p, dIn, dDelay, dOut); }, ns)) return 1;
+    dim3 grid(CEIL_DIV(p.samples, DEDISP_BLOCK_X * DEDISP_TILE_X), CEIL_DIV(p.dms, DEDISP_BLOCK_Y * DEDISP_TILE_Y));
+    double median_ms;
+    if (!time_one_kernel(o, "dedisp", "dedisp_kernel", grid, dim3(DEDISP_BLOCK_X, DEDISP_BLOCK_Y),
+                         [&] { return dedisp(p, dIn, dDelay, dOut); }, median_ms))
+        return 1;
     // The bytes the sums read (each input byte once per output it feeds), not DRAM traffic.
-    double median_ms = summarize(ns).median / 1e6, bytes = double(p.samples) * p.dms * p.channels;
+    double bytes = double(p.samples) * p.dms * p.channels;
     printf("samples=%d dms=%d channels=%d: median %.4f ms, %.1f GB/s of input read over %d launches\n", p.samples,
            p.dms, p.channels, median_ms, bytes / (median_ms * 1e6), o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        dim3 grid(CEIL_DIV(p.samples, DEDISP_BLOCK_X * DEDISP_TILE_X), CEIL_DIV(p.dms, DEDISP_BLOCK_Y * DEDISP_TILE_Y));
-        for (int it = 0; it < o.iters; ++it)
-            timing.add("dedisp_kernel", grid, dim3(DEDISP_BLOCK_X, DEDISP_BLOCK_Y), it, ns[it]);
-        if (!timing.write(o.json, "dedisp")) return 1;
-    }
     cudaFree(dIn);
     cudaFree(dDelay);
     cudaFree(dOut);

@@ -13,10 +13,10 @@
 //
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
-#include "engine_timing.cuh"
 #include "expdist.cuh"
 #include "inputs.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -105,23 +105,16 @@ int main(int argc, char** argv) {
     }
     if (o.check_only) return 0;
 
-    auto launch = [&] { return expdist(p, a.view, b.view, dPartial, dFinished, dResult); };
-    for (int it = 0; it < o.warmup; ++it)
-        if (launch()) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, launch, ns)) return 1;
+    const dim3 grid = expdist_grid<EXPDIST_BLOCK_X, EXPDIST_BLOCK_Y, EXPDIST_TILE_X, EXPDIST_TILE_Y, EXPDIST_COLUMN,
+                                   EXPDIST_Y_BLOCKS>(p);
+    double median_ms;
+    if (!time_one_kernel(o, "expdist", "expdist_kernel", grid, dim3(EXPDIST_BLOCK_X, EXPDIST_BLOCK_Y),
+                         [&] { return expdist(p, a.view, b.view, dPartial, dFinished, dResult); }, median_ms))
+        return 1;
     // Pair terms per second: the work every configuration does alike.
-    double median_ms = summarize(ns).median / 1e6, pairs = double(p.m) * p.n;
+    double pairs = double(p.m) * p.n;
     printf("size=%dx%d: median %.4f ms, %.1f G pairs/s over %d launches\n", p.m, p.n, median_ms,
            pairs / (median_ms * 1e6), o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        const dim3 grid = expdist_grid<EXPDIST_BLOCK_X, EXPDIST_BLOCK_Y, EXPDIST_TILE_X, EXPDIST_TILE_Y,
-                                       EXPDIST_COLUMN, EXPDIST_Y_BLOCKS>(p);
-        for (int it = 0; it < o.iters; ++it)
-            timing.add("expdist_kernel", grid, dim3(EXPDIST_BLOCK_X, EXPDIST_BLOCK_Y), it, ns[it]);
-        if (!timing.write(o.json, "expdist")) return 1;
-    }
     cudaFree(a.data);
     cudaFree(b.data);
     cudaFree(dPartial);

@@ -13,10 +13,10 @@
 //
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
-#include "engine_timing.cuh"
 #include "hotspot.cuh"
 #include "inputs.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -136,21 +136,15 @@ int main(int argc, char** argv) {
     if (o.check_only) return 0;
 
     // The timed runs go on from where the check left the temperatures: the same work each run.
-    for (int it = 0; it < o.warmup; ++it)
-        if (hotspot(p, c, dPower, dA, dB)) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, [&] { return hotspot(p, c, dPower, dA, dB); }, ns)) return 1;
+    dim3 grid(CEIL_DIV(p.width, HOTSPOT_BLOCK_X * HOTSPOT_TILE_X), CEIL_DIV(p.height, HOTSPOT_BLOCK_Y * HOTSPOT_TILE_Y));
+    double median_ms;
+    if (!time_one_kernel(o, "hotspot", "hotspot_kernel", grid, dim3(HOTSPOT_BLOCK_X, HOTSPOT_BLOCK_Y),
+                         [&] { return hotspot(p, c, dPower, dA, dB); }, median_ms))
+        return 1;
     // Cell updates per second: the work every configuration does alike (halos not counted).
-    double median_ms = summarize(ns).median / 1e6, updates = double(n) * HOTSPOT_STEPS;
+    double updates = double(n) * HOTSPOT_STEPS;
     printf("size=%dx%d steps=%d: median %.4f ms, %.1f G cell-steps/s over %d runs\n", p.width, p.height, HOTSPOT_STEPS,
            median_ms, updates / (median_ms * 1e6), o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        dim3 grid(CEIL_DIV(p.width, HOTSPOT_BLOCK_X * HOTSPOT_TILE_X), CEIL_DIV(p.height, HOTSPOT_BLOCK_Y * HOTSPOT_TILE_Y));
-        for (int it = 0; it < o.iters; ++it)
-            timing.add("hotspot_kernel", grid, dim3(HOTSPOT_BLOCK_X, HOTSPOT_BLOCK_Y), it, ns[it]);
-        if (!timing.write(o.json, "hotspot")) return 1;
-    }
     cudaFree(dPower);
     cudaFree(dA);
     cudaFree(dB);

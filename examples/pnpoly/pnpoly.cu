@@ -13,10 +13,10 @@
 //
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
-#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "pnpoly.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -118,20 +118,14 @@ int main(int argc, char** argv) {
     }
     if (o.check_only) return 0;
 
-    for (int it = 0; it < o.warmup; ++it)
-        if (pnpoly(poly, p, dPoints, dOut)) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, [&] { return pnpoly(poly, p, dPoints, dOut); }, ns)) return 1;
+    double median_ms;
+    if (!time_one_kernel(o, "pnpoly", "pnpoly_kernel", dim3(CEIL_DIV(p.points, PNPOLY_BLOCK_X * PNPOLY_TILE)),
+                         dim3(PNPOLY_BLOCK_X), [&] { return pnpoly(poly, p, dPoints, dOut); }, median_ms))
+        return 1;
     // Point-edge tests per second: the work every configuration does alike.
-    double median_ms = summarize(ns).median / 1e6, tests = double(p.points) * PNPOLY_VERTICES;
+    double tests = double(p.points) * PNPOLY_VERTICES;
     printf("points=%d vertices=%d: median %.4f ms, %.1f G point-edge tests/s over %d launches\n", p.points,
            PNPOLY_VERTICES, median_ms, tests / (median_ms * 1e6), o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        dim3 grid(CEIL_DIV(p.points, PNPOLY_BLOCK_X * PNPOLY_TILE));
-        for (int it = 0; it < o.iters; ++it) timing.add("pnpoly_kernel", grid, dim3(PNPOLY_BLOCK_X), it, ns[it]);
-        if (!timing.write(o.json, "pnpoly")) return 1;
-    }
     cudaFree(dPoints);
     cudaFree(dOut);
     cudaFree(dRef);

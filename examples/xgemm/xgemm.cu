@@ -13,9 +13,9 @@
 //
 // The check runs first, every time, at the timed size: a sweep's
 // `verify: profile` needs no separate check run (exit 1 before any timing).
-#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "run_options.cuh"
+#include "timed_run.cuh"
 #include "xgemm.cuh"
 
 #include <algorithm>
@@ -108,19 +108,13 @@ int main(int argc, char** argv) {
     printf("check: ok\n");
     if (o.check_only) return 0;
 
-    for (int it = 0; it < o.warmup; ++it)
-        if (xgemm(S, S, S, dA, dB, dC)) return 1;
-    std::vector<double> ns;
-    if (!time_each_iteration(o.iters, o.nvtx, [&] { return xgemm(S, S, S, dA, dB, dC); }, ns)) return 1;
-    double median_ms = summarize(ns).median / 1e6, s = S;
+    double median_ms;
+    if (!time_one_kernel(o, "xgemm", "xgemm_kernel", dim3(S / XGEMM_MWG, S / XGEMM_NWG), dim3(XGEMM_THREADS),
+                         [&] { return xgemm(S, S, S, dA, dB, dC); }, median_ms))
+        return 1;
+    double s = S;
     printf("M=N=K=%d: median %.4f ms, %.0f GFLOP/s over %d launches\n", S, median_ms, 2 * s * s * s / (median_ms * 1e6),
            o.iters);
-    if (!o.json.empty()) {
-        EngineTiming timing(o.iters, o.warmup);
-        for (int it = 0; it < o.iters; ++it)
-            timing.add("xgemm_kernel", dim3(S / XGEMM_MWG, S / XGEMM_NWG), dim3(XGEMM_THREADS), it, ns[it]);
-        if (!timing.write(o.json, "xgemm")) return 1;
-    }
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dC);
