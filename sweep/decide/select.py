@@ -44,6 +44,7 @@ regret there. The per-job tables and the evidence are sweep.decide.candidates'.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -77,10 +78,22 @@ def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], ba
     """A group's pick with its evidence (see the module docstring); over several workloads, the
     overall pick by the weighted objective with each workload's own (sweep.decide.objective)."""
     if space.workloads:
-        return objective.choose(space, measurements, macros, baseline_ns, certification)
-    return decide(group_times(space, measurements, macros), macros,
-                  lambda pick: shape_bests(group_rows(space, measurements, macros), macros, pick),
-                  baseline_ns, certification)
+        c = objective.choose(space, measurements, macros, baseline_ns, certification)
+    else:
+        c = decide(group_times(space, measurements, macros), macros,
+                   lambda pick: shape_bests(group_rows(space, measurements, macros), macros, pick),
+                   baseline_ns, certification)
+    return marked_default(space, c) if c is not None else None
+
+
+def marked_default(space: Space, c: Choice) -> Choice:
+    """A pick that is the space's declared defaults is the default configuration's own launch sizes
+    (the baseline job renders no macros; the race takes those defaults for it too): its speed-up
+    against the default is 1 by identity, not the ratio of two jobs' times, which is only noise."""
+    defaults = {m: space.parameter(m).default for m in c.macros}
+    if any(v is None for v in defaults.values()) or defaults != {m: c.values.get(m) for m in c.macros}:
+        return c
+    return replace(c, is_default=True, speedup_vs_default=1.0 if c.speedup_vs_default is not None else None)
 
 
 def same_gpu(measurements: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -196,7 +209,8 @@ def summary_lines(best: Best) -> list[str]:
         if c.runner_up is not None and c.margin is not None:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
             ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
-        sp = f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
+        sp = "  the default" if c.is_default else \
+            f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
         lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
                      f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")
         lines.extend("  " + workload_line(w) for w in c.workloads)

@@ -69,6 +69,9 @@ class Choice:
     nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
     workloads: tuple[WorkloadPick, ...] = ()   # per workload: its own pick, the overall pick's regret there
     not_raced: str = ""               # why no certification race ran for it (sweep.decide.certify.unraced)
+    # the pick is the space's declared defaults, the default configuration's own launch sizes: its
+    # speed-up is 1 by identity (the ratio of the two jobs' times would be their run-to-run noise)
+    is_default: bool = False
 
     @property
     def certified(self) -> bool:

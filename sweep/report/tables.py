@@ -300,7 +300,8 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
             "ns": fmt_ns(ch["best"]["ns"]), "std": fmt_ns(ch["best"]["std_ns"]),
             "runner_up": fmt_values(ru["values"]) if ru else "—", "runner_up_time": fmt_ns(ru["ns"]) if ru else "—",
             "margin": fmt_pct(ch.get("margin")), "beyond_noise": beyond, "default": fmt_ns(ch.get("default_ns")),
-            "speedup": fmt_ratio(ch.get("speedup_vs_default")), "note": ch.get("note", ""),
+            "speedup": "the default" if ch.get("is_default") else fmt_ratio(ch.get("speedup_vs_default")),
+            "note": ch.get("note", ""),
         })
     return rows
 

@@ -87,6 +87,24 @@ def test_parameters_whose_kernels_never_ran_keep_their_default_and_are_named(one
     assert best.unmeasured == ("P",) and "no launch of k" in best.notes[0]
 
 
+def test_a_pick_that_is_the_declared_default_reads_as_the_default_not_as_a_ratio_of_two_jobs(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\ntarget: {name: t, dir: %s, profile: [x]}\n"
+                    "parameters:\n  P: {tag: P, values: [1, 2, 3], default: 2, kernels: [k]}\n" % (tmp_path,))
+    (tmp_path / "Makefile").write_text("all:\n")
+    space = target.load(path)
+    baseline = {"tag": "baseline", "role": "baseline", "status": "ok", "kernel": "k", "total_median_ns": 980.0,
+                "total_std_ns": 5.0}   # the default's own job, a little faster than the sweep's run of P=2: noise
+    m = pd.concat([frame([("a", 1, 1100.0, 5.0), ("b", 2, 1000.0, 5.0)]), pd.DataFrame([baseline])])
+    best = select.select(space, m)
+    (c,) = best.choices
+    assert c.values == {"P": 2} and c.is_default and c.speedup_vs_default == 1.0 and c.default_ns == 980.0
+    assert "the default" in select.summary_lines(best)[0] and "x vs default" not in select.summary_lines(best)[0]
+    m.loc[m["tag"] == "a", "total_median_ns"] = 900.0
+    (c,) = select.select(space, m).choices
+    assert c.values == {"P": 1} and not c.is_default and c.speedup_vs_default == pytest.approx(980.0 / 900.0)
+
+
 def _raced_choice(rounds: int, status: str = "tie"):
     from sweep.records.evidence import Certification
     from sweep.records import Candidate, Choice

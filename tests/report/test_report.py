@@ -108,7 +108,9 @@ def test_best_table_shows_every_chosen_value_runner_up_and_speedup(case: Path, t
             assert f"{macro}={value}" in table
         if ch["runner_up"]:
             assert html.escape(report.fmt_pct(ch["margin"])) in table
-        if ch["speedup_vs_default"]:
+        if ch.get("is_default"):      # the default's own launch sizes: no ratio of two jobs' noise
+            assert "the default" in table
+        elif ch["speedup_vs_default"]:
             assert report.fmt_ratio(ch["speedup_vs_default"]) in table
     for macro, value in PINNED.get(case.name, {}).get("picks", {}).items():
         assert f"{macro}={value}" in table
