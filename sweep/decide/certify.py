@@ -154,11 +154,6 @@ def wants_combined(space: Space, p: RacePlan | None) -> bool:
             and (not p.lockstep or len(p.tags()) * max(1, len(p.weights)) > space.certify.processes))
 
 
-def _defaults(space: Space, macros: tuple[str, ...]) -> dict[str, int] | None:
-    d = {m: space.parameter(m).default for m in macros}
-    return d if all(v is not None for v in d.values()) else None
-
-
 def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | None:
     """The baseline job as a group's default entrant, when it was measured."""
     rows = group_rows(space, c.measurements, macros, role="baseline")
@@ -169,7 +164,7 @@ def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | 
 
 def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:
     """A group's race, or None when it has fewer than two entrants."""
-    defaults = _defaults(space, choice.macros)
+    defaults = space.declared_defaults(choice.macros)
     entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults)
                 for x in choice.candidates]
     medians = {x.tag: x.ns for x in choice.candidates}
@@ -296,7 +291,7 @@ def run_entrants(space: Space, sw: Sweep, ranks: list[tuple[str, dict[str, int]]
 def needs_baseline(space: Space, best: Best) -> bool:
     """Some group's default values are not among its measured candidates (the baseline job stands in)."""
     for ch in best.choices:
-        d = _defaults(space, ch.macros)
+        d = space.declared_defaults(ch.macros)
         if d is not None and len(ch.candidates) > 1 and not any(x.values == d for x in ch.candidates):
             return True
     return False

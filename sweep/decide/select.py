@@ -90,8 +90,8 @@ def marked_default(space: Space, c: Choice) -> Choice:
     """A pick that is the space's declared defaults is the default configuration's own launch sizes
     (the baseline job renders no macros; the race takes those defaults for it too): its speed-up
     against the default is 1 by identity, not the ratio of two jobs' times, which is only noise."""
-    defaults = {m: space.parameter(m).default for m in c.macros}
-    if any(v is None for v in defaults.values()) or defaults != {m: c.values.get(m) for m in c.macros}:
+    defaults = space.declared_defaults(c.macros)
+    if defaults is None or defaults != {m: c.values.get(m) for m in c.macros}:
         return c
     return replace(c, is_default=True, speedup_vs_default=1.0 if c.speedup_vs_default is not None else None)
 

@@ -206,10 +206,9 @@ def _defaults(space: Space | None, macros: tuple[str, ...]) -> dict[str, int] | 
     if space is None:
         return None
     try:
-        d = {m: space.parameter(m).default for m in macros}
-    except KeyError:
+        return space.declared_defaults(macros)
+    except KeyError:     # a recorded sweep's macro the space file no longer has
         return None
-    return d if all(v is not None for v in d.values()) else None
 
 
 # The "beyond noise" column: evidence.verdict_words, in a cell's words.

@@ -344,6 +344,12 @@ class Space:
                 return p
         raise KeyError(macro)
 
+    def declared_defaults(self, macros: Iterable[str]) -> dict[str, int] | None:
+        """These parameters' declared defaults by macro (the launch sizes of the baseline job, which
+        renders no macros); None when one of them declares none."""
+        d = {m: self.parameter(m).default for m in macros}
+        return d if all(v is not None for v in d.values()) else None
+
     @property
     def swept(self) -> tuple[Parameter, ...]:
         """The parameters a strategy chooses values for (derived ones follow)."""
