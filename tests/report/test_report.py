@@ -116,6 +116,19 @@ def test_best_table_shows_every_chosen_value_runner_up_and_speedup(case: Path, t
         assert f"{macro}={value}" in table
 
 
+def test_a_pick_that_is_the_default_reads_the_default_in_the_best_table_and_the_others_a_ratio(tmp_path: Path) -> None:
+    d = copy_case(DATA / "h100_sweep" / "seed", tmp_path)
+    reselect(d)                        # the recorded best.json predates is_default
+    choices = json.loads((d / "best.json").read_text())["choices"]
+    assert {ch["kernels"][0] for ch in choices if ch["is_default"]} >= {"residual_kernel"}   # 128, the engine's own
+    rows = section(report.write_report(d).read_text(), "best-table").split("<tr>")[2:]
+    for ch in choices:
+        (row,) = [r for r in rows if ch["kernels"][0] in r]
+        assert ("the default" in row) == ch["is_default"]
+        if not ch["is_default"] and ch["speedup_vs_default"]:
+            assert report.fmt_ratio(ch["speedup_vs_default"]) in row
+
+
 def test_toy_best_table_pins_alpha_128_and_beta_64x4_beyond_noise(toy: Path) -> None:
     table = re.sub(r"\s+", " ", section(report.write_report(toy).read_text(), "best-table"))   # values may wrap
     rows = table.split("<tr>")[2:]
