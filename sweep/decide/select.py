@@ -33,7 +33,8 @@ could decide anything (Certification.decisive_from): then it said nothing, and
 the sweep's own pick and evidence stand. Groups whose kernels run at several launch shapes get
 each shape's best value and the pick's regret there (sweep.decide.shapes). With a
 baseline job (the target's own defaults) each pick also gets its speed-up over
-the default launch sizes.
+the default launch sizes; without one, over the sweep's own measurement of the
+declared defaults where it has one (the learning strategy proposes them first).
 
 A space with workloads is picked per workload and overall (sweep.decide.objective):
 the overall pick, its candidates, evidence, speed-up and the confirmation are on
@@ -83,7 +84,19 @@ def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], ba
         c = decide(group_times(space, measurements, macros), macros,
                    lambda pick: shape_bests(group_rows(space, measurements, macros), macros, pick),
                    baseline_ns, certification)
-    return marked_default(space, c) if c is not None else None
+    return marked_default(space, measured_default(space, c)) if c is not None else None
+
+
+def measured_default(space: Space, c: Choice) -> Choice:
+    """With no baseline job measured, the speed-up over the sweep's own candidate of the declared
+    defaults (the same configuration, measured as every other candidate was), where there is one."""
+    defaults = space.declared_defaults(c.macros)
+    if c.default_ns is not None or defaults is None:
+        return c
+    same = [x for x in c.candidates if x.values == defaults and x.ns > 0]
+    if not same or c.best.ns <= 0:
+        return c
+    return replace(c, default_ns=same[0].ns, speedup_vs_default=same[0].ns / c.best.ns)
 
 
 def marked_default(space: Space, c: Choice) -> Choice:

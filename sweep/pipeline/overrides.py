@@ -14,6 +14,9 @@ from sweep.space import Space
 from sweep.space.sections import show, sweep_name_problem
 
 
+BOOLEAN = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
 def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
     """The space's strategy with options from the command line (`--budget 50`, `--strategy-option
     whole=20`), each checked against what the strategy declares."""
@@ -24,10 +27,12 @@ def strategy_option_values(space: Space, given: dict[str, str]) -> Any:
         if key not in declared:
             raise SweepError(f"--strategy-option {key}: strategy {spec.name!r} takes "
                              f"{', '.join(declared) or 'no options'}")
+        kind = declared[key].type
         try:
-            value: Any = int(text) if declared[key].type is int else text
-        except ValueError:
-            raise SweepError(f"--strategy-option {key}={text}: must be a whole number ({declared[key].doc})") from None
+            value: Any = int(text) if kind is int else BOOLEAN[text.lower()] if kind is bool else text
+        except (ValueError, KeyError):
+            what = "a whole number" if kind is int else "true or false"
+            raise SweepError(f"--strategy-option {key}={text}: must be {what} ({declared[key].doc})") from None
         values[key] = declared[key].check(value, f"--strategy-option {key}")
     return dataclasses.replace(space.strategy, options=tuple(sorted(values.items())))
 

@@ -27,7 +27,7 @@ class Option:
     """An option a strategy takes: its key in the space file, type, default and what it does."""
 
     name: str
-    type: type                 # int, str (a path: start_from) or list
+    type: type                 # int, bool, str (a path: start_from) or list
     default: Any
     doc: str
     lo: int = 0                # bounds of an int option
@@ -38,7 +38,8 @@ class Option:
         if self.type is int:
             return integer(value, where, self.lo, self.hi)
         if not isinstance(value, self.type):
-            raise SweepError(f"{where}: {show(value)} must be a {self.type.__name__} ({self.name}: {self.doc})")
+            what = "true or false" if self.type is bool else f"a {self.type.__name__}"
+            raise SweepError(f"{where}: {show(value)} must be {what} ({self.name}: {self.doc})")
         return value
 
 
@@ -74,6 +75,21 @@ class StrategySpec:
 IN_FLIGHT = Option("in_flight", int, 0, "proposals awaiting their results at most (0: a tenth of the budget, at "
                    "least 4): more keep more GPUs and builds busy, fewer let each proposal learn from more results",
                    lo=0, hi=100_000)
+
+
+DEFAULTS_FIRST = Option("defaults_first", bool, True,
+                        "propose the declared defaults first, where every swept parameter declares one and they are "
+                        "legal: the sweep measures the launch sizes the target has, so its pick is never slower than "
+                        "them as measured")
+
+
+def declared_default_point(space: Space) -> dict[str, int] | None:
+    """The swept parameters' declared defaults as a point, when every one declares a default among
+    its values and the point is legal; else None (the baseline job still runs the target's own)."""
+    d = space.declared_defaults(p.macro for p in space.swept)
+    if d is None or any(d[p.macro] not in p.values for p in space.swept):
+        return None
+    return d if check(space, make_config(space, d)) is None else None
 
 
 def default_in_flight(budget: int) -> int:

@@ -10,7 +10,10 @@ learning  a surrogate model of each configuration's time learns from every resul
           time; under replay, what they cost when they were recorded). With
           `start_from` (a recording of the space: another GPU's sweep or brute force),
           its fastest legal configurations are the first proposals, in place of the
-          space-filling start: bench/STRATEGIES.md measures what that saves.
+          space-filling start: bench/STRATEGIES.md measures what that saves. Where every
+          swept parameter declares a default and that point is legal, it is the first
+          proposal (`defaults_first`): the sweep then always measures the launch sizes the
+          user has, so a budget spent elsewhere can never pick slower than them.
 auto      sweeps a space of at most `whole` legal points whole (grid), and uses
           learning on a larger one; the first line says which and why.
 
@@ -27,8 +30,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sweep.plan.base import GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
-    constant_rules_break, default_in_flight, group_combinations, group_size
+from sweep.plan.base import DEFAULTS_FIRST, GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
+    constant_rules_break, declared_default_point, default_in_flight, group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
@@ -147,15 +150,17 @@ class LearnedSearch(Search):
         dims = [Dim(p.macro, tuple(p.values), "choice" if p.kind == "choice" else "ordinal") for p in space.swept]
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
+        default = declared_default_point(space) if o.get("defaults_first", True) else None
         self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
-                                    patience=o.get("patience", PATIENCE), start=start,
+                                    patience=o.get("patience", PATIENCE), start=([default] if default else []) + list(start),
                                     sample_legal=legal_sampler(space) if points is None else None)
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
         self.note = (f"learning: {size}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
                      + f", {self.in_flight} awaiting results at most (seed {o['seed']})"
-                     + (f"; first the {len(self.model.start_keys)} fastest configurations recorded in "
-                        f"{Path(o['start_from']).name}" if start else ""))
+                     + ("; first the declared defaults" if default else "")
+                     + (f"; {'then' if default else 'first'} the {len(self.model.start_keys) - bool(default)} fastest "
+                        f"configurations recorded in {Path(o['start_from']).name}" if start else ""))
 
     def ask(self, n: int) -> list[Config]:
         if self.stopped:
@@ -225,7 +230,7 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
                 f"(the learning strategy pays on larger spaces)")
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
     search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience",
-                                                     "start_from")}, points, start)
+                                                     "defaults_first", "start_from")}, points, start)
     size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
@@ -240,6 +245,7 @@ _BUDGETS = (
     Option("patience", int, PATIENCE, f"stop once the best time gained no more than {PATIENCE_GAIN:.1%} in this many "
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
     IN_FLIGHT,
+    DEFAULTS_FIRST,
     Option("start_from", str, "", "a recording of this space (a Kernel Tuner cache, T4 results, or an earlier sweep's "
                                   "results/<name>/, e.g. on another GPU): its fastest legal configurations are the first "
                                   "proposals (a path relative to the space file's folder)"),

@@ -7,7 +7,9 @@ The driver asks for a batch (as many as it can run at once, but at most
 learning strategy), runs it and tells each result's objective: the summed time
 of the kernels the space governs. A failed config is told as failed. Uncapped, a
 sweep on a 16-core H200 asked 36 proposals before its first result (xgemm,
-bench/STRATEGIES.md), so a third of a 100-trial budget learned nothing.
+bench/STRATEGIES.md), so a third of a 100-trial budget learned nothing. Where the
+space declares legal defaults, they are the first trial (`defaults_first`), as for
+the learning strategy.
 
 The space's constraints are handed to the sampler as Optuna constraints: each
 trial's value for constraint i is 1 when the trial breaks it, else 0. TPE then
@@ -27,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.space import Config, Space, check, first_broken, make_config
-from sweep.plan.base import IN_FLIGHT, Option, Search, Skipped, StrategySpec, default_in_flight
+from sweep.plan.base import DEFAULTS_FIRST, IN_FLIGHT, Option, Search, Skipped, StrategySpec, declared_default_point, \
+    default_in_flight
 
 
 def per_trial_constraints(optuna: Any) -> bool:
@@ -46,6 +49,10 @@ class TPESearch(Search):
         extra = {} if self.per_trial or not space.constraints else {"constraints_func": self._constraints_func}
         self.study = optuna.create_study(direction="minimize",
                                          sampler=optuna.samplers.TPESampler(seed=o["seed"], **extra))
+        default = declared_default_point(space) if o["defaults_first"] else None
+        if default is not None:
+            self.study.enqueue_trial(default)
+        self.note = f"optuna: up to {o['samples']} trials" + ("; first the declared defaults" if default is not None else "")
         self.budget = o["samples"]
         self.in_flight = o["in_flight"] or default_in_flight(self.budget)
         self.asked = 0
@@ -110,6 +117,7 @@ SPEC = StrategySpec(
         Option("samples", int, 20, "how many distinct configs to measure (trials)", lo=1, hi=1_000_000),
         Option("seed", int, 0, "seeds the sampler: the same seed and results ask for the same configs"),
         IN_FLIGHT,
+        DEFAULTS_FIRST,
     ),
     search=TPESearch,
 )

@@ -127,18 +127,23 @@ def test_a_warm_start_from_another_recording_runs_beside_the_cold_one_and_starts
     names = [line.split()[0] for line in out.splitlines() if line.split()[:1] and line.split()[0].startswith(
         ("learning", "random"))]
     assert names == ["learning", "learning+start", "random"]          # random takes no warm start: run cold only
-    assert "+start: the same strategy, its first proposals the fastest legal configurations recorded in " \
-           "convolution_A4000.json.gz" in out
+    assert "+start: the same strategy, its first proposals after the declared defaults the fastest legal " \
+           "configurations recorded in convolution_A4000.json.gz" in out
     runs = json.loads((tmp_path / "runs.json").read_text())["runs"]
     warm = [r for r in runs if r["strategy"] == "learning+start"]
-    # A4000's fastest configuration, answered from the W6600 recording: each warm run's first result
+    # the T1 file's declared defaults first, in every run; then, warm, A4000's fastest configuration,
+    # answered from the W6600 recording
+    w6600 = {tuple(e.params[n] for n in MACROS): e for e in recording.load(W6600).entries}
+    declared = target.load(BENCH / "convolution_milo.T1.json").declared_defaults(n.upper() for n in MACROS)
+    default = w6600[tuple(declared[n.upper()] for n in MACROS)].measurements[0].total_median_ns
     a4000_best = min((e for e in recording.load(A4000).entries if e.status == Status.OK),
                      key=lambda e: e.measurements[0].total_median_ns)
-    w6600 = {tuple(e.params[n] for n in MACROS): e for e in recording.load(W6600).entries}
-    first = w6600[tuple(a4000_best.params[n] for n in MACROS)].measurements[0].total_median_ns
-    assert len(warm) == 2 and all(r["objective_ns"][0] == pytest.approx(first) for r in warm)
+    second = w6600[tuple(a4000_best.params[n] for n in MACROS)].measurements[0].total_median_ns
+    assert default != pytest.approx(second)
+    assert all(r["objective_ns"][0] == pytest.approx(default) for r in runs if r["strategy"].startswith("learning"))
+    assert len(warm) == 2 and all(r["objective_ns"][1] == pytest.approx(second) for r in warm)
     cold = [r for r in runs if r["strategy"] == "learning"]
-    assert all(r["objective_ns"][0] != pytest.approx(first) for r in cold)
+    assert all(r["objective_ns"][1] != pytest.approx(second) for r in cold)
 
 
 def test_a_start_from_no_strategy_can_take_is_refused_in_one_line(tmp_path, capsys):

@@ -238,10 +238,46 @@ def test_a_learning_sweep_started_from_another_gpus_recording_measures_its_faste
     space = t1_space(tmp_path)
     assert run(tmp_path, space, "--strategy", "learning", "--budget", "10", "--start-from", str(OTHER_GPU)) == 0
     err = capsys.readouterr().err
-    assert "first the 10 fastest configurations recorded in convolution_W6600.json.gz" in err
-    want = [{k: p[k] for k in GRID_MACROS} for p in fastest_legal(space, OTHER_GPU, 10)]
+    assert "first the declared defaults; then the 9 fastest configurations recorded in convolution_W6600.json.gz" in err
+    defaults = {p.macro: p.default for p in target.load(space).swept if p.macro in GRID_MACROS}
+    recorded_first = [{m: p[m] for m in GRID_MACROS} for p in fastest_legal(space, OTHER_GPU, 9)]
+    assert defaults not in recorded_first     # else the tenth would come from the space-filling start
+    want = [defaults] + recorded_first
     got = macros_measured(tmp_path)
     assert sorted(map(sorted, (p.items() for p in got))) == sorted(map(sorted, (p.items() for p in want)))
+
+
+def test_a_learning_sweep_measures_the_declared_defaults_first_so_its_pick_is_never_slower_than_them(tmp_path,
+                                                                                                   capsys):
+    space = t1_space(tmp_path)
+    defaults = {p.macro: p.default for p in target.load(space).swept}
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "1") == 0
+    assert "; first the declared defaults" in capsys.readouterr().err
+    assert macros_measured(tmp_path) == [{m: defaults[m] for m in GRID_MACROS}]
+    best = json.loads((tmp_path / "results" / "conv" / "best.json").read_text())["choices"][0]
+    assert best["values"] == {m: defaults[m] for m in best["values"]} and best["speedup_vs_default"] == 1.0
+
+
+def test_a_pick_without_a_baseline_job_gets_its_speed_up_over_the_sweeps_own_measurement_of_the_defaults(tmp_path):
+    space = t1_space(tmp_path)
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "12") == 0
+    best = json.loads((tmp_path / "results" / "conv" / "best.json").read_text())["choices"][0]
+    declared = {p.macro: p.default for p in target.load(space).swept}
+    defaults = {m: declared[m] for m in best["values"]}
+    default = [c for c in best["candidates"] if c["values"] == defaults]
+    assert len(default) == 1 and best["values"] != defaults     # the defaults are not this extract's fastest
+    assert best["default_ns"] == default[0]["ns"]
+    assert best["speedup_vs_default"] == pytest.approx(default[0]["ns"] / best["best"]["ns"])
+    assert best["speedup_vs_default"] > 1
+
+
+def test_defaults_first_off_leaves_the_start_to_the_space_filling_design(tmp_path, capsys):
+    space = t1_space(tmp_path)
+    defaults = {p.macro: p.default for p in target.load(space).swept if p.macro in GRID_MACROS}
+    assert run(tmp_path, space, "--strategy", "learning", "--budget", "8", "--strategy-option", "defaults_first=0",
+               "--strategy-option", "seed=1") == 0
+    assert "declared defaults" not in capsys.readouterr().err
+    assert defaults not in macros_measured(tmp_path)
 
 
 def test_a_warm_started_sweep_resumes_with_the_proposals_it_would_have_made(tmp_path):
@@ -285,7 +321,8 @@ def test_a_start_from_in_the_space_file_is_read_from_the_files_folder():
 def test_validate_says_where_a_warm_start_comes_from(tmp_path, capsys):
     space = t1_space(tmp_path)
     assert cli.main(["validate", str(space), "--strategy", "learning", "--start-from", str(OTHER_GPU)]) == 0
-    assert "first the 10 fastest configurations recorded in convolution_W6600.json.gz" in capsys.readouterr().out
+    assert ("first the declared defaults; then the 9 fastest configurations recorded in convolution_W6600.json.gz"
+            in capsys.readouterr().out)
 
 
 def test_a_parameter_declared_a_choice_reaches_the_model_as_one_and_a_size_from_0_as_ordered(tmp_path):

@@ -485,6 +485,31 @@ def test_tpe_finds_the_minimum_of_a_known_function_within_twelve_trials(tmp_path
     assert again == asked                                              # deterministic by seed
 
 
+def test_tpe_asks_for_the_declared_defaults_first_unless_told_not_to(tmp_path, optuna):
+    text = TPE.format(samples=6, seed=0).replace("B: {values: {pow2: [1, 32768]}}",
+                                                 "B: {values: {pow2: [1, 32768]}, default: 2048}")
+    search = start(load_text(tmp_path, text))
+    assert search.note == "optuna: up to 6 trials; first the declared defaults"
+    assert search.ask(1)[0]["B"] == 2048
+    off = text.replace("strategy: optuna\n    samples: 6\n    seed: 0\n",
+                       "strategy: {name: optuna, samples: 6, seed: 0, defaults_first: false}\n")
+    undeclared = [c["B"] for c in _run_tpe(start(load_text(tmp_path, TPE.format(samples=6, seed=0), "none.yaml")), 1)]
+    assert undeclared[0] != 2048
+    assert [c["B"] for c in _run_tpe(start(load_text(tmp_path, off, "off.yaml")), 1)] == undeclared
+
+
+def test_the_declared_default_point_needs_every_swept_default_among_its_values_and_legal(tmp_path):
+    from sweep.plan.base import declared_default_point
+
+    def point(params: str):
+        return declared_default_point(load_text(tmp_path, "strategy: learning\nparameters:\n" + params
+                                                + "constraints:\n  - {expr: A != 4, why: four is broken}\n"))
+    assert point("  A: {values: [1, 2, 4], default: 2}\n  B: {values: [8, 16], default: 16}\n") == {"A": 2, "B": 16}
+    assert point("  A: {values: [1, 2, 4], default: 2}\n  B: {values: [8, 16]}\n") is None       # B declares none
+    assert point("  A: {values: [1, 2, 4], default: 3}\n  B: {values: [8, 16], default: 8}\n") is None   # 3 not a value
+    assert point("  A: {values: [1, 2, 4], default: 4}\n  B: {values: [8, 16], default: 8}\n") is None   # illegal
+
+
 def test_the_grid_plan_by_tables_equals_checking_every_point_on_random_spaces(tmp_path):
     import random
 

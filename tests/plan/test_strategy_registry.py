@@ -53,8 +53,8 @@ def test_every_strategy_declares_a_doc_one_entry_point_and_documented_options():
         assert spec.doc
         assert (spec.plan is None) != (spec.search is None)
         for o in spec.options:
-            assert o.name and o.doc and o.type in (int, str, list)
-            assert o.check(o.default, "here") == o.default if o.type in (int, str) else isinstance(o.default, tuple)
+            assert o.name and o.doc and o.type in (int, bool, str, list)
+            assert o.check(o.default, "here") == o.default if o.type in (int, bool, str) else isinstance(o.default, tuple)
     assert REGISTRY["optuna"].search is optuna_tpe.TPESearch and REGISTRY["optuna"].plan is None
     assert {o.name for o in REGISTRY["grid"].options} == set()
     assert {o.name for o in REGISTRY["random"].options} == {"samples", "seed"}
@@ -71,8 +71,9 @@ def test_options_not_given_read_as_the_strategys_declared_defaults(tmp_path):
     s = load_text(tmp_path, ONE + "strategy: optuna\n")
     assert s.strategy.options == ()
     assert s.strategy.samples == 20 and s.strategy.seed == 0
-    assert REGISTRY["optuna"].values(s.strategy) == {"samples": 20, "seed": 0, "in_flight": 0}
-    with pytest.raises(AttributeError, match="strategy 'optuna' has no option 'rows'; it takes: samples, seed, in_flight"):
+    assert REGISTRY["optuna"].values(s.strategy) == {"samples": 20, "seed": 0, "in_flight": 0, "defaults_first": True}
+    with pytest.raises(AttributeError, match="strategy 'optuna' has no option 'rows'; it takes: samples, seed, in_flight, "
+                                             "defaults_first"):
         s.strategy.rows
 
 
