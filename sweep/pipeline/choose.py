@@ -41,7 +41,7 @@ from sweep import plan as strategies
 from sweep.core import atomic
 from sweep.core.errors import SweepError
 from sweep.dispatch import replay
-from sweep.plan.base import Ticker, declared_default_point
+from sweep.plan.base import Ticker, defaults_to_propose
 from sweep.plan.learned import legal_points
 from sweep.pipeline import recorded
 from sweep.pipeline.recorded import Answer, answerer, legal_recorded
@@ -340,7 +340,9 @@ def run(space_path: Path, recording: Path, names: Sequence[str] = DEFAULT_STRATE
     ref, runs = compare(space, recording, names, seeds, budgets, parallel, jobs, start_from, each_budget)
     shown = lines(space, recording, ref, runs, budgets)
     if start_from is not None:
-        after = " after the declared defaults" if declared_default_point(space) is not None else ""
+        warm = [n for n in names if strategies.REGISTRY[n].takes("start_from")]
+        first = any(defaults_to_propose(strategy_space(space, n, 0, 1)) is not None for n in warm)
+        after = " after the declared defaults" if first else ""
         shown.insert(-1, f"+start: the same strategy, its first proposals{after} the fastest legal configurations "
                          f"recorded in {Path(start_from).name} (--start-from; run's --start-from does the same)")
     if out is not None:

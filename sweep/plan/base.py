@@ -92,6 +92,13 @@ def declared_default_point(space: Space) -> dict[str, int] | None:
     return d if check(space, make_config(space, d)) is None else None
 
 
+def defaults_to_propose(space: Space, options: dict[str, Any] | None = None) -> dict[str, int] | None:
+    """The point a strategy declaring DEFAULTS_FIRST proposes first: declared_default_point, unless
+    its options (`options`, else the space's strategy's) say `defaults_first: false`."""
+    given = options if options is not None else dict(space.strategy.options)
+    return declared_default_point(space) if given.get("defaults_first", True) else None
+
+
 def default_in_flight(budget: int) -> int:
     """A tenth of the budget, at least 4. A two-GPU machine asked for 72 configurations at once, so
     a 100-evaluation sweep proposed 72 of them before its first result: it ended at 1.11x the

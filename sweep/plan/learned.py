@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sweep.plan.base import DEFAULTS_FIRST, GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
-    constant_rules_break, declared_default_point, default_in_flight, group_combinations, group_size
+    constant_rules_break, default_in_flight, defaults_to_propose, group_combinations, group_size
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
@@ -150,7 +150,7 @@ class LearnedSearch(Search):
         dims = [Dim(p.macro, tuple(p.values), "choice" if p.kind == "choice" else "ordinal") for p in space.swept]
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
-        default = declared_default_point(space) if o.get("defaults_first", True) else None
+        default = defaults_to_propose(space, o)
         self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
                                     patience=o.get("patience", PATIENCE), start=([default] if default else []) + list(start),
                                     sample_legal=legal_sampler(space) if points is None else None)

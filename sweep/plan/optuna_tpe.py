@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.space import Config, Space, check, first_broken, make_config
-from sweep.plan.base import DEFAULTS_FIRST, IN_FLIGHT, Option, Search, Skipped, StrategySpec, declared_default_point, \
-    default_in_flight
+from sweep.plan.base import DEFAULTS_FIRST, IN_FLIGHT, Option, Search, Skipped, StrategySpec, default_in_flight, \
+    defaults_to_propose
 
 
 def per_trial_constraints(optuna: Any) -> bool:
@@ -49,7 +49,7 @@ class TPESearch(Search):
         extra = {} if self.per_trial or not space.constraints else {"constraints_func": self._constraints_func}
         self.study = optuna.create_study(direction="minimize",
                                          sampler=optuna.samplers.TPESampler(seed=o["seed"], **extra))
-        default = declared_default_point(space) if o["defaults_first"] else None
+        default = defaults_to_propose(space, o)
         if default is not None:
             self.study.enqueue_trial(default)
         self.note = f"optuna: up to {o['samples']} trials" + ("; first the declared defaults" if default is not None else "")

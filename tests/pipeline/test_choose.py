@@ -249,3 +249,18 @@ def test_a_recordings_own_words_reach_the_terminal_escaped(tmp_path, capsys):
                    "--budgets", "5", "--jobs", "1"])
     out = capsys.readouterr().out
     assert rc == 0 and "\x1b" not in out and "A4000\\x1b]0;owned\\x07" in out
+
+
+def test_the_start_line_names_the_defaults_only_where_the_warm_strategy_proposes_them(tmp_path, capsys):
+    examples = Path(__file__).resolve().parents[2] / "examples" / "tiled_gemm"
+    data = Path(__file__).resolve().parents[2] / "bench" / "data"
+    text = (examples / "space_large.yaml").read_text().replace("  dir: .\n", f"  dir: {examples}\n")
+    for strategy, said in (("learning", True), ("{name: learning, defaults_first: false}", False)):
+        space = tmp_path / f"{said}.yaml"
+        space.write_text(text.replace("strategy: grid\n", f"strategy: {strategy}\n"))
+        assert cli.main(["choose", str(space), "--from", str(data / "tiled_gemm_large_H200.json.gz"), "--start-from",
+                         str(data / "tiled_gemm_large_H100.json.gz"), "--strategies", "learning", "--seeds", "1",
+                         "--budgets", "3", "--jobs", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "+start: the same strategy, its first proposals" in out
+        assert ("its first proposals after the declared defaults the fastest" in out) == said
