@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"combined best end to end: {conf.best_total_ns / 1e3:.1f} "
                   f"{'us weighted' if s.best.workloads else 'us/iter'} of swept kernels "
                   f"(sum of per-kernel bests {conf.sum_of_group_bests_ns / 1e3:.1f} us)"
-                  + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else ""))
+                  + (f", {conf.speedup_vs_default:.2f}x the default launch sizes" if conf.speedup_vs_default else "")
+                  + (f" ({words})" if (words := select_mod.end_to_end_words(conf.vs_default)) else ""))
             for name, w in conf.workloads.items():
                 print(f"  {name}: " + (f"{w['best_ns'] / 1e3:.1f} us/iter, {w['speedup_vs_default']:.2f}x the default "
                                        "launch sizes" if w.get("speedup_vs_default") else "not measured in both jobs"))

@@ -131,10 +131,10 @@ def _node(gpu_uuid: Any, host: Any) -> str:
 COLUMNS = ["tag", "ns", "std_ns", "kernels", "samples", "runs", "iterations", "threads", "node"]
 
 
-def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...]) -> pd.DataFrame:
-    """Per ok sweep job: the group's values, its kernels' per-iteration time (ns), spread,
-    samples, runs pooled, iterations, threads per block and node."""
-    m = group_rows(space, measurements, macros)
+def group_times(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], role: str = "sweep") -> pd.DataFrame:
+    """Per ok job of `role` (the sweep's by default): the group's values, its kernels' per-iteration
+    time (ns), spread, samples, runs pooled, iterations, threads per block and node."""
+    m = group_rows(space, measurements, macros, role)
     if m.empty:
         return pd.DataFrame(columns=[*COLUMNS, *macros])
     absent = np.full(len(m), np.nan, dtype=object)

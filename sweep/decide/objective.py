@@ -49,7 +49,7 @@ def workload_of(rows: pd.DataFrame) -> pd.Series:
     """Each row's workload ("" where the table predates workloads or the space has none)."""
     if "workload" not in rows:
         return pd.Series(DEFAULT, index=rows.index, dtype=object)
-    return rows["workload"].fillna(DEFAULT).astype(str)
+    return rows["workload"].astype(object).fillna(DEFAULT).astype(str)   # object: an all-empty CSV column is float
 
 
 def only(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
@@ -94,6 +94,19 @@ def weighted_times(per: Mapping[str, pd.DataFrame], w: Mapping[str, float], macr
             "threads": int(max(r["threads"] for _, r in parts)),
             "node": next((r["node"] for _, r in parts if r["node"]), ""), **{m: first[m] for m in macros}})
     return pd.DataFrame(out, columns=[*COLUMNS, *macros])
+
+
+def job_samples(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], role: str,
+                values: Mapping[str, int] | None = None) -> tuple[float, ...]:
+    """Samples of J for the group's kernels in the jobs of `role` ("best", "baseline"; "sweep" with
+    `values`, the group's values those jobs ran), pooled: weighed as the sweep's candidates are
+    (() where none was kept)."""
+    w = weights(space)
+    per = {name: group_times(space, only(measurements, name), macros, role) for name in w}
+    t = weighted_times(per, w, macros)
+    if values is not None and not t.empty:
+        t = t[np.logical_and.reduce([t[k].to_numpy() == v for k, v in values.items()])]
+    return tuple(x for s in t["samples"] if s is not None for x in s)
 
 
 def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], baseline_ns: float | None = None,

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -60,6 +60,7 @@ from sweep.profile import Measurement
 from sweep.records import Best, Candidate, Choice, Confirmation
 from sweep.decide.shapes import shape_bests
 from sweep.space import Config, Space, check, make_config
+from sweep.stats import compare
 from sweep.stats.race import EQUIVALENCE
 from sweep.space.workloads import weights
 
@@ -149,6 +150,7 @@ def select(space: Space, measurements: pd.DataFrame,
         choices.append(c)
         chosen.update(c.values)
     notes = [gpu_note] if gpu_note else []
+    notes.extend(n for c in choices if (n := defaults_won(space, measurements, c)))
     if unmeasured:
         pats = ", ".join(patterns(space, tuple(unmeasured)))
         notes.append(f"no launch of {pats} was measured for {', '.join(unmeasured)}: they keep "
@@ -159,6 +161,23 @@ def select(space: Space, measurements: pd.DataFrame,
         notes.append(f"the combined pick breaks a constraint ({broken}); confirm it before use")
     return Best(space.name, tuple(choices), config.as_dict(), tuple(unmeasured), tuple(notes),
                 tuple(w.to_dict() for w in space.workloads))
+
+
+def defaults_won(space: Space, measurements: pd.DataFrame, c: Choice) -> str | None:
+    """The note a group's pick carries when the program's own launch sizes (the baseline job) ran
+    its kernels faster, beyond noise and by more than EQUIVALENCE: the space's values do not hold
+    them (or they were never raced), so the sweep could not pick them."""
+    if c.is_default or not c.speedup_vs_default or c.speedup_vs_default >= 1:
+        return None
+    ours = objective.job_samples(space, measurements, c.macros, "sweep", c.values)
+    theirs = objective.job_samples(space, measurements, c.macros, "baseline")
+    ev = compare(ours, theirs).to_dict() if ours and theirs else None
+    if end_to_end_verdict(ev) != "slower":
+        return None
+    return (f"{', '.join(c.kernels)}: the program's own launch sizes (job 'default') ran these kernels "
+            f"{100 * (1 / c.speedup_vs_default - 1):.1f}% faster than the pick, beyond noise: no value the space "
+            f"gives {', '.join(c.macros)} beats them. Keep the program's own launch sizes for these kernels, or "
+            "declare them among the values (each parameter's `default:`) so the sweep and its race weigh them")
 
 
 def write_best(best: Best, results_dir: Path, conf_text: str) -> tuple[Path, Path]:
@@ -198,14 +217,57 @@ def confirmation(space: Space, measurements: pd.DataFrame, configs: pd.DataFrame
                            "speedup_vs_default": ratio(ns["baseline"], ns["best"])}
         return out
 
+    def evidence() -> dict | None:   # unpaired: the two jobs ran apart, so drift counts as noise here
+        ours, theirs = (objective.job_samples(space, measurements, all_macros, role) for role in ("best", "baseline"))
+        return compare(ours, theirs).to_dict() if ours and theirs else None
+
     sum_of_bests = sum(c.best.ns for c in best.choices)
     best_ns, default_ns = total("best"), total("baseline")
     best_ms, default_ms = forward("best"), forward("baseline")
-    return Confirmation(workloads=per_workload(),
+    return Confirmation(workloads=per_workload(), vs_default=evidence(),
         sum_of_group_bests_ns=sum_of_bests, best_total_ns=best_ns, default_total_ns=default_ns,
         best_forward_ms=best_ms, default_forward_ms=default_ms,
         best_vs_sum_of_bests=ratio(best_ns, sum_of_bests), speedup_vs_default=ratio(default_ns, best_ns),
         forward_speedup_vs_default=ratio(default_ms, best_ms))
+
+
+def end_to_end_verdict(vs_default: Mapping[str, Any] | None) -> str:
+    """The two end-to-end jobs' samples (Confirmation.vs_default) on the combined pick against the
+    defaults: "faster", "slower", "tie", "unknown" (sweep.stats.compare), or "equivalent" where the
+    interval lies within EQUIVALENCE either way, as the race reads equivalence: a difference beyond
+    noise but smaller than that (a long kernel both jobs share, drifting between them) decides
+    nothing. "" where neither job kept samples."""
+    ev = vs_default or {}
+    lo, hi = ev.get("ci_low"), ev.get("ci_high")
+    if ev.get("verdict") in ("faster", "slower", "tie") and lo is not None and hi is not None \
+            and -EQUIVALENCE < lo and hi < EQUIVALENCE:
+        return "equivalent"
+    return ev.get("verdict") or ""
+
+
+def end_to_end_words(vs_default: Mapping[str, Any] | None) -> str:
+    """end_to_end_verdict in words, for the summary and the report."""
+    return {"faster": "faster beyond noise", "slower": "SLOWER beyond noise", "tie": "within noise",
+            "equivalent": f"within {EQUIVALENCE:.0%}", "unknown": "noise unknown"}.get(
+        end_to_end_verdict(vs_default), "")
+
+
+def end_to_end_note(conf: Confirmation) -> str | None:
+    """The warning a combined pick that lost to the defaults end to end, beyond noise (and by more
+    than EQUIVALENCE could hold), carries."""
+    ev = conf.vs_default or {}
+    if end_to_end_verdict(ev) != "slower":
+        return None
+
+    def slower(margin: float) -> str:   # margin = default / pick - 1 < 0: the pick is 1 / (1 + margin) - 1 slower
+        return f"{100 * (1 / (1 + margin) - 1):.1f}%"
+    lo, hi = ev.get("ci_low"), ev.get("ci_high")
+    interval = f" ({ev['confidence']:.0%} interval {slower(hi)} to {slower(lo)})" if lo is not None and hi is not None \
+        and lo > -1 else ""
+    return (f"end to end, the combined pick ran {slower(ev['margin'])} slower than the default launch sizes, beyond "
+            f"noise{interval}: the picks, chosen group by group in the sweep's jobs, interact (kernels sharing "
+            "caches), or the GPU changed between the two jobs. best/conf.cuh holds the combined pick; keep the "
+            "program's defaults until a second run confirms it")
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

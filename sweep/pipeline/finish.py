@@ -106,7 +106,9 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
             best = select_mod.select(space, c.measurements, certified)
         best = certify.unraced(space, best, c, certified, why)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
-        best = dataclasses.replace(best, notes=best.notes + _notes(space, c, several_models))
+        warning = select_mod.end_to_end_note(conf)
+        best = dataclasses.replace(best, notes=(*best.notes, *([warning] if warning else []),
+                                                *_notes(space, c, several_models)))
     write_collected(c, sw.sweep_dir, results_dir)
     if best is not None:
         _write_picks(space, sw, best, conf, results_dir)

@@ -141,8 +141,8 @@ class LearningSearch:
         self._choice_columns = sorted(self._choices)   # moves.near: any other value is one step
         self._col_dim, self._coords = columns(values, self._vary, self.alignment, self._choices)
         self._aligned = powers_of_two(values) if aligned_start else []
-        # the warm start's keys (a value this space does not have drops the point)
-        self.start_keys = [k for k in (self._key_of(p) for p in list(start)[: self.n_init]) if k is not None]
+        # the warm start's keys, each once (a recording's fastest may hold the defaults), n_init at most
+        self.start_keys = list(dict.fromkeys(k for k in map(self._key_of, start) if k is not None))[: self.n_init]
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told

@@ -12,8 +12,9 @@ from sweep.core.paths import COMMAND
 
 BEST_SCHEMA = "sweep-best/3"
 BEST_SCHEMA_V2 = "sweep-best/2"    # read as /3 without workloads (a /2 sweep measured one run)
-CONFIRMATION_SCHEMA = "sweep-confirmation/2"
-CONFIRMATION_SCHEMA_V1 = "sweep-confirmation/1"   # read as /2 without per-workload totals
+CONFIRMATION_SCHEMA = "sweep-confirmation/3"
+CONFIRMATION_OLDER = ("sweep-confirmation/1", "sweep-confirmation/2")   # read as /3 without per-workload
+# totals (/1) and without the end-to-end comparison's evidence (/1, /2)
 RECOLLECT = f"rewrite it with `{COMMAND} collect SWEEP`"
 
 
@@ -126,7 +127,9 @@ class Confirmation:
     With workloads, the totals are the weighted objective, and `workloads` holds each
     workload's own: name -> {"best_ns", "default_ns", "speedup_vs_default"} (None where a
     job measured nothing there), so a pick that serves the weighted sum but costs one
-    workload shows it."""
+    workload shows it. `vs_default` is the evidence on the two jobs' own samples
+    (sweep.stats.compare, best against the defaults, unpaired): its verdict "slower" says
+    the combined pick lost to the defaults end to end beyond the noise."""
 
     sum_of_group_bests_ns: float | None = None
     best_total_ns: float | None = None
@@ -137,6 +140,7 @@ class Confirmation:
     speedup_vs_default: float | None = None
     forward_speedup_vs_default: float | None = None
     workloads: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    vs_default: dict[str, Any] | None = None   # sweep.stats.Comparison.to_dict() of the two jobs' samples
     schema: str = CONFIRMATION_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,7 +148,7 @@ class Confirmation:
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = "confirmation.json") -> "Confirmation":
-        if isinstance(data, dict) and data.get("schema") == CONFIRMATION_SCHEMA_V1:
+        if isinstance(data, dict) and data.get("schema") in CONFIRMATION_OLDER:
             data = {**data, "schema": CONFIRMATION_SCHEMA}
         return build_record(cls, check_schema(data, path, CONFIRMATION_SCHEMA, RECOLLECT), path, RECOLLECT)
 

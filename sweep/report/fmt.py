@@ -35,6 +35,10 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
+def fmt_ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g} ms"
+
+
 def fmt_ratio(r: float | None, suffix: str = "×") -> str:
     return "—" if r is None else f"{r:.3f}{suffix}"
 

@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from sweep.decide.select import end_to_end_words
 from sweep.records.evidence import VERDICTS, verdict_words
-from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ns, fmt_pct, fmt_ratio, fmt_values,
-                              listed, main_status, value_list)
+from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ms, fmt_ns, fmt_pct, fmt_ratio,
+                              fmt_values, listed, main_status, value_list)
 from sweep.report import gpu_held
 from sweep.report.loading import SweepData
 from sweep.report.per_workload import declared, describe, workload_rows, worst_workload
@@ -310,26 +311,25 @@ def confirmation_rows(sw: SweepData) -> list[tuple[str, str, str]]:
     c = sw.confirmation
     if not c:
         return []
+    words = ", " + w if (w := end_to_end_words(c.get("vs_default"))) else ""
     rows = [
         ("Sum of per-group bests (each measured in its own jobs)", fmt_ns(c.get("sum_of_group_bests_ns")), ""),
         ("Combined best (job 'best', every pick at once)", fmt_ns(c.get("best_total_ns")),
          f"{fmt_ratio(c.get('best_vs_sum_of_bests'))} the sum of bests" if c.get("best_vs_sum_of_bests") else
          "not run: no job 'best'" if not c.get("best_total_ns") else ""),
         ("Default launch sizes (job 'default')", fmt_ns(c.get("default_total_ns")),
-         f"combined best is {fmt_ratio(c.get('speedup_vs_default'))} faster" if c.get("speedup_vs_default") else
-         "no baseline measured" if not c.get("default_total_ns") else ""),
+         f"combined best is {fmt_ratio(c.get('speedup_vs_default'))} the defaults' speed{words}"
+         if c.get("speedup_vs_default") else "no baseline measured" if not c.get("default_total_ns") else ""),
     ]
     if c.get("best_forward_ms") is not None or c.get("default_forward_ms") is not None:
-        def ms(v: float | None) -> str:
-            return "—" if v is None else f"{v:.4g} ms"
-        rows.append(("Forward pass, combined best", ms(c.get("best_forward_ms")), ""))
-        rows.append(("Forward pass, default launch sizes", ms(c.get("default_forward_ms")),
-                     f"combined best is {fmt_ratio(c.get('forward_speedup_vs_default'))} faster"
+        rows.append(("Forward pass, combined best", fmt_ms(c.get("best_forward_ms")), ""))
+        rows.append(("Forward pass, default launch sizes", fmt_ms(c.get("default_forward_ms")),
+                     f"combined best is {fmt_ratio(c.get('forward_speedup_vs_default'))} the defaults' speed"
                      if c.get("forward_speedup_vs_default") else ""))
     for name, w in (c.get("workloads") or {}).items():
         rows.append((f"Workload {name}: combined best / default launch sizes",
                      f"{fmt_ns(w.get('best_ns'))} / {fmt_ns(w.get('default_ns'))}",
-                     f"combined best is {fmt_ratio(w.get('speedup_vs_default'))} faster here"
+                     f"combined best is {fmt_ratio(w.get('speedup_vs_default'))} the defaults' speed here"
                      if w.get("speedup_vs_default") else "not measured in both jobs"))
     return rows
 

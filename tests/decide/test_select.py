@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -29,7 +32,8 @@ def test_confirmation_compares_combined_best_with_defaults_and_sum_of_bests(toy_
     _, _, results, summary = toy_sweep
     conf = summary.confirmation
     assert conf.best_vs_sum_of_bests == pytest.approx(1.0, abs=0.02)  # toy kernels do not interact
-    assert conf.speedup_vs_default > 1.2
+    assert conf.speedup_vs_default > 1.2 and conf.vs_default["verdict"] == "faster"
+    assert select.end_to_end_note(conf) is None
     assert (results / "toy" / "best" / "conf.cuh").read_text().count("#define") == 3
 
 
@@ -174,3 +178,45 @@ def test_parameters_whose_patterns_match_a_common_measured_kernel_are_one_group(
 def test_parameters_whose_patterns_match_no_common_measured_kernel_stay_apart(tmp_path):
     best = select.select(_two_pattern_space(tmp_path, ["k_*"], ["x_*"]), _grid_rows())
     assert [c.macros for c in best.choices] == [("AA",), ("BB",)]
+
+
+@pytest.mark.parametrize("best, default, verdict, warned", [
+    ([1300.0, 1301.0, 1302.0, 1300.5, 1301.5], [1000.0, 1001.0, 1002.0, 1000.5, 1001.5], "slower", True),
+    # beyond noise but by 0.3%, as the H200's seed run (a 0.04% drift of the matmul both jobs share): no decision
+    ([1003.0, 1003.5, 1004.0, 1003.2, 1003.7], [1000.0, 1000.5, 1001.0, 1000.2, 1000.7], "equivalent", False),
+    ([1000.0, 1050.0, 950.0, 1025.0, 975.0], [1010.0, 1040.0, 960.0, 1020.0, 980.0], "tie", False),
+    ([1300.0], [1000.0], "unknown", False)])
+def test_the_end_to_end_jobs_samples_decide_whether_the_combined_pick_lost_to_the_defaults(one_param_space, best,
+                                                                                        default, verdict, warned):
+    m = frame([("a", 1, 1000.0, 1.0), ("b", 2, 1100.0, 1.0)])
+    ends = pd.DataFrame([{"tag": tag, "role": role, "status": "ok", "P": p, "kernel": "k",
+                          "total_median_ns": sorted(x)[len(x) // 2], "total_std_ns": 1.0, "iter_total_ns": x}
+                         for tag, role, p, x in (("best", "best", 1, best), ("default", "baseline", 2, default))])
+    m = pd.concat([m, ends], ignore_index=True)
+    conf = select.confirmation(one_param_space, m, pd.DataFrame(), select.select(one_param_space, m))
+    assert select.end_to_end_verdict(conf.vs_default) == verdict
+    note = select.end_to_end_note(conf)
+    assert (note is not None) == warned
+    if warned:
+        assert note.startswith("end to end, the combined pick ran 30.0% slower than the default launch sizes, beyond "
+                               "noise (95% interval")
+    assert select.end_to_end_words(conf.vs_default) == {"slower": "SLOWER beyond noise", "equivalent": "within 1%",
+                                                        "tie": "within noise", "unknown": "noise unknown"}[verdict]
+
+
+H200_SEED = Path(__file__).resolve().parents[1] / "data" / "h200" / "seed_e2e"
+
+
+def test_on_the_h200_seed_run_a_two_percent_loss_within_noise_carries_no_note_and_the_end_to_end_is_within_1pct():
+    space = target.load(Path(__file__).resolve().parents[2] / "spaces" / "seed.yaml")
+    m = pd.read_csv(H200_SEED / "measurements.csv")
+    m["iter_total_ns"] = m["iter_total_ns"].map(lambda s: tuple(ast.literal_eval(s)) if isinstance(s, str) else None)
+    best = select.select(space, m)
+    encoder = next(c for c in best.choices if c.kernels == ("encoder_kernel",))
+    assert encoder.values["ENCODER_BLOCK_X"] == 8 and encoder.speedup_vs_default < 0.985   # by the medians
+    assert not any("the program's own launch sizes" in n for n in best.notes)              # by the samples: a tie
+    conf = select.confirmation(space, m, pd.read_parquet(H200_SEED / "configs.parquet"), best)
+    recorded = json.loads((H200_SEED / "confirmation.json").read_text())
+    assert conf.vs_default == recorded["vs_default"] and conf.vs_default["verdict"] == "slower"   # beyond noise,
+    assert select.end_to_end_verdict(conf.vs_default) == "equivalent"                            # by under 1%
+    assert select.end_to_end_note(conf) is None

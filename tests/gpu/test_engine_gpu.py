@@ -60,6 +60,9 @@ def test_a_real_sweep_measures_every_swept_kernel_and_confirms_the_pick(tmp_path
     assert {"residual_kernel", "gelu_kernel", "encoder_kernel", "layernorm_kernel", "prepare_bias_kernel"} <= kernels
     assert s.best.unmeasured == ()
     assert s.confirmation.best_total_ns > 0 and s.confirmation.default_total_ns > 0
+    # the two end-to-end jobs kept their per-iteration samples: the pick against the defaults has evidence
+    assert s.confirmation.vs_default is not None
+    assert backend == "ncu" or s.confirmation.vs_default["verdict"] in ("faster", "slower", "tie")
     assert (results / f"gpu-{backend}" / "best" / "conf.cuh").is_file()
     # Every backend records where it measured, even when a profiler wraps the program's output.
     import pandas as pd

@@ -46,3 +46,41 @@ def test_a_finished_sweep_rewrites_the_provisional_picks(tmp_path, monkeypatch):
     assert all("had not run" not in c["not_raced"] for c in best["choices"])
     conf = json.loads((tmp_path / "results" / "done" / "confirmation.json").read_text())
     assert conf["best_total_ns"] is not None                         # the confirmation ran and is recorded
+
+
+def test_a_combined_pick_slower_than_the_defaults_end_to_end_beyond_noise_is_flagged_and_kept_in_results(tmp_path,
+                                                                                                        monkeypatch):
+    # The job "best" (every pick at once) runs its kernels 1.5x slower than the sweep's job of the
+    # same values did: the picks interact. The pick stays (best/conf.cuh is what the sweep chose
+    # and measured), but best.json and the summary say the defaults won end to end.
+    monkeypatch.setenv("PY_BENCH_SLOWER_IN", "best:1.5")
+    _, results, s = run_py_sweep(tmp_path, py_space_dict("interacts"), confirm=True, certify=False)
+    assert s.best.config["ALPHA_BLOCK"] == 128 and s.confirmation.speedup_vs_default < 1
+    assert s.confirmation.vs_default["verdict"] == "slower" and s.confirmation.vs_default["ci_high"] < 0
+    best = json.loads((results / "interacts" / "best.json").read_text())
+    (warning,) = [n for n in best["notes"] if "slower than the default launch sizes" in n]
+    assert warning.startswith("end to end, the combined pick ran 15.4% slower")   # 1.5 x 1000 against 1300
+    assert "keep the program's defaults" in warning
+    assert json.loads((results / "interacts" / "confirmation.json").read_text())["vs_default"]["verdict"] == "slower"
+
+
+def test_a_pick_that_beats_the_defaults_per_group_and_end_to_end_carries_no_warning(tmp_path):
+    _, results, s = run_py_sweep(tmp_path, py_space_dict("adds_up"), confirm=True, certify=False)
+    assert s.confirmation.vs_default["verdict"] == "faster" and s.confirmation.speedup_vs_default > 1.2
+    assert s.best.choices[0].speedup_vs_default > 1.2
+    best = json.loads((results / "adds_up" / "best.json").read_text())
+    assert not any("end to end" in n or "the program's own launch sizes" in n for n in best["notes"])
+
+
+def test_a_pick_the_programs_own_launch_sizes_beat_beyond_noise_says_to_keep_them(tmp_path):
+    # As the engine's encoder under spaces/seed.yaml: the space sweeps values that never reach the
+    # program's own launch size (k_a's 256, 1.3x its best), so its pick (32, 1.6x) loses to the
+    # baseline job. The sweep can only pick among its values; the note names what to do.
+    space = py_space_dict("narrow", ALPHA_BLOCK={"tag": "A", "values": [16, 32], "kernels": ["k_a"]})
+    _, _, s = run_py_sweep(tmp_path, space, confirm=True, certify=False)
+    (c,) = s.best.choices
+    assert c.values == {"ALPHA_BLOCK": 32} and c.speedup_vs_default == pytest.approx(1300 / 1600, rel=0.01)
+    (note,) = [n for n in s.best.notes if "the program's own launch sizes (job 'default')" in n]
+    assert note.startswith("k_a: the program's own launch sizes (job 'default') ran these kernels 23.1% faster than "
+                           "the pick, beyond noise") and "Keep the program's own launch sizes" in note
+

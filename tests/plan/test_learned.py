@@ -376,3 +376,16 @@ def test_a_grid_whose_rules_leave_nothing_stops_saying_no_legal_point_was_found_
     search = LearnedSearch(space, {**REGISTRY["learning"].values(space.strategy), "budget": 10})
     assert search.ask(1) == []
     assert search.stopped.startswith("no untried legal point was found")
+
+
+def test_a_recording_whose_fastest_hold_the_declared_defaults_proposes_them_once_and_counts_them_once(tmp_path):
+    from sweep.plan.learned import SPEC, LearnedSearch
+
+    space = target.load(t1_space(tmp_path))
+    defaults = {p.macro: p.default for p in space.swept}
+    first, second = ({**defaults, **{m: p[m] for m in GRID_MACROS}} for p in fastest_legal(space.path, OTHER_GPU, 2))
+    search = LearnedSearch(space, {**SPEC.values(space.strategy), "start_from": "rec.json", "budget": 20},
+                           start=[first, defaults, second])     # the recording's second fastest: the defaults
+    assert "first the declared defaults; then the 2 fastest configurations recorded in rec.json" in search.note
+    asked = [c.as_dict() for c in search.ask(3)]
+    assert [{m: a[m] for m in defaults} for a in asked] == [defaults, first, second]

@@ -19,8 +19,14 @@ gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0")
 time.sleep(int(os.environ.get(f"PY_BENCH_SLEEP_MS_GPU{gpu}", os.environ.get("PY_BENCH_SLEEP_MS", "0"))) / 1000)
 
 
+# PY_BENCH_SLOWER_IN=<job folder>:<factor> makes that job's kernels the factor slower: kernels that
+# interact in one job ("best", every pick at once) as they did not in the sweep's own jobs.
+folder, _, factor = os.environ.get("PY_BENCH_SLOWER_IN", "").partition(":")
+slower = float(factor) if folder and here.parent.name == folder else 1.0
+
+
 def kernel(name, block, best, ns):
-    t = ns * (1 + abs(block.bit_length() - best.bit_length()) * 0.3)
+    t = slower * ns * (1 + abs(block.bit_length() - best.bit_length()) * 0.3)
     times = [t * (1 + 0.001 * (i % 3)) for i in range(n)]
     s = sorted(times)
     return {"kernel": name, "grid": [64, 1, 1], "block": [block, 1, 1], "calls": 1, "median_ns": s[n // 2],
