@@ -163,6 +163,9 @@ def select(space: Space, measurements: pd.DataFrame,
                 tuple(w.to_dict() for w in space.workloads))
 
 
+DEFAULTS_WON = "the program's own launch sizes (job 'default') ran these kernels"
+
+
 def defaults_won(space: Space, measurements: pd.DataFrame, c: Choice) -> str | None:
     """The note a group's pick carries when the program's own launch sizes (the baseline job) ran
     its kernels faster, beyond noise and by more than EQUIVALENCE: the space's values do not hold
@@ -174,7 +177,7 @@ def defaults_won(space: Space, measurements: pd.DataFrame, c: Choice) -> str | N
     ev = compare(ours, theirs).to_dict() if ours and theirs else None
     if end_to_end_verdict(ev) != "slower":
         return None
-    return (f"{', '.join(c.kernels)}: the program's own launch sizes (job 'default') ran these kernels "
+    return (f"{', '.join(c.kernels)}: {DEFAULTS_WON} "
             f"{100 * (1 / c.speedup_vs_default - 1):.1f}% faster than the pick, beyond noise: no value the space "
             f"gives {', '.join(c.macros)} beats them. Keep the program's own launch sizes for these kernels, or "
             "declare them among the values (each parameter's `default:`) so the sweep and its race weigh them")
@@ -252,11 +255,12 @@ def end_to_end_words(vs_default: Mapping[str, Any] | None) -> str:
         end_to_end_verdict(vs_default), "")
 
 
-def end_to_end_note(conf: Confirmation) -> str | None:
+def end_to_end_note(conf: Confirmation, best: Best | None = None) -> str | None:
     """The warning a combined pick that lost to the defaults end to end, beyond noise (and by more
-    than EQUIVALENCE could hold), carries."""
+    than EQUIVALENCE could hold), carries; none where a group's own note (defaults_won) already
+    says which kernels the defaults run faster."""
     ev = conf.vs_default or {}
-    if end_to_end_verdict(ev) != "slower":
+    if end_to_end_verdict(ev) != "slower" or best is not None and any(DEFAULTS_WON in n for n in best.notes):
         return None
 
     def slower(margin: float) -> str:   # margin = default / pick - 1 < 0: the pick is 1 / (1 + margin) - 1 slower

@@ -106,7 +106,7 @@ def _finish_one(space: Space, sw: Sweep, collect: Callable[[], collect_mod.Colle
             best = select_mod.select(space, c.measurements, certified)
         best = certify.unraced(space, best, c, certified, why)
         conf = select_mod.confirmation(space, c.measurements, c.configs, best)
-        warning = select_mod.end_to_end_note(conf)
+        warning = select_mod.end_to_end_note(conf, best)
         best = dataclasses.replace(best, notes=(*best.notes, *([warning] if warning else []),
                                                 *_notes(space, c, several_models)))
     write_collected(c, sw.sweep_dir, results_dir)

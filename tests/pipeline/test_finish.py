@@ -83,4 +83,6 @@ def test_a_pick_the_programs_own_launch_sizes_beat_beyond_noise_says_to_keep_the
     (note,) = [n for n in s.best.notes if "the program's own launch sizes (job 'default')" in n]
     assert note.startswith("k_a: the program's own launch sizes (job 'default') ran these kernels 23.1% faster than "
                            "the pick, beyond noise") and "Keep the program's own launch sizes" in note
+    # end to end it loses too, for the reason that note gives: no second note guessing at interactions
+    assert s.confirmation.vs_default["verdict"] == "slower" and not any("end to end" in n for n in s.best.notes)
 
