@@ -147,10 +147,10 @@ def select(space: Space, measurements: pd.DataFrame,
             for p in group:
                 chosen[p.macro] = p.default if p.default is not None else p.values[0]
             continue
-        choices.append(c)
+        choices.append(against_default(space, measurements, c))
         chosen.update(c.values)
     notes = [gpu_note] if gpu_note else []
-    notes.extend(n for c in choices if (n := defaults_won(space, measurements, c)))
+    notes.extend(n for c in choices if (n := defaults_won(c)))
     if unmeasured:
         pats = ", ".join(patterns(space, tuple(unmeasured)))
         notes.append(f"no launch of {pats} was measured for {', '.join(unmeasured)}: they keep "
@@ -166,16 +166,21 @@ def select(space: Space, measurements: pd.DataFrame,
 DEFAULTS_WON = "the program's own launch sizes (job 'default') ran these kernels"
 
 
-def defaults_won(space: Space, measurements: pd.DataFrame, c: Choice) -> str | None:
+def against_default(space: Space, measurements: pd.DataFrame, c: Choice) -> Choice:
+    """c with default_verdict: its pick's samples against the baseline job's (the program's own launch
+    sizes), where both kept samples and the pick is not the defaults themselves."""
+    if c.is_default or not c.speedup_vs_default:
+        return c
+    ours = objective.job_samples(space, measurements, c.macros, "sweep", c.values)
+    theirs = objective.job_samples(space, measurements, c.macros, "baseline")
+    return replace(c, default_verdict=end_to_end_verdict(compare(ours, theirs).to_dict())) if ours and theirs else c
+
+
+def defaults_won(c: Choice) -> str | None:
     """The note a group's pick carries when the program's own launch sizes (the baseline job) ran
     its kernels faster, beyond noise and by more than EQUIVALENCE: the space's values do not hold
     them (or they were never raced), so the sweep could not pick them."""
-    if c.is_default or not c.speedup_vs_default or c.speedup_vs_default >= 1:
-        return None
-    ours = objective.job_samples(space, measurements, c.macros, "sweep", c.values)
-    theirs = objective.job_samples(space, measurements, c.macros, "baseline")
-    ev = compare(ours, theirs).to_dict() if ours and theirs else None
-    if end_to_end_verdict(ev) != "slower":
+    if c.default_verdict != "slower" or not c.speedup_vs_default:
         return None
     return (f"{', '.join(c.kernels)}: {DEFAULTS_WON} "
             f"{100 * (1 / c.speedup_vs_default - 1):.1f}% faster than the pick, beyond noise: no value the space "
@@ -250,9 +255,11 @@ def end_to_end_verdict(vs_default: Mapping[str, Any] | None) -> str:
 
 def end_to_end_words(vs_default: Mapping[str, Any] | None) -> str:
     """end_to_end_verdict in words, for the summary and the report."""
-    return {"faster": "faster beyond noise", "slower": "SLOWER beyond noise", "tie": "within noise",
-            "equivalent": f"within {EQUIVALENCE:.0%}", "unknown": "noise unknown"}.get(
-        end_to_end_verdict(vs_default), "")
+    return VERDICT_WORDS.get(end_to_end_verdict(vs_default), "")
+
+
+VERDICT_WORDS = {"faster": "faster beyond noise", "slower": "SLOWER beyond noise", "tie": "within noise",
+                 "equivalent": f"within {EQUIVALENCE:.0%}", "unknown": "noise unknown"}
 
 
 def end_to_end_note(conf: Confirmation, best: Best | None = None) -> str | None:
@@ -289,11 +296,16 @@ def summary_lines(best: Best) -> list[str]:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
             ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
         sp = "  the default" if c.is_default else \
-            f"  {c.speedup_vs_default:.2f}x vs default" if c.speedup_vs_default else ""
+            f"  {c.speedup_vs_default:.2f}x vs default{vs_default_words(c)}" if c.speedup_vs_default else ""
         lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
                      f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")
         lines.extend("  " + workload_line(w) for w in c.workloads)
     return lines
+
+
+def vs_default_words(c: Choice) -> str:
+    """The samples' word on a pick's speed-up over the defaults, for its summary line and report row."""
+    return f" ({w})" if (w := VERDICT_WORDS.get(c.default_verdict, "")) else ""
 
 
 def race_words(c: Choice) -> str:

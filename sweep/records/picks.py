@@ -10,8 +10,9 @@ from sweep.records.evidence import Certification, ShapeBest, WorkloadPick
 from sweep.records.base import Damaged, build_record, check_schema, read_json
 from sweep.core.paths import COMMAND
 
-BEST_SCHEMA = "sweep-best/3"
-BEST_SCHEMA_V2 = "sweep-best/2"    # read as /3 without workloads (a /2 sweep measured one run)
+BEST_SCHEMA = "sweep-best/4"
+BEST_OLDER = ("sweep-best/2", "sweep-best/3")   # read as /4 without workloads (/2: it measured one run) and
+# without the evidence on the speed-up over the defaults (/2, /3)
 CONFIRMATION_SCHEMA = "sweep-confirmation/3"
 CONFIRMATION_OLDER = ("sweep-confirmation/1", "sweep-confirmation/2")   # read as /3 without per-workload
 # totals (/1) and without the end-to-end comparison's evidence (/1, /2)
@@ -73,6 +74,9 @@ class Choice:
     # the pick is the space's declared defaults, the default configuration's own launch sizes: its
     # speed-up is 1 by identity (the ratio of the two jobs' times would be their run-to-run noise)
     is_default: bool = False
+    # the pick's samples against the baseline job's (sweep.decide.select.end_to_end_verdict): "faster",
+    # "slower", "tie", "equivalent" (within 1% either way) or "unknown"; "" where not compared
+    default_verdict: str = ""
 
     @property
     def certified(self) -> bool:
@@ -109,7 +113,7 @@ class Best:
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | str = "best.json") -> "Best":
-        if isinstance(data, dict) and data.get("schema") == BEST_SCHEMA_V2:
+        if isinstance(data, dict) and data.get("schema") in BEST_OLDER:
             data = {**data, "schema": BEST_SCHEMA}
         d = check_schema(data, path, BEST_SCHEMA, RECOLLECT)
         choices = d.get("choices")

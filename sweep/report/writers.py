@@ -132,7 +132,7 @@ def summary_json(results_dir: Path) -> dict[str, Any]:
             "runner_up": {"values": ru["values"], "ns": ru["ns"]} if ru else None, "margin": ch.get("margin"),
             "noise_ns": ch.get("noise_ns"), "beyond_noise": ch.get("beyond_noise"), "default_ns": ch.get("default_ns"),
             "speedup_vs_default": ch.get("speedup_vs_default"), "is_default": ch.get("is_default", False),
-            "note": ch.get("note", ""),
+            "default_verdict": ch.get("default_verdict", ""), "note": ch.get("note", ""),
             "verdict": ch.get("verdict"), "noise_source": ch.get("noise_source"),
             "margin_ci": [ch.get("margin_ci_low"), ch.get("margin_ci_high")], "confidence": ch.get("confidence"),
             "certification": ch.get("certification"), "shapes": ch.get("shapes", []), "nodes": ch.get("nodes", []),

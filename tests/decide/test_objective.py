@@ -122,7 +122,7 @@ def test_best_json_records_the_workloads_and_each_groups_picks_and_round_trips(t
     best = select.select(space, measured())
     path, _ = select.write_best(best, tmp_path / "results", "// conf\n")
     data = json.loads(path.read_text())
-    assert data["schema"] == "sweep-best/3"
+    assert data["schema"] == "sweep-best/4"
     assert [w["name"] for w in data["workloads"]] == ["gelu", "ln"] and data["workloads"][1]["weight"] == 3.0
     assert {w["workload"] for w in data["choices"][0]["workloads"]} == {"gelu", "ln"}
     assert load_record(Best, path) == best
@@ -131,7 +131,7 @@ def test_best_json_records_the_workloads_and_each_groups_picks_and_round_trips(t
 def test_a_best_json_of_schema_2_reads_as_one_without_workloads():
     best = load_record(Best, DATA / "h100_sweep" / "seed" / "best.json")
     assert json.loads((DATA / "h100_sweep" / "seed" / "best.json").read_text())["schema"] == "sweep-best/2"
-    assert best.schema == "sweep-best/3" and best.workloads == () and all(c.workloads == () for c in best.choices)
+    assert best.schema == "sweep-best/4" and best.workloads == () and all(c.workloads == () for c in best.choices)
 
 
 def test_the_summary_lines_give_each_workloads_pick_and_the_overall_picks_regret(tmp_path):

@@ -214,6 +214,7 @@ def test_on_the_h200_seed_run_a_two_percent_loss_within_noise_carries_no_note_an
     best = select.select(space, m)
     encoder = next(c for c in best.choices if c.kernels == ("encoder_kernel",))
     assert encoder.values["ENCODER_BLOCK_X"] == 8 and encoder.speedup_vs_default < 0.985   # by the medians
+    assert encoder.default_verdict == "tie" and "0.98x vs default (within noise)" in "\n".join(select.summary_lines(best))
     assert not any("the program's own launch sizes" in n for n in best.notes)              # by the samples: a tie
     conf = select.confirmation(space, m, pd.read_parquet(H200_SEED / "configs.parquet"), best)
     recorded = json.loads((H200_SEED / "confirmation.json").read_text())

@@ -329,7 +329,7 @@ def test_toy_race_certifies_both_groups_and_best_json_carries_it(one_iteration_s
     assert configs.set_index("tag").loc["entrant_A64_B64x4", "role"] == "entrant"
     assert all(x.tag != "entrant_A64_B64x4" for c in summary.best.choices for x in c.candidates)
     best = json.loads((results / "toy" / "best.json").read_text())
-    assert best["schema"] == "sweep-best/3" and best["choices"][0]["certification"]["status"] == "certified"
+    assert best["schema"] == "sweep-best/4" and best["choices"][0]["certification"]["status"] == "certified"
     page = (results / "toy" / "report.html").read_text()
     assert "certified (9 rounds)" in page and "Race median" in page
     outcome = certify.latest_outcome(jobs / "toy")

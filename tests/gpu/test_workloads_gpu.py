@@ -35,7 +35,7 @@ def test_a_cupti_sweep_over_two_workloads_measures_each_and_picks_per_workload_a
 
     values = {t: {k: int(sweep.loc[sweep["tag"] == t, k].iloc[0]) for k in MACROS} for t in per.index}
     best = json.loads((s.results_dir / "best.json").read_text())
-    assert best["schema"] == "sweep-best/3" and [w["name"] for w in best["workloads"]] == ["small", "large"]
+    assert best["schema"] == "sweep-best/4" and [w["name"] for w in best["workloads"]] == ["small", "large"]
     (choice,) = best["choices"]
     objective = per["small"] + 2 * per["large"]
     assert choice["values"] == values[objective.idxmin()] == s.best.config

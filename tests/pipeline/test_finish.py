@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from sweep.decide import select
 from tests.conftest import py_space_dict, run_py_sweep
 
 
@@ -67,7 +68,8 @@ def test_a_combined_pick_slower_than_the_defaults_end_to_end_beyond_noise_is_fla
 def test_a_pick_that_beats_the_defaults_per_group_and_end_to_end_carries_no_warning(tmp_path):
     _, results, s = run_py_sweep(tmp_path, py_space_dict("adds_up"), confirm=True, certify=False)
     assert s.confirmation.vs_default["verdict"] == "faster" and s.confirmation.speedup_vs_default > 1.2
-    assert s.best.choices[0].speedup_vs_default > 1.2
+    assert s.best.choices[0].speedup_vs_default > 1.2 and s.best.choices[0].default_verdict == "faster"
+    assert "1.30x vs default (faster beyond noise)" in select.summary_lines(s.best)[0]
     best = json.loads((results / "adds_up" / "best.json").read_text())
     assert not any("end to end" in n or "the program's own launch sizes" in n for n in best["notes"])
 
@@ -80,6 +82,7 @@ def test_a_pick_the_programs_own_launch_sizes_beat_beyond_noise_says_to_keep_the
     _, _, s = run_py_sweep(tmp_path, space, confirm=True, certify=False)
     (c,) = s.best.choices
     assert c.values == {"ALPHA_BLOCK": 32} and c.speedup_vs_default == pytest.approx(1300 / 1600, rel=0.01)
+    assert c.default_verdict == "slower" and "0.81x vs default (SLOWER beyond noise)" in select.summary_lines(s.best)[0]
     (note,) = [n for n in s.best.notes if "the program's own launch sizes (job 'default')" in n]
     assert note.startswith("k_a: the program's own launch sizes (job 'default') ran these kernels 23.1% faster than "
                            "the pick, beyond noise") and "Keep the program's own launch sizes" in note

@@ -138,7 +138,7 @@ def test_a_choice_round_trips_its_evidence_certification_and_shapes(tmp_path):
                     shapes=(ShapeBest("k", 0, "grid 2x1x1 block 64x1x1", {"A": 64}, 10.0, 10.0, 0.0),), nodes=("a", "b"))
     best = Best("s", (choice,), {"A": 64})
     data = json.loads(json.dumps(best.to_dict()))
-    assert data["schema"] == "sweep-best/3" and Best.from_dict(data, tmp_path / "best.json") == best
+    assert data["schema"] == "sweep-best/4" and Best.from_dict(data, tmp_path / "best.json") == best
     assert cert.verdict == "tie" and not choice.certified
 
 
