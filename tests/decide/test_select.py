@@ -207,17 +207,19 @@ def test_the_end_to_end_jobs_samples_decide_whether_the_combined_pick_lost_to_th
 H200_SEED = Path(__file__).resolve().parents[1] / "data" / "h200" / "seed_e2e"
 
 
-def test_on_the_h200_seed_run_a_two_percent_loss_within_noise_carries_no_note_and_the_end_to_end_is_within_1pct():
+def test_on_the_h200_seed_run_a_loss_to_the_defaults_within_noise_carries_no_note_and_the_end_to_end_is_within_1pct():
     space = target.load(Path(__file__).resolve().parents[2] / "spaces" / "seed.yaml")
     m = pd.read_csv(H200_SEED / "measurements.csv")
     m["iter_total_ns"] = m["iter_total_ns"].map(lambda s: tuple(ast.literal_eval(s)) if isinstance(s, str) else None)
     best = select.select(space, m)
+    lines = "\n".join(select.summary_lines(best))
     encoder = next(c for c in best.choices if c.kernels == ("encoder_kernel",))
-    assert encoder.values["ENCODER_BLOCK_X"] == 8 and encoder.speedup_vs_default < 0.985   # by the medians
-    assert encoder.default_verdict == "tie" and "0.98x vs default (within noise)" in "\n".join(select.summary_lines(best))
-    assert not any("the program's own launch sizes" in n for n in best.notes)              # by the samples: a tie
+    assert encoder.values["ENCODER_BLOCK_X"] == 8 and encoder.speedup_vs_default < 1        # by the medians
+    assert encoder.default_verdict == "tie" and "0.99x vs default (within noise)" in lines   # by the samples
+    assert "1.14x vs default (faster beyond noise)" in lines                                 # gelu's 512
+    assert not any("the program's own launch sizes" in n for n in best.notes)
     conf = select.confirmation(space, m, pd.read_parquet(H200_SEED / "configs.parquet"), best)
     recorded = json.loads((H200_SEED / "confirmation.json").read_text())
-    assert conf.vs_default == recorded["vs_default"] and conf.vs_default["verdict"] == "slower"   # beyond noise,
+    assert conf.vs_default == recorded["vs_default"] and conf.vs_default["verdict"] == "faster"   # beyond noise,
     assert select.end_to_end_verdict(conf.vs_default) == "equivalent"                            # by under 1%
     assert select.end_to_end_note(conf) is None
