@@ -101,12 +101,12 @@ def job_samples(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...
     """Samples of J for the group's kernels in the jobs of `role` ("best", "baseline"; "sweep" with
     `values`, the group's values those jobs ran), pooled: weighed as the sweep's candidates are
     (() where none was kept)."""
+    if values is not None and not measurements.empty:   # those jobs' rows first: a large sweep has thousands
+        measurements = measurements[np.logical_and.reduce([measurements[k].to_numpy() == v
+                                                           for k, v in values.items()])]
     w = weights(space)
     per = {name: group_times(space, only(measurements, name), macros, role) for name in w}
-    t = weighted_times(per, w, macros)
-    if values is not None and not t.empty:
-        t = t[np.logical_and.reduce([t[k].to_numpy() == v for k, v in values.items()])]
-    return tuple(x for s in t["samples"] if s is not None for x in s)
+    return tuple(x for s in weighted_times(per, w, macros)["samples"] if s is not None for x in s)
 
 
 def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], baseline_ns: float | None = None,

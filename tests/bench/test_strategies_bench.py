@@ -32,13 +32,22 @@ def test_a_kernel_tuner_strategy_that_ends_short_is_started_again_until_the_budg
     assert len(strategies.Evaluator.last.seen) == 100        # distinct configurations only: earlier ones free
 
 
+# How much of a run repeats for a seed: differential evolution's whole run; Bayesian optimization's
+# Latin hypercube start (popsize, 20) only. After it, Kernel Tuner's default method (multi-ultrafast)
+# refits its model when the last prediction took under a fifth of the last evaluation's wall-clock
+# time, or every fifth step: on a loaded machine that timing, not the seed, can change a later
+# proposal (a CI run's 30th differed, 2026-12-01), so its rows vary a little from run to run.
+REPEATS_FOR_A_SEED = {"diff_evo": None, "bayes_opt": 20}   # None: the whole run
+
+
 @pytest.mark.parametrize("strategy", ["diff_evo", "bayes_opt"])
 def test_kernel_tuner_strategies_that_sample_latin_hypercubes_repeat_their_run_for_a_seed(space, strategy):
     """Both draw Latin hypercube samples from scipy with no seed (fresh OS entropy): the bench's
     tables for them differed from run to run until their samplers drew from the seeded generator."""
     pytest.importorskip("kernel_tuner", reason="Kernel Tuner (pip install '.[bench]') runs the strategy itself")
     first, second = (strategies.run_kt(space, 3, 30, strategy, restart=False)[0] for _ in range(2))
-    assert first == second and len(first) >= 10
+    n = REPEATS_FOR_A_SEED[strategy]
+    assert len(first) >= (n or 10) and first[:n] == second[:n]
 
 
 def test_a_kernel_tuner_run_for_a_seed_is_the_same_in_a_fresh_process_as_after_other_runs(space):
