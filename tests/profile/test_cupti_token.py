@@ -59,7 +59,9 @@ def one_at_a_time(commands: list[list[str]], windows_each: int) -> list[list[int
 
 def test_three_processes_taking_one_token_never_hold_it_at_once_and_each_window_says_how_long_it_waited(
         harness, tmp_path):
-    lines = one_at_a_time([[str(harness), "hold", str(tmp_path / "gpu.lock"), "20", "1000"]] * 3, 20)
+    # 60 rounds of 1 ms held, 1 ms not: each process runs about 120 ms, far longer than the three
+    # start apart on a loaded machine (20 rounds, 40 ms, once ran so nobody ever waited in CI)
+    lines = one_at_a_time([[str(harness), "hold", str(tmp_path / "gpu.lock"), "60", "1000"]] * 3, 60)
     assert all(requested <= acquired < released for acquired, released, requested in lines)
     assert any(acquired - requested > 100_000 for acquired, _, requested in lines), "nobody ever waited"
 
