@@ -171,9 +171,9 @@ def against_default(space: Space, measurements: pd.DataFrame, c: Choice) -> Choi
     sizes), where both kept samples and the pick is not the defaults themselves."""
     if c.is_default or not c.speedup_vs_default:
         return c
-    ours = objective.job_samples(space, measurements, c.macros, "sweep", c.values)
-    theirs = objective.job_samples(space, measurements, c.macros, "baseline")
-    return replace(c, default_verdict=end_to_end_verdict(compare(ours, theirs).to_dict())) if ours and theirs else c
+    theirs = objective.job_samples(space, measurements, c.macros, "baseline")   # first: most selects have none
+    ours = objective.job_samples(space, measurements, c.macros, "sweep", c.values) if theirs else ()
+    return replace(c, default_verdict=end_to_end_verdict(compare(ours, theirs).to_dict())) if ours else c
 
 
 def defaults_won(c: Choice) -> str | None:
@@ -296,16 +296,17 @@ def summary_lines(best: Best) -> list[str]:
             rv = ",".join(str(v) for v in c.runner_up.values.values())
             ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
         sp = "  the default" if c.is_default else \
-            f"  {c.speedup_vs_default:.2f}x vs default{vs_default_words(c)}" if c.speedup_vs_default else ""
+            f"  {c.speedup_vs_default:.2f}x vs default{verdict_in_brackets(c.default_verdict)}" \
+            if c.speedup_vs_default else ""
         lines.append(f"{', '.join(c.kernels) or '-'}: {vals}  {c.best.ns / 1e3:.1f} "
                      f"{'us weighted' if c.workloads else 'us/iter'}{ru}{sp}{race_words(c)}")
         lines.extend("  " + workload_line(w) for w in c.workloads)
     return lines
 
 
-def vs_default_words(c: Choice) -> str:
-    """The samples' word on a pick's speed-up over the defaults, for its summary line and report row."""
-    return f" ({w})" if (w := VERDICT_WORDS.get(c.default_verdict, "")) else ""
+def verdict_in_brackets(verdict: str | None) -> str:
+    """A pick's default_verdict in words, " (...)", for its summary line and report row ("": none)."""
+    return f" ({w})" if (w := VERDICT_WORDS.get(verdict or "", "")) else ""
 
 
 def race_words(c: Choice) -> str:

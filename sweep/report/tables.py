@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from sweep.decide.select import VERDICT_WORDS, end_to_end_words
+from sweep.decide.select import end_to_end_words, verdict_in_brackets
 from sweep.records.evidence import VERDICTS, verdict_words
 from sweep.report.fmt import (NOT_FAILED, by_weight, clean_value, fmt_ci, fmt_ms, fmt_ns, fmt_pct, fmt_ratio,
                               fmt_values, listed, main_status, value_list)
@@ -300,8 +300,8 @@ def best_rows(sw: SweepData) -> list[dict[str, str]]:
             "ns": fmt_ns(ch["best"]["ns"]), "std": fmt_ns(ch["best"]["std_ns"]),
             "runner_up": fmt_values(ru["values"]) if ru else "—", "runner_up_time": fmt_ns(ru["ns"]) if ru else "—",
             "margin": fmt_pct(ch.get("margin")), "beyond_noise": beyond, "default": fmt_ns(ch.get("default_ns")),
-            "speedup": "the default" if ch.get("is_default") else fmt_ratio(ch.get("speedup_vs_default"))
-            + (f" ({VERDICT_WORDS[v]})" if (v := ch.get("default_verdict")) in VERDICT_WORDS else ""),
+            "speedup": "the default" if ch.get("is_default")
+            else fmt_ratio(ch.get("speedup_vs_default")) + verdict_in_brackets(ch.get("default_verdict")),
             "note": ch.get("note", ""),
         })
     return rows
