@@ -24,8 +24,13 @@ if "SWEEP_LOCK_DIR" not in os.environ or (os.environ.get(_MADE_LOCK_DIR) == os.e
                                           and "PYTEST_XDIST_WORKER" in os.environ):
     import tempfile
 
+    import atexit
+    import shutil
+
     _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     os.environ["SWEEP_LOCK_DIR"] = os.environ[_MADE_LOCK_DIR] = tempfile.mkdtemp(prefix=f"sweep-locks-{_worker}")
+    # the process that made it removes it when it exits: no lock folder of a finished run is left behind
+    atexit.register(shutil.rmtree, os.environ["SWEEP_LOCK_DIR"], ignore_errors=True)
 
 # Fixtures set up once per session or module and costly to set up (an nvcc-built sweep): the
 # tests sharing one are kept on one xdist worker, so it is set up once, not once per worker.

@@ -22,8 +22,15 @@ preprocessor's line markers, and replays what the compile printed (kept beside
 the object: ptxas' --resource-usage lines, so a cached build reports its kernels'
 registers and spills as a fresh one does). Entries are written atomically (a private temporary
 file, fsynced, renamed into place), so builds on many nodes can share one cache
-on a shared filesystem, even while several compile the same object at once. Each call logs one line to stderr:
+on a shared filesystem. Builders that miss the same object at once compile it once: the
+first takes the entry's lock (an flock on CACHE/ab/<key>.lock, dropped by the kernel when its
+holder dies) and compiles; the others wait for it and copy what it stored. This matters
+when a sweep's first jobs start together on a cold cache: each would otherwise compile the
+whole program. Where the filesystem takes no locks, or the holder has not finished in
+WAIT_FOR_OTHER_S, a builder compiles without it (the atomic writes keep the entry whole).
+Each call logs one line to stderr:
     objcache: hit build/obj/residual.o
+    objcache: hit build/obj/matvec.o (after 21.4 s waiting for another build compiling it)
     objcache: miss build/obj/matmul.o (compiled in 7.9 s)
     objcache: damaged entry CACHE/ab/<key>-<hash>.o (its bytes no longer match the hash recorded
               when it was stored): evicted; compiling build/obj/matmul.o afresh
@@ -33,6 +40,8 @@ Stdlib only: it runs on GPU nodes with nothing but python3.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -42,10 +51,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MARKER = re.compile(rb'^#(?:line)?\s*\d+\s+"([^"]*)"[^\n]*$', re.M)
 _version_cache: dict[str, bytes] = {}
+# How long a builder waits for another one compiling the same object before compiling it
+# itself: longer than any one translation unit takes (the engine's slowest, kernel_check,
+# takes about 3 minutes of a loaded core), short of a job's time limit.
+WAIT_FOR_OTHER_S = 1200.0
 
 
 def _split(args: list[str]) -> tuple[str | None, str | None, str | None, list[str]]:
@@ -158,25 +172,71 @@ def main(argv: list[str]) -> int:
     key = h.hexdigest()
     data = _verified_entry(a.dir / key[:2], key, out)
     if data is not None:
-        _store_bytes(data, Path(out))
-        if dep:
-            Path(dep).write_text(_depfile(out, text))
-        said = _messages(a.dir, key)
-        if said.is_file():      # what the compile printed (ptxas' registers and spills), as if compiled again
-            sys.stderr.write(said.read_text(errors="replace"))
-        print(f"objcache: hit {out}", file=sys.stderr)
-        return 0
+        return _serve(a.dir, key, data, out, dep, text, waited_s=0.0)
+    with _compile_lock(a.dir, key) as waited_s:
+        data = _verified_entry(a.dir / key[:2], key, out)
+        if data is not None:    # another build stored it since the look above, or while this one waited
+            return _serve(a.dir, key, data, out, dep, text, waited_s)
+        return _compile(cmd, a.dir, key, out)
+
+
+def _serve(cache: Path, key: str, data: bytes, out: str, dep: str | None, text: bytes, waited_s: float) -> int:
+    """A hit: the entry's bytes as `out`, the dependency file make asked for, and what the
+    compile printed."""
+    _store_bytes(data, Path(out))
+    if dep:
+        Path(dep).write_text(_depfile(out, text))
+    said = _messages(cache, key)
+    if said.is_file():      # what the compile printed (ptxas' registers and spills), as if compiled again
+        sys.stderr.write(said.read_text(errors="replace"))
+    waited = f" (after {waited_s:.1f} s waiting for another build compiling it)" if waited_s >= 0.05 else ""
+    print(f"objcache: hit {out}{waited}", file=sys.stderr)
+    return 0
+
+
+@contextlib.contextmanager
+def _compile_lock(cache: Path, key: str) -> Iterator[float]:
+    """Hold the entry's compile lock while the body runs; yields the seconds spent waiting for
+    another holder (0.0: none was compiling it). Without the lock (a filesystem that takes none,
+    or a holder past WAIT_FOR_OTHER_S) it yields all the same: the body then compiles alongside."""
+    t0 = time.monotonic()
+    try:
+        (cache / key[:2]).mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache / key[:2] / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield 0.0
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - t0 > WAIT_FOR_OTHER_S:
+                    print(f"objcache: gave up waiting after {WAIT_FOR_OTHER_S:.0f} s for another build compiling "
+                          f"the entry {key[:16]}; compiling it here too", file=sys.stderr)
+                    break
+                time.sleep(0.05)
+            except OSError:
+                break       # no locks on this filesystem: compile, as every builder then does
+        yield time.monotonic() - t0
+    finally:
+        os.close(fd)        # drops the lock
+
+
+def _compile(cmd: list[str], cache: Path, key: str, out: str) -> int:
+    """A miss: compile, then store the object and what the compile printed under `key`."""
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     rc = p.returncode
     if rc == 0 and Path(out).is_file():
-        entry = a.dir / key[:2] / f"{key}-{_content_hash(Path(out).read_bytes())}.o"
+        entry = cache / key[:2] / f"{key}-{_content_hash(Path(out).read_bytes())}.o"
         messages = Path(out).with_suffix(".objcache-log")
         try:
             messages.write_text(p.stdout + p.stderr)
-            _store(messages, _messages(a.dir, key))   # before the object: a hit finds both
+            _store(messages, _messages(cache, key))   # before the object: a hit finds both
         finally:
             messages.unlink(missing_ok=True)
         _store(Path(out), entry)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import needs_nvcc
@@ -157,3 +159,67 @@ def test_a_corrupted_cache_entry_is_evicted_and_rebuilt_with_a_note_not_served(t
     assert (tmp_path / "b.o").read_bytes() == b"OBJECT:" + src.read_bytes()
     p = compile_("c.o")                                   # rebuilt: a good entry again
     assert "objcache: hit" in p.stderr and (tmp_path / "c.o").read_bytes() == (tmp_path / "b.o").read_bytes()
+
+
+# A stand-in for nvcc that notes each compile in COMPILES (one line) and takes SLOW_S seconds
+# over it, as a real translation unit does: so builders that start together overlap.
+COUNTING_NVCC = NVCC_STAND_IN + r'''import os
+with open(os.environ["COMPILES"], "a") as f:
+    f.write(f"{os.getpid()}\n")
+time.sleep(float(os.environ.get("SLOW_S", "0")))
+open(args[args.index("-o") + 1], "wb").write(b"OBJECT:" + text)
+'''
+
+
+def counting_builder(tmp: Path, cache: Path, out: str, slow_s: float) -> subprocess.Popen:
+    nvcc = tmp / "nvcc"
+    if not nvcc.exists():
+        nvcc.write_text(COUNTING_NVCC)
+        nvcc.chmod(0o755)
+        (tmp / "kernel.cu").write_text("__global__ void k() {}\n")
+    env = {**os.environ, "COMPILES": str(tmp / "compiles.txt"), "SLOW_S": str(slow_s)}
+    return subprocess.Popen([sys.executable, "-I", str(OBJCACHE), "--dir", str(cache), "--", str(nvcc), "-O2", "-c",
+                             str(tmp / "kernel.cu"), "-o", str(tmp / out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_builders_missing_one_object_together_compile_it_once_and_the_others_wait_for_it(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [counting_builder(tmp_path, cache, f"b{i}.o", slow_s=1.5) for i in range(4)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errs
+    assert len((tmp_path / "compiles.txt").read_text().splitlines()) == 1      # one compile for the four
+    assert sum("objcache: miss" in e for e in errs) == 1
+    waited = [e for e in errs if "waiting for another build compiling it" in e]
+    assert len(waited) == 3 and all("objcache: hit" in e for e in waited)
+    assert {(tmp_path / f"b{i}.o").read_bytes() for i in range(4)} == {b"OBJECT:__global__ void k() {}\n"}
+
+
+def test_a_builder_killed_while_compiling_does_not_hold_up_the_next(tmp_path):
+    cache = tmp_path / "cache"
+    stuck = counting_builder(tmp_path, cache, "stuck.o", slow_s=600)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "compiles.txt").is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)     # compiling, so holding the entry's lock
+    stuck.kill()             # kill -9: the kernel drops its lock (its stand-in compiler lingers on, lockless)
+    stuck.communicate()
+    t0 = time.monotonic()
+    nxt = counting_builder(tmp_path, cache, "next.o", slow_s=0)
+    _, err = nxt.communicate(timeout=60)
+    assert nxt.returncode == 0 and "objcache: miss" in err, err
+    assert time.monotonic() - t0 < 30 and (tmp_path / "next.o").read_bytes().startswith(b"OBJECT:")
+
+
+def test_a_builder_that_waited_past_its_limit_compiles_the_object_itself_and_says_so(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    from sweep.node import objcache
+
+    cache, key = tmp_path / "cache", "ab" * 32
+    (cache / key[:2]).mkdir(parents=True)
+    with open(cache / key[:2] / f"{key}.lock", "w") as other:     # another builder holds it, and never lets go
+        fcntl.flock(other, fcntl.LOCK_EX)
+        monkeypatch.setattr(objcache, "WAIT_FOR_OTHER_S", 0.3)
+        with objcache._compile_lock(cache, key) as waited_s:
+            assert waited_s >= 0.3
+    assert "gave up waiting after" in capsys.readouterr().err
