@@ -24,7 +24,8 @@ registers and spills as a fresh one does). Entries are written atomically (a pri
 file, fsynced, renamed into place), so builds on many nodes can share one cache
 on a shared filesystem. Builders that miss the same object at once compile it once: the
 first takes the entry's lock (an flock on CACHE/ab/<key>.lock, dropped by the kernel when its
-holder dies) and compiles; the others wait for it and copy what it stored. This matters
+holder dies) and compiles; the others wait for it and copy what it stored (or, when that
+compile failed, each compiles the object itself, all at once). This matters
 when a sweep's first jobs start together on a cold cache: each would otherwise compile the
 whole program. Where the filesystem takes no locks, or the holder has not finished in
 WAIT_FOR_OTHER_S, a builder compiles without it (the atomic writes keep the entry whole).
@@ -173,11 +174,17 @@ def main(argv: list[str]) -> int:
     data = _verified_entry(a.dir / key[:2], key, out)
     if data is not None:
         return _serve(a.dir, key, data, out, dep, text, waited_s=0.0)
+    failures_before = _failures(a.dir, key)
     with _compile_lock(a.dir, key) as waited_s:
         data = _verified_entry(a.dir / key[:2], key, out)
         if data is not None:    # another build stored it since the look above, or while this one waited
             return _serve(a.dir, key, data, out, dep, text, waited_s)
-        return _compile(cmd, a.dir, key, out)
+        if _failures(a.dir, key) == failures_before:
+            return _compile(cmd, a.dir, key, out)
+    # The compile this one waited for failed. Compile it here too (a failure may be the other
+    # node's own: memory, disk), but after letting go of the lock: every builder waiting on a
+    # failing object then compiles at once, not one after another, each waiting out the last.
+    return _compile(cmd, a.dir, key, out)
 
 
 def _serve(cache: Path, key: str, data: bytes, out: str, dep: str | None, text: bytes, waited_s: float) -> int:
@@ -241,7 +248,22 @@ def _compile(cmd: list[str], cache: Path, key: str, out: str) -> int:
             messages.unlink(missing_ok=True)
         _store(Path(out), entry)
         print(f"objcache: miss {out} (compiled in {time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    else:
+        _store_bytes(os.urandom(8).hex().encode(), _failure_mark(cache, key))   # what waiters compare
     return rc
+
+
+def _failure_mark(cache: Path, key: str) -> Path:
+    """A token rewritten by each failed compile of `key`: a builder that waited for the entry's
+    lock tells by it whether the compile it waited for failed (no clocks compared across nodes)."""
+    return cache / key[:2] / f"{key}.failed"
+
+
+def _failures(cache: Path, key: str) -> bytes | None:
+    try:
+        return _failure_mark(cache, key).read_bytes()
+    except OSError:
+        return None
 
 
 def _messages(cache: Path, key: str) -> Path:

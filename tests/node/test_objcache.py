@@ -223,3 +223,30 @@ def test_a_builder_that_waited_past_its_limit_compiles_the_object_itself_and_say
         with objcache._compile_lock(cache, key) as waited_s:
             assert waited_s >= 0.3
     assert "gave up waiting after" in capsys.readouterr().err
+
+
+# The counting stand-in, failing: each compile notes its start and end and fails after SLOW_S.
+FAILING_NVCC = NVCC_STAND_IN + r'''import os
+start = time.time()
+time.sleep(float(os.environ.get("SLOW_S", "0")))
+with open(os.environ["COMPILES"], "a") as f:
+    f.write(f"{start} {time.time()}\n")
+print("kernel.cu(1): error: a shared header is broken", file=sys.stderr)
+sys.exit(2)
+'''
+
+
+def test_builders_waiting_on_a_compile_that_fails_then_compile_together_not_one_after_another(tmp_path):
+    (tmp_path / "nvcc").write_text(FAILING_NVCC)      # counting_builder keeps a stand-in already there
+    (tmp_path / "nvcc").chmod(0o755)
+    (tmp_path / "kernel.cu").write_text("__global__ void k() {}\n")
+    cache = tmp_path / "cache"
+    procs = [counting_builder(tmp_path, cache, f"b{i}.o", slow_s=1.5) for i in range(4)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [2] * 4 and all("a shared header is broken" in e for e in errs)
+    spans = sorted(tuple(map(float, line.split())) for line in (tmp_path / "compiles.txt").read_text().splitlines())
+    assert len(spans) == 4                                  # each builder compiled it: a failure is not served
+    first, waiters = spans[0], spans[1:]
+    assert all(start >= first[1] for start, _ in waiters)  # they waited for the first compile...
+    assert max(start for start, _ in waiters) < min(end for _, end in waiters)   # ...then compiled at once
+    assert not list(cache.rglob("*.o"))
