@@ -213,6 +213,7 @@ def _compile_lock(cache: Path, key: str) -> Iterator[float]:
     except OSError:
         yield 0.0
         return
+    pause = 0.05        # growing to 1 s: an array's waiters on a shared filesystem ask its server rarely
     try:
         while True:
             try:
@@ -223,7 +224,8 @@ def _compile_lock(cache: Path, key: str) -> Iterator[float]:
                     print(f"objcache: gave up waiting after {WAIT_FOR_OTHER_S:.0f} s for another build compiling "
                           f"the entry {key[:16]}; compiling it here too", file=sys.stderr)
                     break
-                time.sleep(0.05)
+                time.sleep(pause)
+                pause = min(1.0, pause * 1.5)
             except OSError:
                 break       # no locks on this filesystem: compile, as every builder then does
         yield time.monotonic() - t0
