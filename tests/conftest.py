@@ -22,10 +22,8 @@ H100 = DATA / "h100"
 _MADE_LOCK_DIR = "SWEEP_TESTS_MADE_LOCK_DIR"
 if "SWEEP_LOCK_DIR" not in os.environ or (os.environ.get(_MADE_LOCK_DIR) == os.environ["SWEEP_LOCK_DIR"]
                                           and "PYTEST_XDIST_WORKER" in os.environ):
-    import tempfile
-
     import atexit
-    import shutil
+    import tempfile
 
     _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     os.environ["SWEEP_LOCK_DIR"] = os.environ[_MADE_LOCK_DIR] = tempfile.mkdtemp(prefix=f"sweep-locks-{_worker}")

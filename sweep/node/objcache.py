@@ -211,6 +211,8 @@ def _compile_lock(cache: Path, key: str) -> Iterator[float]:
         (cache / key[:2]).mkdir(parents=True, exist_ok=True)
         fd = os.open(cache / key[:2] / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
+        fd = None       # a cache folder this builder cannot write a lock into: compile unlocked
+    if fd is None:
         yield 0.0
         return
     pause = 0.05        # growing to 1 s: an array's waiters on a shared filesystem ask its server rarely
