@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sweep.records.evidence import Certification, ShapeBest
-from sweep.records import Candidate, Choice
+from sweep.records import Candidate, Choice, values_words
 from sweep.space import Parameter, Space, groups
 from sweep.stats import MIN_SAMPLES_FOR_NOISE, compare, summarize
 from sweep.stats.race import EQUIVALENCE
@@ -262,9 +262,13 @@ def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Ca
     pick - 1, below 0) and its interval come from the leader's comparison with the pick."""
     by_values = {_key(c): c for c in cands}
     values_of = {e["tag"]: e["values"] for e in cert.entrants}
-    pick = by_values.get(tuple(sorted(cert.pick.items())))
-    if pick is None:   # the default configuration, raced from the baseline job
-        pick = Candidate(dict(cert.pick), "default", float(baseline_ns or 0.0), 0.0, 1)
+
+    def candidate(values: dict[str, int]) -> Candidate:
+        """The candidate of these values; the default configuration's (declared, or the program's own),
+        raced from the baseline job, is none of the sweep's: the baseline job's time stands for it."""
+        found = by_values.get(tuple(sorted(values.items())))
+        return found if found is not None else Candidate(dict(values), "default", float(baseline_ns or 0.0), 0.0, 1)
+    pick = candidate(cert.pick)
     pick_tag = cert.tag_of(cert.pick)
     margin, lo, hi, rival = cert.margin, cert.ci_low, cert.ci_high, cert.runner_up
     if cert.leader and pick_tag != cert.leader and pick_tag in cert.comparisons:
@@ -273,12 +277,12 @@ def _certified(macros: tuple[str, ...], kernels: tuple[str, ...], cands: list[Ca
             return None if v is None else 1 / (1 + v) - 1
         margin, lo, hi, rival = inverted(comp["margin"]), inverted(comp["ci_high"]), inverted(comp["ci_low"]), \
             values_of.get(cert.leader)
-    ru = by_values.get(tuple(sorted(rival.items()))) if rival else None
+    ru = candidate(rival) if rival is not None else None
     noise = (hi - lo) / 2 * pick.ns if lo is not None and hi is not None else None
     if cert.certified:
         note = f"certified: faster than every other entrant in a race of {cert.rounds} rounds on one GPU"
     else:
-        tied = "; ".join(", ".join(f"{k}={v}" for k, v in t.items()) for t in cert.tied)
+        tied = "; ".join(values_words(t, ", ", names=True) for t in cert.tied)
         why = f"shown within {EQUIVALENCE:.0%} of each other" if cert.stopped == "equivalent" else cert.stopped
         note = f"race tie after {cert.rounds} rounds ({why}): tied {tied}; picked by rule: {cert.rule}"
     speedup = (baseline_ns / pick.ns) if baseline_ns and pick.ns > 0 else None

@@ -16,7 +16,13 @@ sweep.stats.race.tie_break).
 
 The default entrant: the candidate whose values are the group's declared
 defaults, else the baseline job (the target's own launch sizes), which then
-runs before the race. Cost and cap: the race runs by default when what certifying
+runs before the race. Where the space declares no defaults for a group of two
+candidates or more, the baseline job races as the program's own launch sizes
+(values {}, records.OWN_SIZES): the program may size a kernel in a way the
+space's values cannot express (the engine's 32x4x1 encoder block, in a space of
+cubes), and a pick slower than what the program already does is no pick. When
+it wins, or ties (the rule keeps the default), best/conf.cuh leaves the group's
+macros unset. Cost and cap: the race runs by default when what certifying
 costs (race_cost.cost_s: the rounds up to the first round at which it could decide
 anything, stats.Race.decisive_looks: 9 rounds with two to four entrants at the default
 30 rounds) is at most its cap, max(certify.budget_share (20%) of the sweep's GPU
@@ -30,7 +36,8 @@ own pick and evidence, and says so. Every group's summary line says certified, t
 How the rounds run: in lockstep (`in_lockstep`: certify.lockstep, and every
 entrant's job sampled per iteration) a fresh process of each entrant's own job a
 round, taking turns (sweep.node.lockstep); else a run of each needed program a round,
-the groups together on combined configurations (`wants_combined`). What either
+the groups together on combined configurations (`wants_combined`,
+sweep.decide.race_combined). What either
 costs, and so what a budget buys: sweep.decide.race_cost.
 
 With workloads the race runs on the weighted objective the overall pick was made
@@ -51,17 +58,19 @@ from typing import Any, Callable, Mapping, Protocol
 import pandas as pd
 
 from sweep import dispatch as executors
-from sweep.decide import by_gpu, collect as collect_mod
+from sweep.decide import collect as collect_mod
 from sweep.node import gpus, render
 from sweep.decide.collect import Collected
 from sweep.records.evidence import Certification
 from sweep.dispatch.progress import Progress
 from sweep.node.race import OUTCOME, Lane, RacePlan, read_outcome
 from sweep.decide import race_parts
+from sweep.decide.race_combined import (ENTRANT_ROLE, combined, find_entrants, run_entrants, shared,  # noqa: F401
+                                        unshared, wants_combined)
 from sweep.decide.race_cost import cost_s, plan_first_round, side_by_side_s
 from sweep.records import Best, Choice, JobSettings
 from sweep.decide.select import group_rows, patterns
-from sweep.space import Config, Space, check, make_config, tag
+from sweep.space import Config, Space
 from sweep.space.workloads import weights
 from sweep.stats import Entrant, contenders
 
@@ -89,7 +98,6 @@ class Sweep(Protocol):
 
     def one_node(self) -> bool: ...      # its side-by-side jobs share one node (its CUDA start-ups)
 
-ENTRANT_ROLE = "entrant"  # a combined configuration run for the race (sweep.decide.certify.combined)
 RACES = "_races"          # jobs/<sweep>/_races/<plan digest>/: one folder per race plan (a job of its own)
 
 
@@ -147,15 +155,9 @@ def in_lockstep(space: Space, c: Collected, tags: list[str]) -> bool:
     return all(source.get(t) == "iterations" for t in tags)
 
 
-def wants_combined(space: Space, p: RacePlan | None) -> bool:
-    """Whether the race goes on combined configurations: certify.combine, and a run a sample (in
-    lockstep the entrants' own jobs race, unless one round's processes outnumber certify.processes)."""
-    return (p is not None and space.certify.combine
-            and (not p.lockstep or len(p.tags()) * max(1, len(p.weights)) > space.certify.processes))
-
-
 def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | None:
-    """The baseline job as a group's default entrant, when it was measured."""
+    """The baseline job as a group's default entrant, when it was measured (it ran the group's
+    kernels: a program that cannot build without the macros has none)."""
     rows = group_rows(space, c.measurements, macros, role="baseline")
     if rows.empty:
         return None
@@ -163,18 +165,20 @@ def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | 
 
 
 def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:
-    """A group's race, or None when it has fewer than two entrants."""
+    """A group's race, or None when it has fewer than two entrants. Its default entrant: the
+    candidate of the declared defaults, else the baseline job with those defaults' values, else (no
+    defaults declared, two candidates or more) the baseline job as the program's own ({})."""
     defaults = space.declared_defaults(choice.macros)
     entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults)
                 for x in choice.candidates]
     medians = {x.tag: x.ns for x in choice.candidates}
     chosen = list(contenders(entrants, medians, space.certify.top))
     values = {x.tag: dict(x.values) for x in choice.candidates}
-    if defaults is not None and not any(e.is_default for e in chosen):
+    if (defaults is not None or len(choice.candidates) > 1) and not any(e.is_default for e in chosen):
         base = _baseline(space, c, choice.macros)
         if base is not None:
             chosen.append(base)
-            values[base.id] = defaults
+            values[base.id] = defaults if defaults is not None else {}
     if len(chosen) < 2:
         return None
     return Lane(choice.macros, patterns(space, choice.macros), tuple(chosen), {e.id: values[e.id] for e in chosen})
@@ -196,103 +200,13 @@ def plan(space: Space, best: Best, c: Collected, sweep_dir: Path) -> RacePlan | 
                     processes=space.certify.processes, overlap=gpus.overlap_wanted(space))
 
 
-def combined(space: Space, best: Best, p: RacePlan) -> list[tuple[str, dict[str, int]]] | None:
-    """The configurations that race every group at once, as (rank, values): rank r sets each
-    group's r-th fastest entrant ("1", "2", ...), rank "default" each group's default; the
-    macros a rank leaves unset keep the picks (best.config). One run of such a configuration
-    gives a sample to every group, so a round runs top + 1 programs instead of one per
-    entrant of every group. It rests on what factorized selection already assumes: a group's
-    kernels take the same time whatever launch sizes the other groups' kernels use. None when
-    fewer than two groups race (nothing to share) or a combination breaks a constraint (each
-    group then races its own jobs)."""
-    if len(p.lanes) < 2:
-        return None
-    picks = {q.macro: best.config[q.macro] for q in space.swept}
-    ranks: dict[str, dict[str, int]] = {}
-    for x in p.lanes:
-        for entrant, rank in ranks_of(x).items():
-            ranks.setdefault(rank, dict(picks)).update(x.values[entrant])
-    out = []
-    for rank, values in ranks.items():
-        if check(space, make_config(space, values)) is not None:
-            return None
-        out.append((rank, values))
-    return out
-
-
-def ranks_of(x: Lane) -> dict[str, str]:
-    """Each entrant's rank in its lane: "1", "2", ... in the lane's order (fastest first), "default" for the default."""
-    ranked = [e.id for e in x.entrants if not e.is_default]
-    return {e.id: "default" if e.is_default else str(ranked.index(e.id) + 1) for e in x.entrants}
-
-
-def combined_plan(p: RacePlan, jobs: Mapping[str, tuple[str, str, str]]) -> RacePlan:
-    """p with each entrant replaced by the combined job of its rank (jobs: rank -> tag, folder, config hash)."""
-    lanes = []
-    for x in p.lanes:
-        rank_of = ranks_of(x)
-        entrants = tuple(dataclasses.replace(e, id=jobs[rank_of[e.id]][0]) for e in x.entrants)
-        lanes.append(Lane(x.macros, x.patterns, entrants, {jobs[rank_of[e.id]][0]: x.values[e.id] for e in x.entrants}))
-    tags = {t: (d, h) for t, d, h in jobs.values()}
-    return dataclasses.replace(p, lanes=tuple(lanes), jobs={t: d for t, (d, _) in tags.items()},
-                               hashes={t: h for t, (_, h) in tags.items()})
-
-
-def find_entrants(space: Space, ranks: list[tuple[str, dict[str, int]]], c: Collected, sweep_dir: Path) \
-        -> dict[str, tuple[str, str, str]]:
-    """rank -> (tag, folder, config hash) of the ok job measuring each combined configuration:
-    one of role "entrant" (run for the race) or one the sweep measured itself."""
-    cf = c.configs
-    if cf.empty or "config_hash" not in cf:
-        return {}
-    ok = cf[(cf["status"] == "ok") & cf["role"].isin([ENTRANT_ROLE, "sweep"])]
-    found = {}
-    for rank, values in ranks:
-        full = make_config(space, values).as_dict()
-        hit = ok
-        for macro, v in full.items():
-            hit = hit[hit[macro] == v] if macro in hit else hit.iloc[0:0]
-        if not hit.empty:
-            row = hit.sort_values("role").iloc[0]    # "entrant" before "sweep": either measured it
-            found[rank] = (str(row["tag"]), str(Path(sweep_dir) / str(row["tag"])), str(row["config_hash"]))
-    return found
-
-
-def shared(space: Space, best: Best, c: Collected, sweep_dir: Path, p: RacePlan | None) -> RacePlan | None:
-    """The race of p on combined configurations, when every one of them was measured ok; else None."""
-    ranks = combined(space, best, p) if wants_combined(space, p) else None
-    if not ranks:
-        return None
-    found = find_entrants(space, ranks, c, sweep_dir)
-    return combined_plan(p, found) if len(found) == len(ranks) else None
-
-
-def _unshared(p: RacePlan, ranks: list[tuple[str, dict[str, int]]]) -> RacePlan:
-    print(f"  note: some of the {len(ranks)} combined configurations failed (see `status`): each group races its "
-          "own jobs instead", file=sys.stderr)
-    return p
-
-
-def run_entrants(space: Space, sw: Sweep, ranks: list[tuple[str, dict[str, int]]], found: Mapping[str, Any],
-                 partition: str = "") -> None:
-    """Build, verify and measure the combined configurations no job has measured yet (role
-    "entrant": selection never counts them) through the sweep's executor."""
-    configs = {}   # two ranks no group races at both may combine to one configuration: one job
-    for rank, values in ranks:
-        if rank not in found:
-            cfg = make_config(space, values)
-            name = f"{ENTRANT_ROLE}_{tag(space, cfg)}"
-            configs[by_gpu.partition_tag(name, partition) if partition else name] = cfg
-    jobs = [sw.render(cfg, name, role=ENTRANT_ROLE, partition=partition) for name, cfg in configs.items()]
-    sw.run_pending(jobs, space.name + ":certify", f"certifying: {len(jobs)} configuration(s) that race every group "
-                   "at once (each group's same rank in one program run)")
-
-
 def needs_baseline(space: Space, best: Best) -> bool:
-    """Some group's default values are not among its measured candidates (the baseline job stands in)."""
+    """Some group of two candidates or more races the baseline job: its declared defaults are not
+    among its measured candidates (the baseline job stands in), or it declares none (the baseline
+    job races as the program's own launch sizes)."""
     for ch in best.choices:
         d = space.declared_defaults(ch.macros)
-        if d is not None and len(ch.candidates) > 1 and not any(x.values == d for x in ch.candidates):
+        if len(ch.candidates) > 1 and (d is None or not any(x.values == d for x in ch.candidates)):
             return True
     return False
 
@@ -373,7 +287,7 @@ def run(space: Space, sw: Sweep, best: Best, c: Collected, partition: str = "") 
         run_entrants(space, sw, ranks, find_entrants(space, ranks, c, sw.sweep_dir), partition)
         swept = set(c.configs["tag"])   # the sweep jobs `c` kept (those of the space as it is now)
         c = collect_mod.collect(sw.sweep_dir, keep=lambda cfg: cfg.role != "sweep" or cfg.tag in swept)
-        p = shared(space, best, c, sw.sweep_dir, p) or _unshared(p, ranks)
+        p = shared(space, best, c, sw.sweep_dir, p) or unshared(p, ranks)
     races = race_parts.parts(p, sw.gpus_at_once(), combined=bool(ranks), first_look_s=part_first_look(c),
                              side_by_side_s=side_by_side(c) if sw.one_node() else None)
     ran = race_parts.run_parts(space, sw, races, lambda x: race_dir(sw.sweep_dir, x), cost, partition)

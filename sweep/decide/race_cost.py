@@ -14,7 +14,7 @@ turns, and the processes of several rounds start at once (sweep.node.lockstep): 
 start-up a batch of rounds, plus the turns. Otherwise a round runs every needed
 program once, start-up and profiler included (about 1.5 s for the engine with
 cupti, 5 s with nsys): top + 1 programs when the groups race together on
-combined configurations (sweep.decide.certify.combined), else one per entrant of every
+combined configurations (sweep.decide.race_combined.combined), else one per entrant of every
 group. No pick can be certified before the first look at which a leader that
 won every round would be (9 rounds with two to four entrants, at the default 30
 rounds and alpha 0.05).

@@ -57,9 +57,9 @@ from sweep.decide.candidates import (ALPHA, NOISE_SIGMAS, TIE_NOTE, UNKNOWN_NOTE
                               group_times, patterns)
 from sweep.records.evidence import Certification, WorkloadPick, verdict_words
 from sweep.profile import Measurement
-from sweep.records import Best, Candidate, Choice, Confirmation
+from sweep.records import OWN_SIZES, Best, Candidate, Choice, Confirmation, values_words
 from sweep.decide.shapes import shape_bests
-from sweep.space import Config, Space, check, make_config
+from sweep.space import Config, Space, check, pick_config
 from sweep.stats import compare
 from sweep.stats.race import EQUIVALENCE
 from sweep.space.workloads import weights
@@ -101,12 +101,18 @@ def measured_default(space: Space, c: Choice) -> Choice:
 
 
 def marked_default(space: Space, c: Choice) -> Choice:
-    """A pick that is the space's declared defaults is the default configuration's own launch sizes
-    (the baseline job renders no macros; the race takes those defaults for it too): its speed-up
+    """A pick that is the space's declared defaults, or the program's own launch sizes the race kept,
+    is the default configuration's own launch sizes (the baseline job renders no macros; the race takes
+    those defaults for it too): its speed-up
     against the default is 1 by identity, not the ratio of two jobs' times, which is only noise."""
     defaults = space.declared_defaults(c.macros)
-    if defaults is None or defaults != {m: c.values.get(m) for m in c.macros}:
+    own = not c.values and c.certification is not None    # the race kept the program's own (OWN_SIZES)
+    if not own and (defaults is None or defaults != {m: c.values.get(m) for m in c.macros}):
         return c
+    if own:
+        unset = [p.macro for p in space.parameters if p.macro in c.macros or p.derived and p.equals in c.macros]
+        c = replace(c, note=f"{c.note}; the pick is {OWN_SIZES}: best/conf.cuh leaves {', '.join(unset)} unset, so "
+                            "the program's own values apply")
     return replace(c, is_default=True, speedup_vs_default=1.0 if c.speedup_vs_default is not None else None)
 
 
@@ -155,7 +161,7 @@ def select(space: Space, measurements: pd.DataFrame,
         pats = ", ".join(patterns(space, tuple(unmeasured)))
         notes.append(f"no launch of {pats} was measured for {', '.join(unmeasured)}: they keep "
                      "their default; check the kernel patterns against the profile, or that the run launches them")
-    config: Config = make_config(space, chosen)
+    config: Config = pick_config(space, chosen)    # a group that kept the program's own sets no macro
     broken = check(space, config)
     if broken:
         notes.append(f"the combined pick breaks a constraint ({broken}); confirm it before use")
@@ -179,13 +185,22 @@ def against_default(space: Space, measurements: pd.DataFrame, c: Choice) -> Choi
 def defaults_won(c: Choice) -> str | None:
     """The note a group's pick carries when the program's own launch sizes (the baseline job) ran
     its kernels faster, beyond noise and by more than EQUIVALENCE: the space's values do not hold
-    them (or they were never raced), so the sweep could not pick them."""
-    if c.default_verdict != "slower" or not c.speedup_vs_default:
+    them (or they were never raced), so the sweep could not pick them. None where the race weighed
+    the defaults itself (where the space declares none, the job 'default' races as the program's own)."""
+    if c.default_verdict != "slower" or not c.speedup_vs_default or raced_the_default(c):
         return None
     return (f"{', '.join(c.kernels)}: {DEFAULTS_WON} "
             f"{100 * (1 / c.speedup_vs_default - 1):.1f}% faster than the pick, beyond noise: no value the space "
             f"gives {', '.join(c.macros)} beats them. Keep the program's own launch sizes for these kernels, or "
             "declare them among the values (each parameter's `default:`) so the sweep and its race weigh them")
+
+
+def raced_the_default(c: Choice) -> bool:
+    """Whether the group's race weighed the default launch sizes (an entrant of its declared defaults,
+    or the job 'default' as the program's own): its paired verdict then stands over the unpaired one
+    of the sweep's samples against the job 'default'."""
+    return c.certification is not None and c.certification.verdict != "unknown" and any(
+        e.get("is_default") for e in c.certification.entrants)
 
 
 def write_best(best: Best, results_dir: Path, conf_text: str) -> tuple[Path, Path]:
@@ -290,10 +305,10 @@ def summary_lines(best: Best) -> list[str]:
     """The per-kernel picks as text lines, for the terminal."""
     lines = []
     for c in best.choices:
-        vals = " ".join(f"{k}={v}" for k, v in c.values.items())
+        vals = values_words(c.values, " ", names=True) if c.values else f"{OWN_SIZES} (unset in best/conf.cuh)"
         ru = ""
         if c.runner_up is not None and c.margin is not None:
-            rv = ",".join(str(v) for v in c.runner_up.values.values())
+            rv = values_words(c.runner_up.values)
             ru = f"  runner-up {rv} {100 * c.margin:+.1f}% ({verdict_words(c.verdict, c.noise_source)})"
         sp = "  the default" if c.is_default else \
             f"  {c.speedup_vs_default:.2f}x vs default{verdict_in_brackets(c.default_verdict)}" \
@@ -320,7 +335,7 @@ def race_words(c: Choice) -> str:
         return f"  race: no evidence after {cert.rounds} round(s), the sweep's pick stands"
     if c.certified:
         return f"  certified ({cert.rounds} rounds)"
-    tied = " | ".join(",".join(str(v) for v in t.values()) for t in cert.tied)
+    tied = " | ".join(values_words(t) for t in cert.tied)
     shown = f" within {EQUIVALENCE:.0%}" if cert.stopped == "equivalent" else ""
     return f"  tie{shown}: {tied} (picked by rule: {cert.rule})"
 

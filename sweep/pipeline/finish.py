@@ -25,7 +25,7 @@ from sweep.node import render
 from sweep.pipeline import folders
 from sweep.space import target
 from sweep.records import Best, Confirmation
-from sweep.space import Space, make_config
+from sweep.space import Space, pick_config
 from sweep.core.paths import COMMAND
 
 
@@ -144,7 +144,8 @@ def _write_picks(space: Space, sw: Sweep, best: Best, conf: Confirmation, result
 
 
 def _config_of(space: Space, best: Best):
-    return make_config(space, {p.macro: best.config[p.macro] for p in space.swept})
+    """The combined pick as a Config: a group that kept the program's own launch sizes sets no macro."""
+    return pick_config(space, {p.macro: best.config[p.macro] for p in space.swept if p.macro in best.config})
 
 
 def _notes(space: Space, c: collect_mod.Collected, several_models: bool) -> tuple[str, ...]:

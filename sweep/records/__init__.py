@@ -20,5 +20,5 @@ from sweep.records.base import DONE, FAILED, FINAL, NOT_FAILED, Damaged, Stale, 
 from sweep.records.jobs import (CONFIG_SCHEMA, RENDER_AGAIN, RERUN, RESULT_SCHEMA, JobConfig,  # noqa: F401
                                 JobResult, JobSettings, read_result, set_aside, write_result)
 from sweep.records.manifest import MANIFEST, MANIFEST_SCHEMA, Manifest, Skip  # noqa: F401
-from sweep.records.picks import (BEST_SCHEMA, CONFIRMATION_SCHEMA, RECOLLECT, Best, Candidate, Choice,  # noqa: F401
-                                 Confirmation, load_record)
+from sweep.records.picks import (BEST_SCHEMA, CONFIRMATION_SCHEMA, OWN_SIZES, RECOLLECT, Best, Candidate,  # noqa: F401
+                                 Choice, Confirmation, load_record, values_words)

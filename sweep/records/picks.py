@@ -17,6 +17,15 @@ CONFIRMATION_SCHEMA = "sweep-confirmation/3"
 CONFIRMATION_OLDER = ("sweep-confirmation/1", "sweep-confirmation/2")   # read as /3 without per-workload
 # totals (/1) and without the end-to-end comparison's evidence (/1, /2)
 RECOLLECT = f"rewrite it with `{COMMAND} collect SWEEP`"
+# A pick (candidate, race entrant, tied set) with no values: the baseline job's, the program's own launch
+# sizes, raced where the space declares no defaults (sweep.decide.certify.lane); best/conf.cuh leaves its
+# macros unset, so the program's own #ifndef values apply
+OWN_SIZES = "the program's own launch sizes"
+
+
+def values_words(values: Mapping[str, int], sep: str = ",", names: bool = False) -> str:
+    """A pick's values for a line of text ("8,8,8"; with names "X=8, Y=8"), or OWN_SIZES for none."""
+    return sep.join(f"{k}={v}" if names else str(v) for k, v in values.items()) or OWN_SIZES
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +80,9 @@ class Choice:
     nodes: tuple[str, ...] = ()       # the GPUs (uuid, else host) the compared candidates were measured on
     workloads: tuple[WorkloadPick, ...] = ()   # per workload: its own pick, the overall pick's regret there
     not_raced: str = ""               # why no certification race ran for it (sweep.decide.certify.unraced)
-    # the pick is the space's declared defaults, the default configuration's own launch sizes: its
-    # speed-up is 1 by identity (the ratio of the two jobs' times would be their run-to-run noise)
+    # the pick is the space's declared defaults, or the program's own (values {}, OWN_SIZES), the default
+    # configuration's own launch sizes: its speed-up is 1 by identity (the ratio of the two jobs' times
+    # would be their run-to-run noise)
     is_default: bool = False
     # the pick's samples against the baseline job's (sweep.decide.select.end_to_end_verdict): "faster",
     # "slower", "tie", "equivalent" (within 1% either way) or "unknown"; "" where not compared
@@ -102,7 +112,7 @@ class Choice:
 class Best:
     sweep: str
     choices: tuple[Choice, ...]
-    config: dict[str, int]            # the combined pick, every macro
+    config: dict[str, int]            # the combined pick: every macro but those a group leaves to the program (OWN_SIZES)
     unmeasured: tuple[str, ...] = ()  # parameters whose kernels never appeared in a profile
     notes: tuple[str, ...] = ()
     workloads: tuple[dict[str, Any], ...] = ()  # the space's workloads (name, weight, program, sizes); (): run:'s one

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sweep.records import values_words
+
 NOT_FAILED = ("ok", "skipped", "pending", "running", "built")   # every other status is a failure
 MAX_LISTED = 12          # tags listed inline before "… and N more"
 
@@ -59,11 +61,12 @@ def fmt_ci(low: float | None, high: float | None, confidence: float | None) -> s
 
 
 def fmt_values(values: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in values.items())
+    """"X=8, Y=8"; a pick with no values is the program's own launch sizes (records.OWN_SIZES)."""
+    return values_words(values, ", ", names=True)
 
 
 def value_list(values: dict) -> list[str]:
-    return [f"{k}={v}" for k, v in values.items()]
+    return [f"{k}={v}" for k, v in values.items()] or [values_words(values)]
 
 
 def time_unit(max_ns: float) -> tuple[float, str]:

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from sweep.records import OWN_SIZES
 from sweep.report.fmt import fmt_ns, fmt_ratio, main_status, time_unit
 
 MAX_BARS = 30            # candidates drawn in a group's bar chart (the fastest)
@@ -94,14 +95,17 @@ def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
     ax.errorbar(xs, [c["ns"] / scale for c in cands], yerr=[c["std_ns"] / scale for c in cands], fmt="o-",
                 color=BLUE, ms=5, capsize=3, lw=1.4, label="median time (± std over iterations)")
     b = ch["best"]
-    bx = ch["values"][m]
-    ax.errorbar([bx], [b["ns"] / scale], yerr=[b["std_ns"] / scale], fmt="o", color=ORANGE, ms=10, capsize=4,
-                zorder=4, label=f"chosen {m}={bx}")
-    # the pick is the lowest point: its label goes below it, where no line runs
-    ax.annotate(f"chosen {bx}: {fmt_ns(b['ns'])}", xy=(bx, b["ns"] / scale), xytext=(0, -14), textcoords="offset points",
-                ha="center", va="top", color=ORANGE, fontweight="bold", fontsize=8.5)
+    own = not ch["values"]     # the race kept the program's own launch sizes: no value of the axis
+    if not own:
+        bx = ch["values"][m]
+        ax.errorbar([bx], [b["ns"] / scale], yerr=[b["std_ns"] / scale], fmt="o", color=ORANGE, ms=10, capsize=4,
+                    zorder=4, label=f"chosen {m}={bx}")
+        # the pick is the lowest point: its label goes below it, where no line runs
+        ax.annotate(f"chosen {bx}: {fmt_ns(b['ns'])}", xy=(bx, b["ns"] / scale), xytext=(0, -14),
+                    textcoords="offset points", ha="center", va="top", color=ORANGE, fontweight="bold", fontsize=8.5)
     if default_ns:
-        ax.axhline(default_ns / scale, ls="--", color=GREY, lw=1.2, label=f"default launch sizes: {fmt_ns(default_ns)}")
+        ax.axhline(default_ns / scale, ls="--", color=ORANGE if own else GREY, lw=2 if own else 1.2,
+                   label=f"{_default_label(own)}: {fmt_ns(default_ns)}")
     seen = set()
     for (v,), e in fails.items():
         st = main_status(e["statuses"])
@@ -117,6 +121,11 @@ def plot_1d(ch: dict, fails: dict[tuple, dict]) -> Figure:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+def _default_label(own: bool, plain: str = "default launch sizes") -> str:
+    """The default's line: the pick itself where the race kept the program's own launch sizes."""
+    return f"chosen: {OWN_SIZES}" if own else plain
 
 
 def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) -> Figure:
@@ -159,10 +168,13 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
             elif (x, y) in fails:
                 st = main_status(fails[(x, y)]["statuses"])
                 ax.text(i, j, f"×\n{st}", ha="center", va="center", fontsize=7, color=_status_color(st))
-    chosen = (ch["values"][mx], ch["values"][my])
-    ax.add_patch(Rectangle((xs.index(chosen[0]) - 0.45, ys.index(chosen[1]) - 0.45), 0.9, 0.9, fill=False, ec=ORANGE,
-                           lw=3))
-    handles = [Rectangle((0, 0), 1, 1, fill=False, ec=ORANGE, lw=3, label="chosen")]
+    own = not ch["values"]     # the race kept the program's own launch sizes: no cell of the map
+    handles = []
+    if not own:
+        chosen = (ch["values"][mx], ch["values"][my])
+        ax.add_patch(Rectangle((xs.index(chosen[0]) - 0.45, ys.index(chosen[1]) - 0.45), 0.9, 0.9, fill=False,
+                               ec=ORANGE, lw=3))
+        handles.append(Rectangle((0, 0), 1, 1, fill=False, ec=ORANGE, lw=3, label="chosen"))
     if default and (default[mx], default[my]) in {(x, y) for x in xs for y in ys}:
         i, j = xs.index(default[mx]), ys.index(default[my])
         dark = not math.isnan(grid[j][i]) and grid[j][i] > mid
@@ -172,7 +184,8 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
     rest = f" (best over {', '.join(macros[2:])})" if len(macros) > 2 else ""
     ax.set_title(f"{time_label(ch)} ({unit}){rest}", loc="left")
     below = -0.75 / height    # legends just under the x label, whatever the figure's height
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, below), ncol=2)
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, below), ncol=2)
     fig.colorbar(im, ax=ax, label=unit, fraction=0.05, pad=0.03)
 
     labels = ["×".join(str(c["values"][m]) for m in macros) for c in ordered]
@@ -187,7 +200,8 @@ def plot_2d(ch: dict, fails: dict[tuple, dict], default: dict[str, int] | None) 
     bx.set_ylabel("×".join(macros))
     bx.set_xlabel(f"time per iteration ({unit}), ± std over iterations")
     if default_ns:
-        bx.axvline(default_ns / scale, ls="--", color=GREY, lw=1.2, label=f"default: {fmt_ns(default_ns)}")
+        bx.axvline(default_ns / scale, ls="--", color=ORANGE if own else GREY, lw=2 if own else 1.2,
+                   label=f"{_default_label(own, 'default')}: {fmt_ns(default_ns)}")
         bx.legend(loc="upper left", bbox_to_anchor=(0.0, below))
     shown = f"the {len(ordered)} fastest of {len(cands)}" if len(cands) > len(ordered) else "every candidate"
     bx.set_title(f"{shown}; chosen in orange", loc="left")

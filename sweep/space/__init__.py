@@ -24,7 +24,7 @@ from typing import Any
 from sweep.space.loader import MACRO_RE, MAX_CONSTRAINTS, MAX_PARAMETERS, MAX_VALUES, NAME_RE, TAG_RE, launch_size, \
     load_space, parse_space
 from sweep.space.configs import check, config_hash, default_config, first_broken, group_constraints, groups, \
-    make_config, swept_read_by, tag, tags_for, values_digest
+    make_config, pick_config, swept_read_by, tag, tags_for, values_digest
 from sweep.space.model import BACKENDS, MAX_VALUE, VERIFY_IN_PROFILE, Build, Certify, Config, Constraint, Parameter, \
     Profile, Program, Replay, Run, Slurm, Space, Stopping, Strategy, Target, iterations_per_run
 from sweep.space.workloads import DEFAULT as DEFAULT_WORKLOAD, Workload
@@ -34,7 +34,7 @@ __all__ = [
     "MAX_PARAMETERS", "MAX_VALUE", "MAX_VALUES", "NAME_RE", "Parameter", "Profile", "Program", "Replay", "Run", "STRATEGIES",
     "Slurm", "Space", "Stopping", "Strategy", "TAG_RE", "Target", "VERIFY_IN_PROFILE", "Workload", "check",
     "config_hash", "default_config", "first_broken", "group_constraints", "groups", "iterations_per_run",
-    "launch_size", "load_space", "make_config", "parse_space", "swept_read_by", "tag", "tags_for",
+    "launch_size", "load_space", "make_config", "parse_space", "pick_config", "swept_read_by", "tag", "tags_for",
     "values_digest",
 ]
 

@@ -1,6 +1,7 @@
 """Functions over a space's points: completion, legality, tags, hashes, parameter groups.
 
-`make_config` completes a point with its derived macros, `check` says why a point
+`make_config` completes a point with its derived macros (`pick_config` a combined pick,
+which may leave a group's macros to the program), `check` says why a point
 is illegal (None when it is legal), `tag`/`tags_for` name job folders,
 `config_hash` identifies what a job measures, and `groups` splits the swept
 parameters into the groups that must vary together.
@@ -31,9 +32,26 @@ def make_config(space: Space, chosen: Mapping[str, int]) -> Config:
     return Config(tuple((p.macro, int(values[p.macro])) for p in space.parameters))
 
 
+def pick_config(space: Space, chosen: Mapping[str, int]) -> Config:
+    """A combined pick: a Config of the macros `chosen` sets (their derived ones filled in). A group
+    whose pick is the program's own launch sizes sets none of its macros: its conf.cuh leaves them
+    unset, so the program's own #ifndef defaults apply (sweep.decide.certify's own entrant)."""
+    values = dict(chosen)
+    for p in space.parameters:
+        if p.derived and p.equals in values:
+            values[p.macro] = values[p.equals]
+    return Config(tuple((p.macro, int(values[p.macro])) for p in space.parameters if p.macro in values))
+
+
 def check(space: Space, config: Config) -> str | None:
-    """None when `config` is legal, else why it is skipped (the first rule it breaks)."""
-    return first_broken(space.constraints, config.as_dict())
+    """None when `config` is legal, else why it is skipped (the first rule it breaks). A pick that
+    leaves some macros to the program (pick_config) is checked against the rules over the macros
+    it sets: a rule binds one group's parameters, and the program's own values are its own."""
+    values = config.as_dict()
+    if len(values) == len(space.parameters):
+        return first_broken(space.constraints, values)
+    rules = tuple(c for c in space.constraints if expr.names(c.expr) - set(expr.FUNCTIONS) <= values.keys())
+    return first_broken(rules, values) if rules else None
 
 
 def first_broken(constraints: Iterable[Constraint], values: Mapping[str, int]) -> str | None:
@@ -97,6 +115,7 @@ def _checker(constraints: tuple[Constraint, ...]) -> tuple[Callable[..., Any], t
     return made
 
 
+OWN_TAG = "own"   # in a tag, macros a pick leaves to the program (pick_config): E32x4x1 -> Eown
 MAX_TAG = 120     # characters of a tag; leaves room for suffixes (a hash, a partition) in a 255-byte name
 
 
@@ -107,9 +126,10 @@ def tag(space: Space, config: Config) -> str:
     parameters take part like the others.
     """
     by_tag: dict[str, list[str]] = {}
+    values = config.as_dict()
     for p in space.parameters:
-        by_tag.setdefault(p.tag, []).append(str(config[p.macro]))
-    full = "_".join(t + "x".join(vs) for t, vs in by_tag.items())
+        by_tag.setdefault(p.tag, []).append(str(values.get(p.macro, OWN_TAG)))
+    full = "_".join(t + (OWN_TAG if set(vs) == {OWN_TAG} else "x".join(vs)) for t, vs in by_tag.items())
     if len(full) <= MAX_TAG:
         return full
     # A folder name may have 255 bytes: a long tag keeps a readable start and ends in a

@@ -152,7 +152,7 @@ class Certify:
     budget_share: float = 0.2
     cap_s: float = 60.0
     max_rounds: int = 30
-    combine: bool = True           # race every group at once on combined configurations (sweep.decide.certify.combined)
+    combine: bool = True           # race every group at once on combined configurations (sweep.decide.race_combined.combined)
     lockstep: bool = True          # the entrants take turns, an iteration each (sweep.node.lockstep)
     turns: int = 3                 # lockstep: a round's process of each entrant takes this many turns
     processes: int = 16            # lockstep: most processes started at once (their GPU memory must fit)

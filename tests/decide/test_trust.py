@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep.decide import certify, race_cost, select
+from sweep.decide import certify, race_combined, race_cost, select
 from sweep.node import clocks, job as job_mod, race
 from sweep.pipeline import driver as pipeline, manage
 from sweep.profile import Measurement
@@ -261,13 +261,13 @@ def _two_group_race(tmp_path, **space_overrides):
 
 def test_combined_configurations_race_every_group_at_once_one_program_per_rank(tmp_path):
     space, best, p = _two_group_race(tmp_path)
-    ranks = dict(certify.combined(space, best, p))
+    ranks = dict(race_combined.combined(space, best, p))
     assert ranks == {"1": {"ALPHA_BLOCK": 128, "BETA_X": 64, "BETA_Y": 4},
                      "2": {"ALPHA_BLOCK": 64, "BETA_X": 64, "BETA_Y": 4},      # beta has no 2nd: its pick
                      "3": {"ALPHA_BLOCK": 1024, "BETA_X": 64, "BETA_Y": 4},
                      "default": {"ALPHA_BLOCK": 256, "BETA_X": 32, "BETA_Y": 1}}
     jobs = {r: (f"c{r}", f"/jobs/c{r}", f"h{r}") for r in ranks}
-    shared = certify.combined_plan(p, jobs)
+    shared = race_combined.combined_plan(p, jobs)
     assert len(p.tags()) == 6 and shared.tags() == ["c1", "c2", "c3", "cdefault"]
     a, b = shared.lanes
     assert [e.id for e in a.entrants] == ["c1", "c2", "c3", "cdefault"] and a.values["c3"] == {"ALPHA_BLOCK": 1024}
@@ -278,9 +278,9 @@ def test_combined_configurations_race_every_group_at_once_one_program_per_rank(t
 
 def test_a_combination_that_breaks_a_constraint_leaves_each_group_to_race_its_own_jobs(tmp_path):
     space, best, p = _two_group_race(tmp_path, constraints=["ALPHA_BLOCK * BETA_X <= 32768"])
-    assert certify.combined(space, best, p) is None                      # 1024 x 64 breaks it
+    assert race_combined.combined(space, best, p) is None                      # 1024 x 64 breaks it
     one = race.RacePlan(p.lanes[:1], p.jobs, {}, 30.0, 30)
-    assert certify.combined(space, best, one) is None                    # one group: nothing to share
+    assert race_combined.combined(space, best, one) is None                    # one group: nothing to share
 
 
 # ---------------------------------------------------------------------------
