@@ -161,7 +161,10 @@ def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | 
     rows = group_rows(space, c.measurements, macros, role="baseline")
     if rows.empty:
         return None
-    return Entrant(render.BASELINE_TAG, max(1, int(rows["threads_per_block"].max())), True)
+    tags = set(rows["tag"]) if "tag" in rows else set()
+    # the job as measured: `default`, or `default__<partition>` in a sweep of several GPU models
+    job = min(tags) if len(tags) == 1 else render.BASELINE_TAG
+    return Entrant(job, max(1, int(rows["threads_per_block"].max())), True)
 
 
 def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:

@@ -159,3 +159,25 @@ def test_a_kept_own_pick_is_the_default_and_its_note_names_every_macro_left_unse
     c = select.marked_default(space, c)
     assert c.is_default and c.values == {} and c.best.ns == 1000.0 and c.speedup_vs_default == 1.0
     assert c.note.endswith("best/conf.cuh leaves BETA_X, BETA_Y, BETA_Z unset, so the program's own values apply")
+
+
+@pytest.mark.parametrize("job", ["default", "default__h100"])     # one GPU model; a partition's own baseline
+def test_a_group_without_declared_defaults_races_the_measured_baseline_job_as_the_programs_own(space, job):
+    m = pd.DataFrame([{"tag": job, "role": "baseline", "status": "ok", "kernel": "alpha_kernel",
+                       "threads_per_block": 256}])
+    alpha = choice({"ALPHA_BLOCK": 64}, {"ALPHA_BLOCK": 128})
+    x = certify.lane(space, alpha, Collected(pd.DataFrame(), m, None))
+    assert [(e.id, e.threads, e.is_default) for e in x.entrants] == [("j0", 1, False), ("j1", 1, False), (job, 256, True)]
+    assert x.values[job] == {}
+    assert certify.lane(space, alpha, Collected(pd.DataFrame(), m.iloc[0:0], None)).entrants[-1].id == "j1"
+
+
+def test_collect_again_keeps_the_programs_own_pick_from_the_race_on_record(own_won):
+    from sweep.pipeline import manage
+
+    _, jobs, results, _ = own_won
+    best, _ = manage.recollect("toy", jobs, results, report=False)
+    alpha = next(c for c in best.choices if c.macros == ("ALPHA_BLOCK",))
+    assert alpha.values == {} and alpha.certified and best.config == {"BETA_X": 64, "BETA_Y": 1}
+    defines = [x for x in (results / "toy" / "best" / "conf.cuh").read_text().splitlines() if x.startswith("#define")]
+    assert defines == ["#define BETA_X 64", "#define BETA_Y 1"]
