@@ -128,6 +128,8 @@ def test_the_programs_own_launch_sizes_win_the_race_and_best_conf_leaves_their_m
     assert best["choices"][0]["values"] == {} and "leaves ALPHA_BLOCK unset" in best["choices"][0]["note"]
     page = (results / "toy" / "report.md").read_text()
     assert f"| alpha_kernel | {OWN_SIZES} |" in page
+    html = (results / "toy" / "report.html").read_text()    # alpha's figure: the default's line is the pick
+    assert "chosen: the program&#39;s own launch sizes" in html or "chosen: the program's own launch sizes" in html
 
 
 def test_the_combined_race_takes_the_baseline_job_for_the_defaults_rank_and_builds_no_other(own_won):
