@@ -1,0 +1,36 @@
+"""The program's own launch sizes race where the space declares no defaults, on a GPU:
+examples/quick_check (a program written for the purpose) swept over scalar loads only, while its
+own launch sizes (scale.cuh: 256 threads, 2 items of float4 a thread) load four times as wide."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from sweep.records import OWN_SIZES
+
+from test_byop_gpu import run
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quick_check"
+
+
+def test_a_space_without_defaults_races_the_programs_own_and_keeps_it_out_of_best_conf(tmp_path, sweep_roots):
+    space = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    space.update(name="qc-own", strategy="grid", constraints=[])
+    space["target"]["dir"] = str(EXAMPLE)
+    space["parameters"] = {"QC_BLOCK": {"tag": "B", "values": [128, 1024], "kernels": ["scale_kernel"]},
+                           "QC_ITEMS": {"tag": "I", "values": [1], "kernels": ["scale_kernel"]},
+                           "QC_VEC": {"tag": "V", "values": [1], "kernels": ["scale_kernel"]}}
+    path = tmp_path / "qc-own.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    s = run(path, sweep_roots)
+    (c,) = s.best.choices
+    entrants = {e["tag"]: e["values"] for e in c.certification.entrants}
+    assert entrants["default"] == {} and len(entrants) == 3               # both values and the program's own
+    assert c.values == {} and c.certified and c.is_default and c.runner_up.values["QC_VEC"] == 1
+    conf = (s.results_dir / "best" / "conf.cuh").read_text()
+    assert "#define" not in conf
+    assert json.loads((s.results_dir / "best.json").read_text())["config"] == {}
+    assert f"| scale_kernel | {OWN_SIZES} |" in (s.results_dir / "report.md").read_text()
