@@ -342,7 +342,7 @@ def race_words(c: Choice) -> str:
 
 def workload_line(w: WorkloadPick) -> str:
     """One workload's own pick and the overall pick's regret there, for the terminal."""
-    vals = ",".join(str(v) for v in w.values.values())
+    vals = values_words(w.values)
     regret = "the overall pick is its own" if w.regret == 0 else \
         "overall pick not measured there" if w.regret is None else f"overall pick {100 * w.regret:+.1f}% here"
     return f"{w.workload} (weight {w.weight:g}): {vals}  {w.ns / 1e3:.1f} us/iter; {regret}"

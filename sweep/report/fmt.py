@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sweep.records import values_words
+from sweep.records import OWN_SIZES, values_words
 
 NOT_FAILED = ("ok", "skipped", "pending", "running", "built")   # every other status is a failure
 MAX_LISTED = 12          # tags listed inline before "… and N more"
@@ -66,7 +66,7 @@ def fmt_values(values: dict) -> str:
 
 
 def value_list(values: dict) -> list[str]:
-    return [f"{k}={v}" for k, v in values.items()] or [values_words(values)]
+    return [f"{k}={v}" for k, v in values.items()] or [OWN_SIZES]
 
 
 def time_unit(max_ns: float) -> tuple[float, str]:

@@ -20,12 +20,18 @@ from sweep.space.model import Config, Constraint, Parameter, Space, iterations_p
 
 
 
-def make_config(space: Space, chosen: Mapping[str, int]) -> Config:
-    """A Config from values for the swept parameters; derived ones are filled in."""
+def _with_derived(space: Space, chosen: Mapping[str, int]) -> dict[str, int]:
+    """`chosen` with each derived macro whose source it sets."""
     values = dict(chosen)
     for p in space.parameters:
-        if p.derived:
+        if p.derived and p.equals in values:
             values[p.macro] = values[p.equals]
+    return values
+
+
+def make_config(space: Space, chosen: Mapping[str, int]) -> Config:
+    """A Config from values for the swept parameters; derived ones are filled in."""
+    values = _with_derived(space, chosen)
     missing = [p.macro for p in space.parameters if p.macro not in values]
     if missing:
         raise ValueError(f"no value for {', '.join(missing)}")
@@ -36,10 +42,7 @@ def pick_config(space: Space, chosen: Mapping[str, int]) -> Config:
     """A combined pick: a Config of the macros `chosen` sets (their derived ones filled in). A group
     whose pick is the program's own launch sizes sets none of its macros: its conf.cuh leaves them
     unset, so the program's own #ifndef defaults apply (sweep.decide.certify's own entrant)."""
-    values = dict(chosen)
-    for p in space.parameters:
-        if p.derived and p.equals in values:
-            values[p.macro] = values[p.equals]
+    values = _with_derived(space, chosen)
     return Config(tuple((p.macro, int(values[p.macro])) for p in space.parameters if p.macro in values))
 
 
