@@ -3,8 +3,9 @@
 Installed, the templates, the engine's kernels, the shipped spaces and the examples
 are package data (sweep/templates/, sweep/kernels/, sweep/spaces/, sweep/examples/);
 in a checkout they sit at the repository's top level, which the package data is
-built from. Jobs and results are the checkout's when the framework runs from one
-(config_sweep.py beside the package), else the working directory's.
+built from. Jobs and results are the checkout's when the tool runs as the checkout's
+`python config_sweep.py` or from a folder inside the checkout, else the working directory's
+(an editable install run from a user's project folder writes there, not into the checkout).
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ EXAMPLES = _shipped("examples")
 OBJCACHE = PACKAGE / "node" / "objcache.py"  # run by each job's Makefile as a script
 CMAKE_BUILD = PACKAGE / "node" / "cmake.py"  # run by a CMake target's job Makefile as a script
 IMPORT_ROOT = PACKAGE.parent                # the folder that makes `import sweep` work in a job process
-WORK_ROOT = CHECKOUT if IN_CHECKOUT else Path.cwd()
-JOBS = WORK_ROOT / "jobs"
-RESULTS = WORK_ROOT / "results"
 DEFAULT_SPACE = SPACES / "seed.yaml"
 
 
@@ -43,6 +41,21 @@ def command() -> str:
 
 
 COMMAND = command()
+
+
+def work_root(cwd: Path, command: str = COMMAND, checkout: Path | None = CHECKOUT if IN_CHECKOUT else None) -> Path:
+    """The folder that holds jobs/ and results/: the checkout (`checkout`, None when installed)
+    when the tool runs as its `python config_sweep.py` or from inside it; else the working
+    directory, so an editable install (its package is the checkout's) run from a user's own
+    project folder keeps that project's sweeps there instead of writing into the checkout."""
+    if checkout is not None and (command == "python config_sweep.py" or cwd == checkout or checkout in cwd.parents):
+        return checkout
+    return cwd
+
+
+WORK_ROOT = work_root(Path.cwd().resolve())
+JOBS = WORK_ROOT / "jobs"
+RESULTS = WORK_ROOT / "results"
 
 
 def shipped_file(path: Path) -> Path:

@@ -40,7 +40,6 @@ from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, 
 from sweep.space import Config, Space, config_hash, tag as tag_of, tags_for
 from sweep.space.configs import no_legal_line
 
-ROOT = paths.WORK_ROOT
 OBJECT_CACHE = "_cache/objects"
 BACKEND_CACHE = "_cache/cupti"          # the cupti backend's injection library, built once per CUDA version
 
