@@ -4,7 +4,9 @@ The grid (its size and product), how many of its points are legal, the illegal
 ones counted by the first constraint each breaks, what the strategy would build
 (how many configurations and which), and the kernel globs checked against the
 kernel names of a build when there is one (sweep.pipeline.adopt finds them). Nothing
-is rendered or written.
+is rendered or written. Each swept parameter's declared default is set beside the
+program's own (the `#ifndef NAME / #define NAME N` of its sources): a default that is
+not what the program runs without conf.cuh makes every speed-up a ratio to something else.
 """
 
 from __future__ import annotations
@@ -20,10 +22,26 @@ from sweep import plan as strategies
 from sweep.plan.base import GRID_LIMIT
 from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
+from sweep.space.init import scan_macros
 from sweep.space.legality import first_broken_index
 
 SHOWN = 12          # configurations listed by name; the rest are counted
 SHARE_SAMPLE = 10_000   # random points of a grid too large to count, to say what share is legal
+
+
+@dataclass(frozen=True, slots=True)
+class OwnDefault:
+    """A swept parameter's declared default (None: none) beside the program's own value, from the
+    `#ifndef NAME / #define NAME N` in `where` (relative to the target's folder); `followers`: its
+    derived macros (`equals:` it) whose own values differ from it, so no default of it is the
+    program's own point."""
+
+    macro: str
+    declared: int | None
+    own: int
+    where: str
+    in_values: bool
+    followers: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +57,7 @@ class Validation:
     kernels_from: str = ""                     # where the kernel names came from ("" : no build found)
     kernel_names: tuple[str, ...] = field(default=())
     sampled: tuple[int, int] | None = None     # a grid too large to count: (random points legal, of how many)
+    own_defaults: tuple[OwnDefault, ...] = ()  # swept parameters the program's sources give a value
 
     @property
     def unmatched(self) -> list[str]:
@@ -87,7 +106,50 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             if g not in (x for x, _ in globs):
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
-                      kernels_from, names, sampled)
+                      kernels_from, names, sampled, own_defaults(space))
+
+
+def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
+    """Each swept parameter whose macro the target's sources define, with its declared default."""
+    folder = space.target.source_dir
+    if not folder.is_dir():               # a T1 space's target is its file: no sources
+        return ()
+    own = {m.name: m for m in scan_macros(folder)}
+    out = []
+    for p in space.swept:
+        if p.macro not in own:
+            continue
+        mine = own[p.macro].default
+        followers = tuple((d.macro, own[d.macro].default) for d in space.parameters
+                          if d.equals == p.macro and d.macro in own and own[d.macro].default != mine)
+        out.append(OwnDefault(p.macro, p.default, mine, own[p.macro].where, mine in p.values, followers))
+    return tuple(out)
+
+
+def own_default_lines(owns: Sequence[OwnDefault]) -> list[str]:
+    """What the validation says of the declared defaults: nothing where the sources define none of
+    the swept macros; one line where each declared one is the program's own; else a line per
+    parameter whose default is missing or is not the program's own, and why it matters."""
+    off = [o for o in owns if o.declared != o.own]
+    if not owns:
+        return []
+    if not off:
+        return [f"defaults: each of the {len(owns)} swept macros its sources define declares the program's own value"]
+    out = ["defaults: beside the program's own (its sources' #ifndef NAME / #define NAME N):"]
+    for o in off:
+        where = f"the program's own is {o.own} ({o.where}{'' if o.in_values else ', not among the values'})"
+        if o.followers:
+            derived = " and ".join(f"{m} {v}" for m, v in o.followers)
+            out.append(f"  {o.macro}: declares {'none' if o.declared is None else o.declared}; {where}, with "
+                       f"{derived}, which follow it here (equals:): no default of it is the program's own point, "
+                       "so the race holds the program's own launch sizes as they are")
+        elif o.declared is None:
+            out.append(f"  {o.macro}: declares none; {where}: `default: {o.own}` names them in picks and "
+                       "speed-ups (without it they race as the program's own launch sizes)")
+        else:
+            out.append(f"  {o.macro}: declares {o.declared}, but {where}: speed-ups and the race measure against "
+                       f"{o.declared}, not what the program runs; declare `default: {o.own}` if the sources are right")
+    return out
 
 
 def legal_share(space: Space, n: int = SHARE_SAMPLE) -> tuple[int, int]:
@@ -120,6 +182,7 @@ def lines(v: Validation) -> list[str]:
     if v.planned is not None:
         shown = ", ".join(v.planned[:SHOWN]) + (f", ... ({len(v.planned) - SHOWN} more)" if len(v.planned) > SHOWN else "")
         out.append(f"  would build {len(v.planned)} configuration(s): {shown or 'none'}")
+    out += own_default_lines(v.own_defaults)
     if not v.kernel_names:
         out.append("kernels: no build to check the globs against (run a --dry-run first, or pass --build DIR)")
         return out

@@ -42,3 +42,47 @@ def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_lear
     line = lines(validate(learning(target.load(tmp_path / "chain.T1.json"))))[2]
     assert line == ("legal: not counted (over 200,000 points); none of 10,000 random points passes the rules (under "
                     "0.03% of the grid is legal, a 95% bound): the learning strategy searches the rules for candidates")
+
+
+# -- the declared defaults beside the program's own (tests/data/toy_target/common.h: ALPHA_BLOCK 256,
+# BETA_X 32, BETA_Y 1) ---------------------------------------------------------------------------
+
+def toy_lines(write_space, **params) -> list[str]:
+    from tests.conftest import toy_space_dict
+
+    parameters = toy_space_dict()["parameters"]
+    parameters.update(params)
+    v = validate(target.load(write_space(parameters=parameters)))
+    return [line for line in lines(v) if line.startswith(("defaults", "  ALPHA", "  BETA"))]
+
+
+def test_declared_defaults_that_are_the_programs_own_get_one_line(write_space):
+    assert toy_lines(write_space) == ["defaults: each of the 3 swept macros its sources define declares the "
+                                      "program's own value"]
+
+
+def test_a_declared_default_other_than_the_programs_own_is_named_with_the_file_that_says_so(write_space):
+    alpha = {"tag": "A", "values": [64, 128, 256], "default": 128, "kernels": ["alpha_kernel"]}
+    out = toy_lines(write_space, ALPHA_BLOCK=alpha)
+    assert out[0].startswith("defaults: beside the program's own") and len(out) == 2
+    assert out[1] == ("  ALPHA_BLOCK: declares 128, but the program's own is 256 (common.h): speed-ups and the race "
+                      "measure against 128, not what the program runs; declare `default: 256` if the sources are right")
+
+
+def test_a_missing_default_is_named_with_the_programs_own_value_and_whether_the_values_hold_it(write_space):
+    beta = {"tag": "B", "values": [64, 128], "kernels": ["beta_kernel"]}
+    (_, line) = toy_lines(write_space, BETA_X=beta)
+    assert line.startswith("  BETA_X: declares none; the program's own is 32 (common.h, not among the values): "
+                           "`default: 32` names them")
+
+
+def test_a_default_whose_derived_macros_differ_in_the_sources_cannot_be_the_programs_own(write_space):
+    beta_x = {"tag": "B", "values": [1, 2, 4], "kernels": ["beta_kernel"]}
+    out = toy_lines(write_space, BETA_X=beta_x, BETA_Y={"tag": "B", "equals": "BETA_X"})
+    assert "with BETA_Y 1, which follow it here (equals:): no default of it is the program's own point" in out[1]
+    assert len(out) == 2                  # BETA_Y, derived, is not swept: no line of its own
+
+
+def test_a_t1_space_has_no_sources_to_compare_its_defaults_with():
+    v = validate(learning(target.load(HUB / "hotspot_milo.T1.json")))
+    assert v.own_defaults == () and not any(line.startswith("defaults") for line in lines(v))
