@@ -34,6 +34,7 @@ from sweep.node.lock import DriverLock
 from sweep.pipeline import recorded
 from sweep.pipeline.overrides import apply_overrides
 from sweep.pipeline.preflight import preflight
+from sweep.plan.validate import declared_not_own
 from sweep.dispatch import replay
 from sweep.dispatch.progress import Progress
 from sweep.records import Confirmation, JobResult, JobSettings, Manifest, Skip, Status, gpu_time, now, read_result
@@ -313,6 +314,8 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
     progress = Progress(space.name)
     print(f"{space.name}: {note}; backend {space.profile.backend}; executor {opts.executor}"
           + (" (dry run: render and compile only)" if opts.dry_run else ""), file=sys.stderr)
+    if opts.executor != "replay" and (not_own := declared_not_own(space)):
+        print(f"{space.name}: {not_own}", file=sys.stderr)
     sw.stream(ask, progress, on_result)
     progress.close()
     stopped = (f"{space.strategy.name} stopped after {len(results)} evaluations: {search.stopped}"

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from sweep import plan as strategies
+from sweep.core import paths
 from sweep.plan.base import GRID_LIMIT
 from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
@@ -124,6 +125,17 @@ def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
                           if d.equals == p.macro and d.macro in own and own[d.macro].default != mine)
         out.append(OwnDefault(p.macro, p.default, mine, own[p.macro].where, mine in p.values, followers))
     return tuple(out)
+
+
+def declared_not_own(space: Space) -> str:
+    """A line for a run's start naming the declared defaults that are not the program's own ("" when
+    there are none): every speed-up of the run is a ratio to them."""
+    off = [o for o in own_defaults(space) if o.declared is not None and o.declared != o.own and not o.followers]
+    if not off:
+        return ""
+    said = ", ".join(f"{o.macro} {o.declared} (its sources say {o.own}, {o.where})" for o in off)
+    return (f"declared defaults other than the program's own: {said}; speed-ups are against the declared ones "
+            f"({paths.COMMAND} validate {space.path} says more)")
 
 
 def own_default_lines(owns: Sequence[OwnDefault]) -> list[str]:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sweep.plan import validate as validate_mod
 from sweep.plan.validate import lines, validate
 from sweep.space import target
+from tests.conftest import needs_nvcc
 
 HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_spaces"
 
@@ -86,3 +88,18 @@ def test_a_default_whose_derived_macros_differ_in_the_sources_cannot_be_the_prog
 def test_a_t1_space_has_no_sources_to_compare_its_defaults_with():
     v = validate(learning(target.load(HUB / "hotspot_milo.T1.json")))
     assert v.own_defaults == () and not any(line.startswith("defaults") for line in lines(v))
+
+
+@needs_nvcc
+def test_a_run_starts_by_naming_a_declared_default_that_is_not_the_programs_own(write_space, tmp_path, capsys):
+    from sweep.pipeline import driver
+
+    alpha = {"tag": "A", "values": [64, 128], "default": 128, "kernels": ["alpha_kernel"]}
+    path = write_space(parameters={"ALPHA_BLOCK": alpha, "BETA_X": {"tag": "B", "values": [32], "default": 32,
+                                                                     "kernels": ["beta_kernel"]}})
+    assert validate_mod.declared_not_own(target.load(path)).startswith(
+        "declared defaults other than the program's own: ALPHA_BLOCK 128 (its sources say 256, common.h); "
+        "speed-ups are against the declared ones")
+    driver.run(path, driver.Options(executor="local", jobs_root=tmp_path / "j", results_root=tmp_path / "r",
+                                    dry_run=True, arch="sm_90", report=False))
+    assert "toy: declared defaults other than the program's own: ALPHA_BLOCK 128" in capsys.readouterr().err
