@@ -44,7 +44,11 @@ def scan_macros(program_dir: Path) -> list[Macro]:
     """The `#ifndef X / #define X N` defaults of the program's sources, first definition wins."""
     found: dict[str, Macro] = {}
     for p in source_files(program_dir):
-        for m in DEFAULT_MACRO.finditer(p.read_text(errors="replace")):
+        try:
+            text = p.read_text(errors="replace")
+        except OSError:           # unreadable (permissions, a dangling link): it defines nothing we can see
+            continue
+        for m in DEFAULT_MACRO.finditer(text):
             name = m.group("name")
             if name not in found and MACRO_RE.match(name):
                 found[name] = Macro(name, int(m.group("value")), (m.group("doc") or "").strip(),

@@ -103,3 +103,18 @@ def test_a_run_starts_by_naming_a_declared_default_that_is_not_the_programs_own(
     driver.run(path, driver.Options(executor="local", jobs_root=tmp_path / "j", results_root=tmp_path / "r",
                                     dry_run=True, arch="sm_90", report=False))
     assert "toy: declared defaults other than the program's own: ALPHA_BLOCK 128" in capsys.readouterr().err
+
+
+def test_an_unreadable_source_file_is_passed_over_not_a_traceback(tmp_path, monkeypatch):
+    from sweep.space.init import scan_macros
+
+    (tmp_path / "a.cuh").write_text("#ifndef BLOCK\n#define BLOCK 128\n#endif\n")
+    (tmp_path / "b.cuh").write_text("#ifndef TILE\n#define TILE 8\n#endif\n")
+    read = Path.read_text
+
+    def denied(self, *a, **k):           # root reads any mode here: the error a user without rights gets
+        if self.name == "b.cuh":
+            raise PermissionError(13, "Permission denied", str(self))
+        return read(self, *a, **k)
+    monkeypatch.setattr(Path, "read_text", denied)
+    assert [(m.name, m.default) for m in scan_macros(tmp_path)] == [("BLOCK", 128)]
