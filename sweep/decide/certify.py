@@ -22,7 +22,10 @@ candidates or more, the baseline job races as the program's own launch sizes
 space's values cannot express (the engine's 32x4x1 encoder block, in a space of
 cubes), and a pick slower than what the program already does is no pick. When
 it wins, or ties (the rule keeps the default), best/conf.cuh leaves the group's
-macros unset. Cost and cap: the race runs by default when what certifying
+macros unset. Where one candidate's build is byte-identical to the baseline job's (its
+every object has the object cache's key of the baseline's: its conf.cuh changed no
+preprocessed line), that candidate is the program's own, named: it races as the
+default entrant in place of the baseline job. Cost and cap: the race runs by default when what certifying
 costs (race_cost.cost_s: the rounds up to the first round at which it could decide
 anything, stats.Race.decisive_looks: 9 rounds with two to four entrants at the default
 30 rounds) is at most its cap, max(certify.budget_share (20%) of the sweep's GPU
@@ -53,7 +56,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import pandas as pd
 
@@ -167,12 +170,27 @@ def _baseline(space: Space, c: Collected, macros: tuple[str, ...]) -> Entrant | 
     return Entrant(job, max(1, int(rows["threads_per_block"].max())), True)
 
 
+def built_as_own(c: Collected, candidates: Sequence[Any]) -> str | None:
+    """The tag of the candidate whose build is byte-identical to a measured baseline job's (the same
+    object cache key for every object: sweep.decide.collect.build_digest), so its values are the
+    program's own; None where none is, or the builds recorded no objects (a CMake build, macros
+    passed as -D flags, which are part of each key)."""
+    cf = c.configs
+    if cf.empty or not {"build_digest", "role", "status", "tag"} <= set(cf.columns):
+        return None
+    own = set(cf.loc[(cf["role"] == "baseline") & (cf["status"] == "ok"), "build_digest"].dropna()) - {""}
+    digests = cf.drop_duplicates("tag").set_index("tag")["build_digest"]
+    return next((x.tag for x in candidates if x.tag in digests.index and digests[x.tag] in own), None)
+
+
 def lane(space: Space, choice: Choice, c: Collected) -> Lane | None:
     """A group's race, or None when it has fewer than two entrants. Its default entrant: the
     candidate of the declared defaults, else the baseline job with those defaults' values, else (no
-    defaults declared, two candidates or more) the baseline job as the program's own ({})."""
+    defaults declared, two candidates or more) the candidate built byte-identical to the baseline
+    job, else the baseline job as the program's own ({})."""
     defaults = space.declared_defaults(choice.macros)
-    entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults)
+    own = built_as_own(c, choice.candidates) if defaults is None and len(choice.candidates) > 1 else None
+    entrants = [Entrant(x.tag, max(1, x.threads), defaults is not None and x.values == defaults or x.tag == own)
                 for x in choice.candidates]
     medians = {x.tag: x.ns for x in choice.candidates}
     chosen = list(contenders(entrants, medians, space.certify.top))

@@ -107,12 +107,17 @@ def marked_default(space: Space, c: Choice) -> Choice:
     against the default is 1 by identity, not the ratio of two jobs' times, which is only noise."""
     defaults = space.declared_defaults(c.macros)
     own = not c.values and c.certification is not None    # the race kept the program's own (OWN_SIZES)
-    if not own and (defaults is None or defaults != {m: c.values.get(m) for m in c.macros}):
+    built_as_own = defaults is None and c.values and c.certification is not None and any(
+        e.get("is_default") and e.get("values") == dict(c.values) for e in c.certification.entrants)
+    if not own and not built_as_own and (defaults is None or defaults != {m: c.values.get(m) for m in c.macros}):
         return c
     if own:
         unset = [p.macro for p in space.parameters if p.macro in c.macros or p.derived and p.equals in c.macros]
         c = replace(c, note=f"{c.note}; the pick is {OWN_SIZES}: best/conf.cuh leaves {', '.join(unset)} unset, so "
                             "the program's own values apply")
+    elif built_as_own:
+        c = replace(c, note=f"{c.note}; the pick is {OWN_SIZES}: its build is byte-identical to the job 'default' "
+                            "(conf.cuh without macros)")
     return replace(c, is_default=True, speedup_vs_default=1.0 if c.speedup_vs_default is not None else None)
 
 

@@ -184,3 +184,42 @@ def test_collect_again_keeps_the_programs_own_pick_from_the_race_on_record(own_w
     assert alpha.values == {} and alpha.certified and best.config == {"BETA_X": 64, "BETA_Y": 1}
     defines = [x for x in (results / "toy" / "best" / "conf.cuh").read_text().splitlines() if x.startswith("#define")]
     assert defines == ["#define BETA_X 64", "#define BETA_Y 1"]
+
+
+# ---------------------------------------------------------------------------
+# a candidate built byte-identical to the baseline job is the program's own, named
+# ---------------------------------------------------------------------------
+
+
+def test_a_candidate_built_byte_identical_to_the_baseline_job_is_the_default_entrant_in_its_place(space):
+    cf = pd.DataFrame([{"tag": "j0", "role": "sweep", "status": "ok", "build_digest": "d64"},
+                       {"tag": "j1", "role": "sweep", "status": "ok", "build_digest": "d256"},
+                       {"tag": "default", "role": "baseline", "status": "ok", "build_digest": "d256"}])
+    m = pd.DataFrame([{"tag": "default", "role": "baseline", "status": "ok", "kernel": "alpha_kernel",
+                       "threads_per_block": 256}])
+    alpha = choice({"ALPHA_BLOCK": 64}, {"ALPHA_BLOCK": 256})
+    x = certify.lane(space, alpha, Collected(cf, m, None))
+    assert [(e.id, e.is_default) for e in x.entrants] == [("j0", False), ("j1", True)]    # no job 'default'
+    assert x.values["j1"] == {"ALPHA_BLOCK": 256}
+    unrecorded = cf.assign(build_digest="")          # builds that recorded no objects: the baseline races as before
+    assert certify.lane(space, alpha, Collected(unrecorded, m, None)).entrants[-1].id == "default"
+
+
+@pytest.fixture(scope="module")
+def own_among_values(tmp_path_factory):
+    """alpha swept over 128 and its own 256 with no default, beta at its own values only: the sweep's
+    A256 job is the program itself."""
+    d = own_space(certify={"budget_s": 300, "lockstep": False})
+    d["parameters"]["ALPHA_BLOCK"]["values"] = [128, 256]
+    d["parameters"]["BETA_X"]["values"] = [32]
+    return run_toy_sweep(tmp_path_factory.mktemp("own_named"), d)
+
+
+def test_a_group_whose_values_hold_the_programs_own_races_it_once_and_names_it(own_among_values):
+    _, _, results, summary = own_among_values
+    (alpha,) = [c for c in summary.best.choices if c.macros == ("ALPHA_BLOCK",)]
+    assert {e["tag"]: e["is_default"] for e in alpha.certification.entrants} == {"A128_B32x1": False, "A256_B32x1": True}
+    assert alpha.values == {"ALPHA_BLOCK": 256} and alpha.certified and alpha.is_default
+    assert alpha.speedup_vs_default == 1.0 and "byte-identical to the job 'default'" in alpha.note
+    assert summary.best.config["ALPHA_BLOCK"] == 256
+    assert "alpha_kernel: ALPHA_BLOCK=256" in select.summary_lines(summary.best)[0]
