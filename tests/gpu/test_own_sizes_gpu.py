@@ -34,3 +34,19 @@ def test_a_space_without_defaults_races_the_programs_own_and_keeps_it_out_of_bes
     assert "#define" not in conf
     assert json.loads((s.results_dir / "best.json").read_text())["config"] == {}
     assert f"| scale_kernel | {OWN_SIZES} |" in (s.results_dir / "report.md").read_text()
+
+
+def test_a_swept_value_built_byte_identical_to_the_programs_own_races_once_as_the_default(tmp_path, sweep_roots):
+    space = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    space.update(name="qc-own-named", strategy="grid", constraints=[])
+    space["target"]["dir"] = str(EXAMPLE)
+    space["parameters"] = {"QC_BLOCK": {"tag": "B", "values": [128, 256], "kernels": ["scale_kernel"]},   # own: 256
+                           "QC_ITEMS": {"tag": "I", "values": [2], "kernels": ["scale_kernel"]},
+                           "QC_VEC": {"tag": "V", "values": [4], "kernels": ["scale_kernel"]}}
+    path = tmp_path / "qc-own-named.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    s = run(path, sweep_roots)
+    (c,) = s.best.choices
+    assert {e["tag"]: e["is_default"] for e in c.certification.entrants} == {"B128_I2_V4": False, "B256_I2_V4": True}
+    assert c.values["QC_BLOCK"] in (128, 256) and c.is_default == (c.values["QC_BLOCK"] == 256)
+    assert json.loads((s.results_dir / "best.json").read_text())["config"]["QC_BLOCK"] == c.values["QC_BLOCK"]
