@@ -142,9 +142,9 @@ def own_default_lines(owns: Sequence[OwnDefault]) -> list[str]:
     """What the validation says of the declared defaults: nothing where the sources define none of
     the swept macros; one line where each declared one is the program's own; else a line per
     parameter whose default is missing or is not the program's own, and why it matters."""
-    off = [o for o in owns if o.declared != o.own]
     if not owns:
         return []
+    off = [o for o in owns if o.declared != o.own]
     if not off:
         return [f"defaults: each of the {len(owns)} swept macros its sources define declares the program's own value"]
     out = ["defaults: beside the program's own (its sources' #ifndef NAME / #define NAME N):"]
