@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sweep.node.process import current_stage
 from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,14 +62,10 @@ def _results(jobs: Path) -> dict[str, dict]:
             if (d / "result.json").is_file()}
 
 
-def _building(jobs: Path) -> bool:
-    for st in (jobs / "toy").glob("A*/state.json"):
-        try:
-            if json.loads(st.read_text()).get("stage") == "build":
-                return True
-        except ValueError:
-            pass
-    return False
+def _a_job_at(jobs: Path, *stages: str) -> bool:
+    """Whether some toy job announces one of `stages`; current_stage reads "" for a state.json
+    that a job finishing between the glob and the read has just removed."""
+    return any(current_stage(d) in stages for d in (jobs / "toy").glob("A*"))
 
 
 def _still_running(jobs: Path, pattern: str) -> list[str]:
@@ -91,7 +88,7 @@ def test_ctrl_c_during_a_build_leaves_no_result_and_the_rerun_measures_it(tmp_pa
     _space(tmp_path)
     jobs = tmp_path / "jobs"
     p = _driver(tmp_path, "--executor", "local", sigint=signal.SIG_IGN)   # as a script's `&` starts it
-    _wait_for(lambda: _building(jobs), what="a build to start")
+    _wait_for(lambda: _a_job_at(jobs, "build"), what="a build to start")
     os.killpg(p.pid, signal.SIGINT)          # what Ctrl-C sends: the driver, make and nvcc alike
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
@@ -168,16 +165,6 @@ def test_a_disk_already_full_before_the_first_job_ends_the_run_with_one_message_
     assert not [r for r in _results(small_disk / "jobs").values() if r["status"] == "compile_failed"]
 
 
-def _profiling(jobs: Path) -> bool:
-    for st in (jobs / "toy").glob("A*/state.json"):
-        try:
-            if json.loads(st.read_text()).get("stage") in ("verify", "profile"):
-                return True
-        except ValueError:
-            pass
-    return False
-
-
 @pytest.mark.parametrize("started", [signal.SIG_DFL, signal.SIG_IGN], ids=["foreground", "background-job"])
 def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_traceback(tmp_path, started):
     # background-job: SIGINT comes ignored (a script's `&`); the workers handle it all the same, so
@@ -185,7 +172,7 @@ def test_ctrl_c_while_measuring_stops_the_local_jobs_says_so_and_prints_no_trace
     _space(tmp_path)
     jobs = tmp_path / "jobs"
     p = _driver(tmp_path, "--executor", "local", "--no-confirm", env={"TOY_BENCH_SLEEP_MS": "60000"}, sigint=started)
-    _wait_for(lambda: _profiling(jobs), timeout_s=300, what="a job to measure")
+    _wait_for(lambda: _a_job_at(jobs, "verify", "profile"), timeout_s=300, what="a job to measure")
     time.sleep(1.0)
     os.killpg(p.pid, signal.SIGINT)          # what Ctrl-C sends: the driver, its controllers and jobs
     _, err = p.communicate(timeout=120)

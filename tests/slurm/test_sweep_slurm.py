@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import yaml
+from sweep.node.process import current_stage
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "tests" / "data" / "toy_target"
@@ -65,7 +66,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 def running_job_id(jobs: Path, sweep: str, tag: str) -> str:
     """The Slurm job id of a task once it is running (from its state.json)."""
     state = jobs / sweep / tag / "state.json"
-    wait_for(lambda: state.is_file() and json.loads(state.read_text()).get("stage") == "profile", 240, f"{tag} to profile")
+    wait_for(lambda: current_stage(state.parent) == "profile", 240, f"{tag} to profile")
     return json.loads(state.read_text())["slurm_job"]
 
 
