@@ -23,7 +23,8 @@ from sweep.core import paths
 from sweep.plan.base import GRID_LIMIT
 from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
-from sweep.space.init import scan_macros
+from sweep.space.init import scan_macros, source_files
+from sweep.space.source_facts import read_sources
 from sweep.space.legality import first_broken_index
 
 SHOWN = 12          # configurations listed by name; the rest are counted
@@ -46,6 +47,18 @@ class OwnDefault:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceReading:
+    """A swept parameter whose kernels: list and the sources disagree on the kernels its macro
+    governs (sweep.space.source_facts): a list that misses one lets factorized vary the macro
+    under a kernel it believes untouched, and races the pick without that kernel's time."""
+
+    macro: str
+    read_by: tuple[str, ...]       # the kernels whose code, launch or arguments read it, as the sources say
+    unlisted: tuple[str, ...]      # of those, the ones its kernels: globs miss
+    unread: tuple[str, ...]        # kernels of the sources its globs name that never read it
+
+
+@dataclass(frozen=True, slots=True)
 class Validation:
     space: Space
     grid: int
@@ -59,6 +72,7 @@ class Validation:
     kernel_names: tuple[str, ...] = field(default=())
     sampled: tuple[int, int] | None = None     # a grid too large to count: (random points legal, of how many)
     own_defaults: tuple[OwnDefault, ...] = ()  # swept parameters the program's sources give a value
+    readings: tuple[SourceReading, ...] | None = None   # kernels: lists the sources disagree with (None: no sources)
 
     @property
     def unmatched(self) -> list[str]:
@@ -107,7 +121,7 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             if g not in (x for x, _ in globs):
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
-                      kernels_from, names, sampled, own_defaults(space))
+                      kernels_from, names, sampled, own_defaults(space), source_readings(space))
 
 
 def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
@@ -125,6 +139,47 @@ def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
                           if d.equals == p.macro and d.macro in own and own[d.macro].default != mine)
         out.append(OwnDefault(p.macro, p.default, mine, own[p.macro].where, mine in p.values, followers))
     return tuple(out)
+
+
+def source_readings(space: Space) -> tuple[SourceReading, ...] | None:
+    """The swept parameters whose kernels: globs, over the kernels the sources define, differ from
+    the kernels the sources read the macro in (None: no sources, or no kernel found in them)."""
+    folder = space.target.source_dir
+    if not folder.is_dir():
+        return None
+    own = {m.name: m.default for m in scan_macros(folder)}
+    governs = read_sources(folder, source_files(folder), own).governs
+    kernels = sorted({k for ks in governs.values() for k in ks})
+    if not kernels:
+        return None
+    out = []
+    for p in space.swept:
+        if p.macro not in governs or not p.kernels:
+            continue
+        listed = {k for k in kernels if any(fnmatch.fnmatchcase(k, g) for g in p.kernels)}
+        read = set(governs[p.macro])
+        if listed != read:
+            out.append(SourceReading(p.macro, tuple(sorted(read)), tuple(sorted(read - listed)),
+                                     tuple(sorted(listed - read))))
+    return tuple(out)
+
+
+def source_reading_lines(readings: tuple[SourceReading, ...] | None) -> list[str]:
+    if readings is None:
+        return []
+    if not readings:
+        return ["kernels: each kernels: list names the kernels the sources read its macro in"]
+    out = ["kernels: the sources read these macros in other kernels than their kernels: lists name (check the lists;"
+           " factorized and the race trust them):"]
+    for r in readings:
+        if not r.read_by:
+            out.append(f"  {r.macro}: no kernel's code, launch or arguments read it (only a rule?)")
+            continue
+        said = [f"read in {', '.join(r.unlisted)} too, which its kernels: list misses"] if r.unlisted else []
+        said += [f"its kernels: list names {', '.join(r.unread)}, which the sources never show reading it"] \
+            if r.unread else []
+        out.append(f"  {r.macro}: " + "; ".join(said))
+    return out
 
 
 def declared_not_own(space: Space) -> str:
@@ -195,6 +250,7 @@ def lines(v: Validation) -> list[str]:
         shown = ", ".join(v.planned[:SHOWN]) + (f", ... ({len(v.planned) - SHOWN} more)" if len(v.planned) > SHOWN else "")
         out.append(f"  would build {len(v.planned)} configuration(s): {shown or 'none'}")
     out += own_default_lines(v.own_defaults)
+    out += source_reading_lines(v.readings)
     if not v.kernel_names:
         out.append("kernels: no build to check the globs against (run a --dry-run first, or pass --build DIR)")
         return out

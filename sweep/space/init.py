@@ -12,12 +12,17 @@ cannot know is written as comments saying what to fill in. Nothing here runs.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from sweep.space import expr
 from sweep.space.loader import MACRO_RE
+from sweep.space.source_facts import SourceFacts, read_sources
 from sweep.space.target import SOURCE_SUFFIXES
 
 DEFAULT_MACRO = re.compile(r"^[ \t]*#[ \t]*ifndef[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?://[^\n]*)?\n"
@@ -29,6 +34,7 @@ MAKE_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::=|\?=|=)[ 
 MAKE_INCLUDE = re.compile(r"^-?include[ \t]+(?P<files>[^\n#]+)", re.M)
 MAKE_VARIABLE = re.compile(r"\$[({](?P<name>[A-Za-z_][A-Za-z0-9_]*)[)}]")
 SKIP_DIRS = ("build", ".git", "CMakeFiles")
+FACTORIZED_MOST = 256      # the most builds a factorized starter makes (its largest group's grid)
 MAX_FILES = 2000
 
 
@@ -68,12 +74,17 @@ def source_files(program_dir: Path) -> list[Path]:
     return out
 
 
-def guess_values(default: int) -> tuple[str, list[int]]:
-    """(type, values): 0/1 -> a flag; a power of two -> half, itself, double; else the default alone."""
-    if default in (0, 1):
+def guess_values(default: int, allowed: Callable[[int], bool] = lambda v: True) -> tuple[str, list[int]]:
+    """(type, values): 0/1 -> a flag where `allowed` (the sources' rules, see keeps) keeps
+    both; a power of two -> the three powers of two nearest it that `allowed` keeps, itself among
+    them: half, itself and double where the rules say nothing; else the default alone."""
+    if default in (0, 1) and allowed(0) and allowed(1):
         return "flag", [0, 1]
     if default & (default - 1) == 0:
-        return "size", [default // 2, default, default * 2]
+        ladder = [1 << i for i in range(max(0, default.bit_length() + 3))]
+        kept = sorted((v for v in ladder if v == default or allowed(v)),
+                      key=lambda v: (abs(v.bit_length() - default.bit_length()), -v))[:3]
+        return "size", sorted(kept)
     return "size", [default]
 
 
@@ -156,7 +167,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)",
-              "strategy: grid                 # factorized once the kernels: lists below are right"]
+              "STRATEGY"]
     found = f" (from {kernels_from})" if kernels_from else ""
     lines.append(f"# kernels in the build{found}: " + (", ".join(kernels) if kernels else
                                                       "none found (build it, then run init again or validate --build)"))
@@ -164,15 +175,24 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     if not macros:
         lines.append("  # FILL IN: no `#ifndef NAME / #define NAME <integer>` defaults found in the sources")
         lines.append("  MY_BLOCK_SIZE: {values: [128, 256], default: 256, kernels: [my_kernel]}")
-    globs = "[" + ", ".join(kernels) + "]" if kernels else "[]"
+    own = {m.name: m.default for m in macros}
+    swept: list[tuple[int, set[str]]] = []     # each macro's number of values and its kernels
+    facts = read_sources(program_dir, source_files(program_dir), own)
     for m in macros:
-        kind_, values = guess_values(m.default)
+        kind_, values = guess_values(m.default, lambda v, name=m.name: keeps(facts, own, name, v))
         typ = ", type: flag" if kind_ == "flag" else ""
-        doc = f"  # {m.where}: {m.doc}" if m.doc else f"  # {m.where}"
-        lines.append(f"  {m.name}: {{values: {values}{typ}, default: {m.default}, kernels: {globs}}}{doc}")
-    lines += ["  # FILL IN each kernels: list with the kernels the macro governs (globs over the names above)",
-              "constraints: []                # FILL IN the rules a legal point keeps, e.g. - expr: BX * BY <= 1024",
-              "build:",
+        governed, read = governed_kernels(facts.governs.get(m.name, ()), kernels)
+        doc = f"{m.where}: {m.doc}" if m.doc else m.where
+        unread = "" if read else "; no kernel reads it, so every kernel is listed: FILL IN"
+        lines.append(f"  {m.name}: {{values: {values}{typ}, default: {m.default}, kernels: [{', '.join(governed)}]}}"
+                     f"  # {doc}{unread}")
+        swept.append((len(values), set(governed)))
+    if macros:
+        lines.append("  # CHECK each kernels: list: the kernels whose code, launch or template arguments read the macro,"
+                     " as the sources say")
+    lines[lines.index("STRATEGY")] = strategy_line(swept)
+    lines += constraint_lines(facts)
+    lines += ["build:",
               "  arch: auto                   # the GPU of the node that builds; or [sm_90]"]
     if macros and not includes_conf(program_dir):
         lines.append("  macros: define               # no source includes conf.cuh: each macro goes to nvcc as -DNAME=value")
@@ -183,3 +203,63 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
               "  iterations: 20",
               ""]
     return "\n".join(lines)
+
+
+def strategy_line(swept: list[tuple[int, set[str]]]) -> str:
+    """The starter's strategy: factorized where the kernels: lists split the macros into groups
+    that read different kernels (each group small enough to sweep whole), the grid for a small
+    space, else auto (the learning strategy on a large one)."""
+    groups: list[tuple[int, set[str]]] = []          # (product of the values, kernels) of macros sharing kernels
+    for n, kernels in swept:
+        joined = [g for g in groups if g[1] & kernels or not kernels or not g[1]]
+        groups = [g for g in groups if g not in joined]
+        groups.append((n * math.prod(g[0] for g in joined), kernels.union(*(g[1] for g in joined))))
+    grid = math.prod(g[0] for g in groups)
+    builds = max((g[0] for g in groups), default=1)
+    if len(groups) > 1 and builds <= FACTORIZED_MOST:
+        return (f"strategy: factorized          # {len(groups)} groups of macros read by different kernels: {builds} "
+                f"builds instead of the grid's {grid:,} (CHECK the kernels: lists)")
+    if grid <= 64:
+        return f"strategy: grid                 # {grid} points: sweep them all"
+    return (f"strategy: auto                 # {grid:,} points: the learning strategy, 100 evaluations at most "
+            "(strategy: {name: learning, budget: N} to say how many)")
+
+
+def keeps(facts: SourceFacts, own: dict[str, int], name: str, value: int) -> bool:
+    """Whether `value` of macro `name`, the others at the program's own values, keeps every rule
+    of the sources that names it: each value guessed is legal at least there."""
+    point = {**own, name: value}
+    for r in facts.rules:
+        if name in expr.names(r.expr):
+            try:
+                if not expr.evaluate(r.expr, point):
+                    return False
+            except (ArithmeticError, ValueError, TypeError):
+                return False
+    return True
+
+
+def governed_kernels(read_by: tuple[str, ...], built: list[str]) -> tuple[list[str], bool]:
+    """(the kernels a macro's kernels: list names, whether the sources showed a kernel reading it):
+    those of the build that read it; the sources' names where the build has none of them (or
+    none was found); every kernel of the build where no kernel reads it."""
+    if not read_by:
+        return list(built), False
+    in_build = [k for k in built if k in read_by]
+    return (in_build or list(read_by)), True
+
+
+def constraint_lines(facts: SourceFacts) -> list[str]:
+    """The constraints section: the sources' static_asserts over the macros, translated, and a
+    comment for each that could not be."""
+    if not facts.rules:
+        lines = ["constraints: []                # FILL IN the rules a legal point keeps, e.g. - expr: BX * BY <= 1024"]
+    else:
+        lines = ["constraints:                   # the sources' static_asserts: a point breaking one is skipped unbuilt"]
+        for r in facts.rules:
+            lines += [f"  - expr: {json.dumps(r.expr)}", f"    why: {json.dumps(r.why)}   # {r.where}"]
+    for u in facts.untranslated:
+        shown = u.text if len(u.text) <= 80 else u.text[:77] + "..."
+        lines.append(f"  # {u.where}: static_assert({shown}) not translated ({u.reason}): FILL IN a rule if it "
+                     "limits the macros")
+    return lines

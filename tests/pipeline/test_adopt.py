@@ -158,14 +158,37 @@ def test_init_passes_macros_on_the_command_line_when_no_source_includes_conf_cuh
     assert data["build"]["macros"] == "define"
 
 
-def test_init_lists_the_kernels_of_a_build_as_the_globs(tmp_path):
+def test_init_lists_for_each_macro_the_kernels_of_a_build_its_sources_read_it_in(tmp_path):
     build = tmp_path / "job"
     build.mkdir()
-    shutil.copy(BUILD_LOG, build / "build.log")
+    shutil.copy(BUILD_LOG, build / "build.log")       # its kernels: the example's three and `spilly`
     out = tmp_path / "s.yaml"
     assert cli("init", str(EXAMPLES / "stencil_cmake"), "--build", str(build), "-o", str(out)).returncode == 0
-    kernels = target.load(out).parameter("STENCIL_BLOCK_X").kernels
-    assert set(kernels) == {"jacobi_kernel", "residual_partial_kernel", "residual_sum_kernel", "spilly"}
+    space = target.load(out)
+    assert space.parameter("STENCIL_BLOCK_X").kernels == ("jacobi_kernel",)
+    assert set(space.parameter("STENCIL_RED_BLOCK").kernels) == {"residual_partial_kernel", "residual_sum_kernel"}
+    assert space.strategy.name == "factorized"        # two groups of macros, read by different kernels
+
+
+def test_inits_space_reads_from_the_sources_each_macros_kernels_its_rules_and_values_they_allow(tmp_path):
+    """tests/data/source_facts: a program whose kernels each read their own macros, and whose
+    static_asserts say what is legal; no build (the kernels are the sources' names)."""
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(ROOT / "tests" / "data" / "source_facts"), "-o", str(out)).returncode == 0
+    space = target.load(out)
+    assert space.parameter("SUM_THREADS").kernels == ("row_sum",)
+    assert space.parameter("TR_ROWS").kernels == ("transpose",) and space.parameter("VEC").kernels == ("copy_kernel",)
+    assert space.parameter("VEC").values == (1, 2, 4)          # VEC <= 4: not 8, as half/double would guess
+    assert space.parameter("SUM_THREADS").values == (128, 256, 512)
+    assert {c.why for c in space.constraints} >= {"SUM_THREADS: whole warps, at most 1024",
+                                                   "TR_ROWS must divide TR_TILE, at most 1024 threads"}
+    text = out.read_text()
+    assert "static_assert(sizeof(float) * VEC <= 16) not translated" in text
+    assert "UNUSED_LIMIT: {values: [0, 1], type: flag, default: 1, kernels: []}" in text and "no kernel reads it" in text
+    # UNUSED_LIMIT's kernels are unknown, so it may interact with any: one group, too large for the grid
+    assert space.strategy.name == "auto"
+    p = cli("validate", str(out))
+    assert p.returncode == 0 and "legal:" in p.stdout, p.stderr
 
 
 # -- validate ----------------------------------------------------------------------------------
@@ -251,6 +274,31 @@ def test_validate_finds_the_kernels_in_a_previous_dry_runs_job_folder(tmp_path):
     shutil.copy(BUILD_LOG, job / "build.log")
     p = cli("validate", str(path), "--jobs-dir", str(tmp_path / "jobs"))
     assert p.returncode == 0 and f"kernels: 4 in the build ({job})" in p.stdout
+
+
+def test_validate_names_each_kernels_list_the_sources_disagree_with_and_says_when_all_agree(tmp_path):
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(ROOT / "tests" / "data" / "source_facts"), "-o", str(out)).returncode == 0
+    agreed = cli("validate", str(out))
+    assert agreed.returncode == 0
+    assert "kernels: each kernels: list names the kernels the sources read its macro in" in agreed.stdout
+    data = yaml.safe_load(out.read_text())
+    data["parameters"]["SCALE_BLOCK"]["kernels"] = ["row_sum"]            # the wrong kernel
+    data["parameters"]["TR_ROWS"]["kernels"] = ["transpose", "copy_*"]     # one too many
+    data["parameters"]["UNUSED_LIMIT"]["kernels"] = ["row_sum"]           # read by no kernel at all
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = cli("validate", str(out))
+    assert p.returncode == 0, p.stderr                                     # advice, not a refusal
+    assert ("  SCALE_BLOCK: read in scale_kernel too, which its kernels: list misses; its kernels: list names "
+            "row_sum, which the sources never show reading it") in p.stdout
+    assert "  TR_ROWS: its kernels: list names copy_kernel, which the sources never show reading it" in p.stdout
+    assert "  UNUSED_LIMIT: no kernel's code, launch or arguments read it (only a rule?)" in p.stdout
+    assert "SUM_THREADS:" not in p.stdout.split("kernels: the sources")[1]
+    data["parameters"]["SCALE_BLOCK"]["kernels"] = ["scale_*"]
+    data["parameters"]["TR_ROWS"]["kernels"] = ["transpose"]
+    data["parameters"]["UNUSED_LIMIT"]["kernels"] = []
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert "kernels: each kernels: list names the kernels the sources read its macro in" in cli("validate", str(out)).stdout
 
 
 def test_validate_of_a_bad_file_is_one_line_and_exit_1(tmp_path):

@@ -1,0 +1,292 @@
+"""What a program's sources say of its launch-size macros, read as text (nothing is built or run):
+
+- which kernels each macro governs: a kernel reads it where its body (its `#if` lines too), its
+  `__launch_bounds__` or a function it calls names it, or where a launch of it (`k<<<grid, block>>>`,
+  `k<TILE><<<...>>>`) names it in its template arguments, its launch configuration, or the
+  declaration of a variable that configuration uses in the same function (`dim3 block(TX, TY);`),
+  or the arguments of a call that hands the kernel on (`launch(kernel, grid, dim3(BLOCK))`), or
+  the template or call arguments given to a function that calls or instantiates it;
+  a macro defined from others (`#define THREADS (BM / TM * BN)`) counts as those;
+- the rules: each `static_assert` over the macros, in the constraint language (sweep.space.c_expr),
+  with its message as the reason; one that cannot be translated is named with why.
+
+`config-sweep init` writes both into a starter space. It is a reading, not a proof: a macro
+used through a path this does not follow (a function pointer, a launch through cudaLaunchKernel)
+is missed, so the starter says to check the lists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from sweep.core.errors import SweepError
+from sweep.space import c_expr, expr
+
+IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?:\((?P<params>[^)]*)\))?"
+                    r"(?P<body>(?:[ \t][^\n]*)?)$", re.M)
+CALL_OR_DEFINITION = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*[(<]")
+TEMPLATE_REFERENCE = re.compile(r"\b([A-Za-z_]\w*)\s*(<(?:[^<>;{}]|<[^<>;{}]*>)*>)")
+QUALIFIERS = re.compile(r"\s*(?:(?:const|noexcept|override|final)\b\s*)*")
+LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<targs><(?:[^<>;{}]|<[^<>;{}]*>)*>)?\s*<<<")
+STATIC_ASSERT = re.compile(r"\bstatic_assert\s*\(")
+STRING = re.compile(r'"((?:\\.|[^"\\\n])*)"')
+NOT_A_FUNCTION = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "__launch_bounds__",
+                            "__attribute__", "__align__", "alignas", "static_assert", "constexpr", "else", "do",
+                            "alignof", "typeid", "throw", "new", "delete", "operator", "defined"})
+DECLARED = r"\b(?:(?:static\s+)?(?:constexpr|const)\s+)?(?:dim3|int|unsigned(?:\s+int)?|size_t|long|auto|uint3|int64_t)\s+{}\s*[(={{]([^;]*);"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRule:
+    expr: str          # in the constraint language
+    why: str           # the static_assert's message
+    where: str         # file:line
+
+
+@dataclass(frozen=True, slots=True)
+class Untranslated:
+    text: str          # the static_assert's condition as written
+    reason: str
+    where: str
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    governs: Mapping[str, tuple[str, ...]]     # macro -> the kernels that read it, sorted
+    rules: tuple[SourceRule, ...]
+    untranslated: tuple[Untranslated, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    name: str          # relative to the program's folder
+    code: str          # comments blanked (offsets kept), strings kept: for messages
+    plain: str         # strings blanked too: for the names a span reads (its #if lines among them)
+    shape: str         # directives blanked too: for braces, parentheses and definitions
+
+
+def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str, int]) -> SourceFacts:
+    """The facts of `files` (under program_dir) about the macros of `defaults` (name -> the
+    sources' own value: a rule false there is refused as mistranslated)."""
+    sources = [_load(Path(program_dir), p) for p in files]
+    sources = [s for s in sources if s is not None]
+    swept = set(defaults)
+    defines = [_defines(s.code) for s in sources]
+    derived = {n: b for objects, _ in defines for n, b in objects.items() if n not in swept}
+    functions = {n: f for _, fs in defines for n, f in fs.items()}
+    reads: dict[str, set[str]] = {}     # function -> the names of its definition (and of its launches: a kernel)
+    calls: dict[str, set[str]] = {}     # function -> the names its definition calls or instantiates
+    kernels: set[str] = set()
+    for s in sources:
+        for name, head, body, called in _definitions(s):
+            reads.setdefault(name, set()).update(head, body)
+            calls.setdefault(name, set()).update(called)
+            if "__global__" in head:
+                kernels.add(name)
+        for name, used in _launches(s):
+            reads.setdefault(name, set()).update(used)
+            calls.setdefault(name, set()).update(used)     # a grid computed by a function: its names too
+    passed: dict[str, set[str]] = {}    # function -> the names of the template and call arguments it is given
+    handed: dict[str, set[str]] = {}    # kernel -> the names of the calls that hand it on (a launch helper's)
+    for s in sources:                   # anywhere, a function-like macro's body among them
+        for name, given, at in _arguments(s.plain):
+            if name in calls:
+                passed.setdefault(name, set()).update(given)
+            for k in given & kernels:   # `launch(kernel, grid, dim3(BLOCK))`: the sizes go with the kernel
+                handed.setdefault(k, set()).update(_declared(s.shape, at, given))
+    names = {k: set().union(handed.get(k, set()), *(reads.get(f, set()) for f in _down(k, calls))) for k in kernels}
+    for g, given in passed.items():     # a function's arguments reach every kernel it calls or instantiates
+        for k in _down(g, calls) & kernels:
+            names[k] |= given
+    governs: dict[str, set[str]] = {m: set() for m in swept}
+    for k in kernels:
+        for m in _macros(names[k], swept, derived):
+            governs[m].add(k)
+    rules, untranslated = _rules(sources, swept, derived, functions, defaults)
+    return SourceFacts({m: tuple(sorted(ks)) for m, ks in governs.items()}, rules, untranslated)
+
+
+def _load(program_dir: Path, path: Path) -> _Source | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    code = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m.group(0)), text)
+    plain = COMMENT_OR_STRING.sub(lambda m: _blank(m.group(0)), text)
+    shape = DIRECTIVE.sub(lambda m: _blank(m.group(0)), plain)
+    return _Source(str(path.relative_to(program_dir)), code, plain, shape)
+
+
+def _blank(text: str) -> str:
+    """Spaces in place of `text`, its newlines kept (offsets and line numbers stay)."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _defines(code: str) -> tuple[dict[str, str], dict[str, tuple[tuple[str, ...], str]]]:
+    """The object-like `#define NAME body` and the function-like `#define NAME(a, b) body`
+    (continuations joined), the first definition of each."""
+    objects: dict[str, str] = {}
+    functions: dict[str, tuple[tuple[str, ...], str]] = {}
+    for m in DEFINE.finditer(code.replace("\\\n", " ")):
+        body = m.group("body").strip()
+        if m.group("params") is not None:
+            functions.setdefault(m.group("name"), (tuple(p.strip() for p in m.group("params").split(",") if p.strip()),
+                                                   body))
+        elif body:
+            objects.setdefault(m.group("name"), body)
+    return objects, functions
+
+
+def _closing(text: str, at: int, opening: str, closing: str) -> int:
+    """The index just past the bracket closing the one at `at` (len(text) if none)."""
+    depth = 0
+    for i in range(at, len(text)):
+        c = text[i]
+        if c == opening:
+            depth += 1
+        elif c == closing:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+def _definitions(s: _Source) -> Iterable[tuple[str, set[str], set[str], set[str]]]:
+    """(name, the names of its head, of its body, those its body calls or instantiates) of each
+    function defined (not only declared): a name, its parameters, at most qualifiers, then a body.
+    The head runs from the end of the statement before (its return type, template line,
+    __global__ and __launch_bounds__)."""
+    shape = s.shape
+    for m in CALL_OR_DEFINITION.finditer(shape):
+        name = m.group(1)
+        if name in NOT_A_FUNCTION:
+            continue
+        close = _closing(shape, m.end() - 1, "(", ")")
+        q = QUALIFIERS.match(shape, close)
+        if q.end() >= len(shape) or shape[q.end()] != "{":
+            continue
+        start = max(shape.rfind(c, 0, m.start()) for c in ";{}") + 1
+        end = _closing(shape, q.end(), "{", "}")
+        yield (name, set(IDENT.findall(s.plain[start:q.end()])), set(IDENT.findall(s.plain[q.end():end])),
+               set(CALLED.findall(shape, q.end(), end)))
+
+
+def _arguments(plain: str) -> Iterable[tuple[str, set[str], int]]:
+    """(name, the names of its arguments, where) of each `f<...>` and `f(...)` in `plain`."""
+    for m in TEMPLATE_REFERENCE.finditer(plain):
+        yield m.group(1), set(IDENT.findall(m.group(2))), m.start()
+    for m in CALL_OR_DEFINITION.finditer(plain):
+        if m.group(1) not in NOT_A_FUNCTION:
+            yield m.group(1), set(IDENT.findall(plain[m.end():_closing(plain, m.end() - 1, "(", ")")])), m.start()
+
+
+def _launches(s: _Source) -> Iterable[tuple[str, set[str]]]:
+    """(kernel, names) of each `kernel<...><<<config>>>`: the names of its template arguments, its
+    configuration, and the declarations of the variables of both in the enclosing function."""
+    shape = s.shape
+    for m in LAUNCH.finditer(shape):
+        end = shape.find(">>>", m.end())
+        if end < 0:
+            continue
+        used = set(IDENT.findall(m.group("targs") or "")) | set(IDENT.findall(shape[m.end():end]))
+        yield m.group("name"), _declared(shape, m.start(), used)
+
+
+def _declared(shape: str, at: int, names: set[str]) -> set[str]:
+    """`names` and the names of their declarations before `at` in the same function
+    (`dim3 block(TX, TY);`, `constexpr int BLOCK = SIZE;`)."""
+    before = shape[_enclosing_function(shape, at):at]
+    out = set(names)
+    for name in names:
+        for decl in re.finditer(DECLARED.format(re.escape(name)), before):
+            out |= set(IDENT.findall(decl.group(1)))
+    return out
+
+
+def _enclosing_function(shape: str, at: int) -> int:
+    """Where the outermost braces around `at` that follow a `)` open (a function's body), else 0."""
+    depth, opened = 0, []
+    for i, c in enumerate(shape[:at]):
+        if c == "{":
+            opened.append(i)
+            depth += 1
+        elif c == "}" and opened:
+            opened.pop()
+    for i in opened:
+        if re.search(r"\)\s*(?:const\s*|noexcept\s*|override\s*)*$", shape[max(0, i - 200):i]):
+            return i
+    return 0
+
+
+def _down(function: str, calls: dict[str, set[str]]) -> set[str]:
+    """The function and those it calls or instantiates, transitively."""
+    seen, todo = {function}, [function]
+    while todo:
+        for callee in calls.get(todo.pop(), set()) & calls.keys():
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
+
+
+def _macros(names: set[str], swept: set[str], derived: dict[str, str]) -> set[str]:
+    """The swept macros among `names`, through the macros defined from them."""
+    out, seen, todo = set(), set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in swept:
+            out.add(n)
+        elif n in derived:
+            todo.extend(IDENT.findall(derived[n]))
+    return out
+
+
+def _rules(sources: list[_Source], swept: set[str], derived: dict[str, str],
+           functions: c_expr.FunctionMacros, defaults: Mapping[str, int]) -> tuple[tuple[SourceRule, ...], tuple[Untranslated, ...]]:
+    rules: dict[str, SourceRule] = {}
+    untranslated: list[Untranslated] = []
+    for s in sources:
+        for m in STATIC_ASSERT.finditer(s.shape):
+            close = _closing(s.shape, m.end() - 1, "(", ")")
+            inside = s.shape[m.end():close - 1]
+            comma = _top_level_comma(inside)
+            condition = " ".join(s.code[m.end():m.end() + (comma if comma >= 0 else len(inside))].split())
+            message = s.code[m.end() + comma + 1:close - 1] if comma >= 0 else ""
+            why = "".join(STRING.findall(message)).replace('\\"', '"') or condition
+            where = f"{s.name}:{s.code.count(chr(10), 0, m.start()) + 1}"
+            if not _macros(set(IDENT.findall(condition)), swept, derived):
+                continue               # a rule of other things: nothing a space can say
+            try:
+                text = c_expr.python_expr(condition, swept, derived, functions)
+                expr.validate(text, swept, where)
+                holds = expr.evaluate(text, defaults)
+            except (c_expr.Unsupported, SweepError, ValueError, ArithmeticError, TypeError) as e:
+                untranslated.append(Untranslated(condition, str(e), where))
+                continue
+            if not holds:
+                untranslated.append(Untranslated(condition, "false at the sources' own values, so read wrongly", where))
+            elif text not in rules:
+                rules[text] = SourceRule(text, why, where)
+    return tuple(rules.values()), tuple(untranslated)
+
+
+def _top_level_comma(text: str) -> int:
+    depth = 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            return i
+    return -1
