@@ -17,6 +17,7 @@ is missed, so the starter says to check the lists.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,8 @@ STRING = re.compile(r'"((?:\\.|[^"\\\n])*)"')
 NOT_A_FUNCTION = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "__launch_bounds__",
                             "__attribute__", "__align__", "alignas", "static_assert", "constexpr", "else", "do",
                             "alignof", "typeid", "throw", "new", "delete", "operator", "defined"})
-DECLARED = r"\b(?:(?:static\s+)?(?:constexpr|const)\s+)?(?:dim3|int|unsigned(?:\s+int)?|size_t|long|auto|uint3|int64_t)\s+{}\s*[(={{]([^;]*);"
+DECLARATION = re.compile(r"\b(?:(?:static\s+)?(?:constexpr|const)\s+)?(?:dim3|int|unsigned(?:\s+int)?|size_t|long|auto|uint3"
+                         r"|int64_t)\s+([A-Za-z_]\w*)\s*[(={]([^;]*);")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +86,17 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
     reads: dict[str, set[str]] = {}     # function -> the names of its definition (and of its launches: a kernel)
     calls: dict[str, set[str]] = {}     # function -> the names its definition calls or instantiates
     kernels: set[str] = set()
+    bodies: dict[str, list[tuple[int, int]]] = {}   # source -> its functions' bodies, outermost, in order
     for s in sources:
-        for name, head, body, called in _definitions(s):
+        spans = []
+        for name, head, body, called, span in _definitions(s):
             reads.setdefault(name, set()).update(head, body)
             calls.setdefault(name, set()).update(called)
+            spans.append(span)
             if "__global__" in head:
                 kernels.add(name)
-        for name, used in _launches(s):
+        bodies[s.name] = _outermost(spans)
+        for name, used in _launches(s, bodies[s.name]):
             reads.setdefault(name, set()).update(used)
             calls.setdefault(name, set()).update(used)     # a grid computed by a function: its names too
     passed: dict[str, set[str]] = {}    # function -> the names of the template and call arguments it is given
@@ -100,7 +106,7 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
             if name in calls:
                 passed.setdefault(name, set()).update(given)
             for k in given & kernels:   # `launch(kernel, grid, dim3(BLOCK))`: the sizes go with the kernel
-                handed.setdefault(k, set()).update(_declared(s.shape, at, given))
+                handed.setdefault(k, set()).update(_declared(s.shape, at, given, bodies[s.name]))
     names = {k: set().union(handed.get(k, set()), *(reads.get(f, set()) for f in _down(k, calls))) for k in kernels}
     for g, given in passed.items():     # a function's arguments reach every kernel it calls or instantiates
         for k in _down(g, calls) & kernels:
@@ -158,11 +164,11 @@ def _closing(text: str, at: int, opening: str, closing: str) -> int:
     return len(text)
 
 
-def _definitions(s: _Source) -> Iterable[tuple[str, set[str], set[str], set[str]]]:
-    """(name, the names of its head, of its body, those its body calls or instantiates) of each
-    function defined (not only declared): a name, its parameters, at most qualifiers, then a body.
-    The head runs from the end of the statement before (its return type, template line,
-    __global__ and __launch_bounds__)."""
+def _definitions(s: _Source) -> Iterable[tuple[str, set[str], set[str], set[str], tuple[int, int]]]:
+    """(name, the names of its head, of its body, those its body calls or instantiates, where its
+    body starts and ends) of each function defined (not only declared): a name, its parameters, at
+    most qualifiers, then a body. The head runs from the end of the statement before (its return
+    type, template line, __global__ and __launch_bounds__)."""
     shape = s.shape
     for m in CALL_OR_DEFINITION.finditer(shape):
         name = m.group(1)
@@ -175,7 +181,16 @@ def _definitions(s: _Source) -> Iterable[tuple[str, set[str], set[str], set[str]
         start = max(shape.rfind(c, 0, m.start()) for c in ";{}") + 1
         end = _closing(shape, q.end(), "{", "}")
         yield (name, set(IDENT.findall(s.plain[start:q.end()])), set(IDENT.findall(s.plain[q.end():end])),
-               set(CALLED.findall(shape, q.end(), end)))
+               set(CALLED.findall(shape, q.end(), end)), (q.end(), end))
+
+
+def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans no other span holds, in order (a function's body, not a block inside it)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if not out or start >= out[-1][1]:
+            out.append((start, end))
+    return out
 
 
 def _arguments(plain: str) -> Iterable[tuple[str, set[str], int]]:
@@ -187,7 +202,7 @@ def _arguments(plain: str) -> Iterable[tuple[str, set[str], int]]:
             yield m.group(1), set(IDENT.findall(plain[m.end():_closing(plain, m.end() - 1, "(", ")")])), m.start()
 
 
-def _launches(s: _Source) -> Iterable[tuple[str, set[str]]]:
+def _launches(s: _Source, bodies: list[tuple[int, int]]) -> Iterable[tuple[str, set[str]]]:
     """(kernel, names) of each `kernel<...><<<config>>>`: the names of its template arguments, its
     configuration, and the declarations of the variables of both in the enclosing function."""
     shape = s.shape
@@ -196,33 +211,19 @@ def _launches(s: _Source) -> Iterable[tuple[str, set[str]]]:
         if end < 0:
             continue
         used = set(IDENT.findall(m.group("targs") or "")) | set(IDENT.findall(shape[m.end():end]))
-        yield m.group("name"), _declared(shape, m.start(), used)
+        yield m.group("name"), _declared(shape, m.start(), used, bodies)
 
 
-def _declared(shape: str, at: int, names: set[str]) -> set[str]:
-    """`names` and the names of their declarations before `at` in the same function
-    (`dim3 block(TX, TY);`, `constexpr int BLOCK = SIZE;`)."""
-    before = shape[_enclosing_function(shape, at):at]
+def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]]) -> set[str]:
+    """`names` and the names of their declarations before `at` in the same function body
+    (`dim3 block(TX, TY);`, `constexpr int BLOCK = SIZE;`; outside any body, the file before it)."""
+    i = bisect.bisect_right(bodies, (at, len(shape) + 1)) - 1
+    before = shape[bodies[i][0] if i >= 0 and bodies[i][1] > at else 0:at]
     out = set(names)
-    for name in names:
-        for decl in re.finditer(DECLARED.format(re.escape(name)), before):
-            out |= set(IDENT.findall(decl.group(1)))
+    for decl in DECLARATION.finditer(before):
+        if decl.group(1) in names:
+            out |= set(IDENT.findall(decl.group(2)))
     return out
-
-
-def _enclosing_function(shape: str, at: int) -> int:
-    """Where the outermost braces around `at` that follow a `)` open (a function's body), else 0."""
-    depth, opened = 0, []
-    for i, c in enumerate(shape[:at]):
-        if c == "{":
-            opened.append(i)
-            depth += 1
-        elif c == "}" and opened:
-            opened.pop()
-    for i in opened:
-        if re.search(r"\)\s*(?:const\s*|noexcept\s*|override\s*)*$", shape[max(0, i - 200):i]):
-            return i
-    return 0
 
 
 def _down(function: str, calls: dict[str, set[str]]) -> set[str]:
