@@ -23,6 +23,7 @@ from sweep.core import atomic
 from sweep.decide import by_gpu, certify, collect as collect_mod, select as select_mod
 from sweep.node import render
 from sweep.pipeline import folders
+from sweep.plan import validate
 from sweep.space import target
 from sweep.records import Best, Confirmation
 from sweep.space import Space, pick_config
@@ -160,6 +161,16 @@ def _notes(space: Space, c: collect_mod.Collected, several_models: bool) -> tupl
             "conf.cuh earlier on the include path (e.g. beside the target's sources) shadows the generated one: "
             "put -I$(CONF_DIR) first in the Makefile's flags, or check the macros are read where the kernels "
             "are compiled")
+    m = c.measurements
+    measured = m.loc[m["status"] == "ok", "kernel"] if {"status", "kernel"} <= set(m.columns) else ()
+    missed = validate.unlisted_measured(space, measured)
+    if missed:
+        said = "; ".join(f"{macro} is read in {', '.join(kernels)}" for macro, kernels in missed)
+        notes.append(
+            f"kernels: lists miss kernels the sweep measured whose code reads their macros, as the sources say: {said}. "
+            "Those kernels' times are not in the picks of these macros (and a factorized sweep varied the macros "
+            f"under them as another group's): add them to the kernels: lists (`{COMMAND} validate {space.path}` "
+            "shows the reading)")
     if several_models:
         models = by_gpu.models(c.configs)
         notes.append(

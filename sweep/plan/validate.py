@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -161,6 +161,19 @@ def source_readings(space: Space) -> tuple[SourceReading, ...] | None:
         if listed != read:
             out.append(SourceReading(p.macro, tuple(sorted(read)), tuple(sorted(read - listed)),
                                      tuple(sorted(listed - read))))
+    return tuple(out)
+
+
+def unlisted_measured(space: Space, measured: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(macro, kernels) for each swept macro the sources read in kernels the sweep measured but its
+    kernels: list misses: those kernels' times are not in its pick, and a factorized sweep varied it
+    under them as if they were another group's."""
+    seen = set(measured)
+    out = []
+    for r in source_readings(space) or ():
+        missed = tuple(k for k in r.unlisted if k in seen)
+        if missed:
+            out.append((r.macro, missed))
     return tuple(out)
 
 

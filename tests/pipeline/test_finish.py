@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +91,34 @@ def test_a_pick_the_programs_own_launch_sizes_beat_beyond_noise_says_to_keep_the
     # end to end it loses too, for the reason that note gives: no second note guessing at interactions
     assert s.confirmation.vs_default["verdict"] == "slower" and not any("end to end" in n for n in s.best.notes)
 
+
+
+def test_a_measured_kernel_whose_code_reads_a_macro_its_kernels_list_misses_is_a_note_naming_both(tmp_path):
+    """tests/data/source_facts: its sources read SCALE_BLOCK in scale_kernel; a space listing
+    row_sum instead, whose sweep measured scale_kernel, is told so. copy_kernel reads VEC and is
+    unlisted too, but the sweep never measured it: no note of it (a kernel never run adds nothing)."""
+    import pandas as pd
+    import yaml
+
+    from sweep.decide.collect import Collected
+    from sweep.pipeline import finish
+    from sweep.records.manifest import Manifest
+    from sweep.space import target
+
+    program = Path(__file__).resolve().parents[1] / "data" / "source_facts"
+    space_file = tmp_path / "s.yaml"
+    space_file.write_text(yaml.safe_dump({
+        "name": "facts", "target": {"name": "program", "dir": str(program), "profile": ["{build}/program"]},
+        "parameters": {"SCALE_BLOCK": {"values": [64, 128], "default": 128, "kernels": ["row_sum"]},
+                       "VEC": {"values": [1, 4], "default": 4, "kernels": ["row_sum"]},
+                       "SUM_THREADS": {"values": [128, 256], "default": 256, "kernels": ["row_sum"]}}}))
+    space = target.load(space_file)
+    measured = pd.DataFrame({"kernel": ["row_sum", "scale_kernel", "copy_kernel"], "status": ["ok", "ok", "failed"]})
+    manifest = Manifest("facts", str(space_file), "grid", "cupti", "local", 8, "2*2*2", "", "", "")
+    (note,) = finish._notes(space, Collected(pd.DataFrame(), measured, manifest), False)
+    assert "SCALE_BLOCK is read in scale_kernel. Those kernels' times are not in the picks" in note
+    assert "VEC" not in note and "SUM_THREADS" not in note and f"validate {space_file}" in note
+    listed = target.load(space_file)
+    fixed = dataclasses.replace(listed, parameters=tuple(
+        dataclasses.replace(p, kernels=("scale_kernel",)) if p.macro == "SCALE_BLOCK" else p for p in listed.parameters))
+    assert finish._notes(fixed, Collected(pd.DataFrame(), measured, manifest), False) == ()
