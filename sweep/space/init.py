@@ -34,6 +34,8 @@ MAKE_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::=|\?=|=)[ 
 MAKE_INCLUDE = re.compile(r"^-?include[ \t]+(?P<files>[^\n#]+)", re.M)
 MAKE_VARIABLE = re.compile(r"\$[({](?P<name>[A-Za-z_][A-Za-z0-9_]*)[)}]")
 SKIP_DIRS = ("build", ".git", "CMakeFiles")
+ENUMERATED = 6             # rules that keep at most this many small values enumerate them
+SMALL_MOST = 1024          # how far up "small" goes
 FACTORIZED_MOST = 256      # the most builds a factorized starter makes (its largest group's grid)
 MAX_FILES = 2000
 
@@ -75,9 +77,17 @@ def source_files(program_dir: Path) -> list[Path]:
 
 
 def guess_values(default: int, allowed: Callable[[int], bool] = lambda v: True) -> tuple[str, list[int]]:
-    """(type, values): 0/1 -> a flag where `allowed` (the sources' rules, see keeps) keeps
-    both; a power of two -> the three powers of two nearest it that `allowed` keeps, itself among
-    them: half, itself and double where the rules say nothing; else the default alone."""
+    """(type, values) from the default and `allowed` (the sources' rules, see keeps): the values the
+    rules keep, where they keep at most ENUMERATED small ones (`X == 1 || X == 4`, `M >= 0 && M <= 2`:
+    a flag for 0 and 1, an enumeration where 0 is among them, sizes otherwise); else, for a power of two,
+    the three powers of two nearest it they keep (half, itself and double where they say nothing),
+    for 0/1 a flag, and the default alone otherwise."""
+    lowest = 0 if default in (0, 1) else 1       # 0 only as a switch's or an enumeration's value
+    small = [v for v in range(lowest, min(2 * default, SMALL_MOST) + 17) if v == default or allowed(v)]
+    if len(small) <= ENUMERATED:
+        if small == [0, 1]:
+            return "flag", small
+        return ("choice" if 0 in small else "size"), small       # sizes start at 1
     if default in (0, 1) and allowed(0) and allowed(1):
         return "flag", [0, 1]
     if default & (default - 1) == 0:
@@ -180,7 +190,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     facts = read_sources(program_dir, source_files(program_dir), own)
     for m in macros:
         kind_, values = guess_values(m.default, lambda v, name=m.name: keeps(facts, own, name, v))
-        typ = ", type: flag" if kind_ == "flag" else ""
+        typ = f", type: {kind_}" if kind_ != "size" else ""
         governed, read = governed_kernels(facts.governs.get(m.name, ()), kernels)
         doc = f"{m.where}: {m.doc}" if m.doc else m.where
         unread = "" if read else "; no kernel reads it, so every kernel is listed: FILL IN"

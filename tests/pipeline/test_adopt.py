@@ -331,3 +331,24 @@ def test_inits_space_dry_runs_one_configuration_and_records_its_kernels_resource
     assert kernels and all(k["registers"] for k in kernels)
     st = cli("status", data["name"], "--jobs-dir", str(jobs))
     assert f"{data['name']}: built 1" in st.stdout and "registers" in st.stdout
+
+
+@pytest.mark.parametrize("rule, default, kind, values", [
+    ("M >= 0 && M <= 2", 0, "choice", (0, 1, 2)),          # an enumeration the rules spell out
+    ("V == 1 || V == 4", 4, "size", (1, 4)),
+    ("F == 0 || F == 1", 1, "flag", (0, 1)),
+    ("B % 32 == 0 && B <= 1024", 1024, "size", (256, 512, 1024)),   # too many to list: powers of two near it
+    ("T >= 1 && T <= 4", 2, "size", (1, 2, 3, 4)),
+])
+def test_init_guesses_the_values_the_sources_rules_keep(tmp_path, rule, default, kind, values):
+    name = rule.split()[0]
+    program = tmp_path / "p"
+    program.mkdir()
+    (program / "Makefile").write_text("all:\n\ttrue CONF_DIR\n")
+    (program / "k.cu").write_text(f'#include "conf.cuh"\n#ifndef {name}\n#define {name} {default}\n#endif\n'
+                                  f'static_assert({rule}, "{name}: the rule");\n'
+                                  f"__global__ void k(float* x) {{ x[0] = {name}; }}\n")
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(program), "-o", str(out)).returncode == 0
+    p = target.load(out).parameter(name)
+    assert (p.kind, p.values) == (kind, values)
