@@ -22,6 +22,8 @@ from typing import Iterator, Mapping
 TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)[uUlL]*|(?P<name>[A-Za-z_]\w*)"
                    r"|(?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&|^!~?:(),]))")
 MAX_EXPANSION = 8            # macros defined from macros, this deep
+MAX_TOKENS = 20_000          # tokens read for one condition, its macros expanded
+MAX_NESTING = 40             # parentheses deep (each level is a dozen frames of the parser)
 # (C operator, Python operator, Python precedence) of the left-associative binary operators, by C level
 C_LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
             ("+", "-"), ("*", "/", "%"))
@@ -44,21 +46,35 @@ FunctionMacros = Mapping[str, tuple[tuple[str, ...], str]]  # function-like: nam
 
 def python_expr(text: str, swept: set[str], derived: Macros, functions: FunctionMacros | None = None) -> str:
     """`text` (C) as a constraint over the `swept` macros, expanding the `derived` ones and the
-    function-like `functions` (`#define OK(n) ((n) % 32 == 0)`)."""
-    tree = _Parser(text, swept, derived, functions or {}, 0).whole()
-    return _emit(tree, boolean=True)[0]
+    function-like `functions` (`#define OK(n) ((n) % 32 == 0)`). Bounded: MAX_TOKENS tokens read in
+    all, once the macros are expanded, and MAX_NESTING parentheses deep (a hostile header cannot
+    make it hang, or recurse past Python's limit)."""
+    try:
+        tree = _Parser(text, swept, derived, functions or {}, 0, [MAX_TOKENS]).whole()
+        return _emit(tree, boolean=True)[0]
+    except RecursionError:
+        raise Unsupported("nested too deeply") from None
 
 
 class _Parser:
-    def __init__(self, text: str, swept: set[str], derived: Macros, functions: FunctionMacros, depth: int):
+    def __init__(self, text: str, swept: set[str], derived: Macros, functions: FunctionMacros, depth: int,
+                 budget: list[int]):
         self.tokens = list(_tokens(text))
+        budget[0] -= len(self.tokens)
+        if budget[0] < 0:
+            raise Unsupported(f"over {MAX_TOKENS:,} tokens once its macros are expanded")
+        nesting = 0
+        for _, value in self.tokens:
+            nesting += (value == "(") - (value == ")")
+            if nesting > MAX_NESTING:
+                raise Unsupported(f"parentheses more than {MAX_NESTING} deep")
         self.at = 0
-        self.swept, self.derived, self.functions, self.depth = swept, derived, functions, depth
+        self.swept, self.derived, self.functions, self.depth, self.budget = swept, derived, functions, depth, budget
 
     def expanded(self, text: str) -> tuple:
         if self.depth >= MAX_EXPANSION:
             raise Unsupported("macros expanded too deep")
-        return _Parser(text, self.swept, self.derived, self.functions, self.depth + 1).whole()
+        return _Parser(text, self.swept, self.derived, self.functions, self.depth + 1, self.budget).whole()
 
     def whole(self) -> tuple:
         if not self.tokens:

@@ -63,3 +63,13 @@ def test_what_has_no_faithful_translation_is_refused_saying_what(c, says):
 def test_a_macro_defined_from_itself_is_refused_not_expanded_forever():
     with pytest.raises(Unsupported, match="too deep"):
         python_expr("LOOP > 0", SWEPT, {"LOOP": "LOOP + 1"})
+
+
+@pytest.mark.parametrize("text, derived, says", [
+    ("(" * 500 + "A" + ")" * 500 + " > 0", {}, "parentheses more than 40 deep"),
+    ("M7 > 0", {"M0": "A", **{f"M{i}": "(" + " + ".join([f"M{i - 1}"] * 10) + ")" for i in range(1, 8)}},
+     "tokens once its macros are expanded"),                 # 10^7 copies of A, were it expanded
+])
+def test_a_condition_that_would_recurse_or_expand_without_bound_is_refused(text, derived, says):
+    with pytest.raises(Unsupported, match=says):
+        python_expr(text, SWEPT, derived)
