@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from sweep.space import expr, init, target
 from sweep.space.source_facts import read_sources
+from tests.conftest import needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "data" / "source_facts"
@@ -93,3 +95,11 @@ def test_the_translated_static_asserts_keep_the_same_points_as_the_hand_written_
         differ += by_hand != (ours(*(point[n] for n in our_names)) == -1)
         refused += not by_hand
     assert (differ, refused) == (0, illegal)
+
+
+@needs_nvcc
+def test_the_program_written_for_these_tests_compiles_under_its_makefile(tmp_path):
+    """The facts above are of a real CUDA program, not of text that only looks like one."""
+    p = subprocess.run(["make", "-C", str(PROGRAM), f"BUILD_DIR={tmp_path}", "ARCH=sm_90", "all"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and (tmp_path / "program").is_file(), p.stdout + p.stderr
