@@ -31,6 +31,7 @@ PYTHON = {"||": ("or", 2), "&&": ("and", 3), "|": ("|", 6), "&": ("&", 8), "==":
           "<": ("<", 5), "<=": ("<=", 5), ">": (">", 5), ">=": (">=", 5), "<<": ("<<", 9), ">>": (">>", 9),
           "+": ("+", 10), "-": ("-", 10), "*": ("*", 11), "/": ("//", 11), "%": ("%", 11)}
 LOGICAL = frozenset({"||", "&&", "!"})
+ALTERNATIVE = {"and": "&&", "or": "||", "not": "!", "not_eq": "!=", "bitand": "&", "bitor": "|", "xor": "^", "compl": "~"}
 COMPARISON = 5
 BITWISE = frozenset({6, 8, 9})            # | & << >> (Python's levels)
 ARITHMETIC = frozenset({6, 8, 9, 10, 11})  # those and + - * // %
@@ -186,7 +187,10 @@ def _tokens(text: str) -> Iterator[tuple[str, str]]:
             raise Unsupported(f"{text[at:].strip()[:20]!r}, which is not part of an integer expression")
         at = m.end()
         kind = m.lastgroup or "op"
-        yield kind, m.group(kind)
+        if kind == "name" and m.group(kind) in ALTERNATIVE:     # C++'s `and`, `or`, `not` ...
+            yield "op", ALTERNATIVE[m.group(kind)]
+        else:
+            yield kind, m.group(kind)
 
 
 def _emit(node: tuple, boolean: bool) -> tuple[str, int]:

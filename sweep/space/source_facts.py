@@ -36,6 +36,8 @@ CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*[(<]")
 TEMPLATE_REFERENCE = re.compile(r"\b([A-Za-z_]\w*)\s*(<(?:[^<>;{}]|<[^<>;{}]*>)*>)")
 QUALIFIERS = re.compile(r"\s*(?:(?:const|noexcept|override|final)\b\s*)*")
 LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<targs><(?:[^<>;{}]|<[^<>;{}]*>)*>)?\s*<<<")
+CONSTANT = re.compile(r"\b(?:static\s+)?constexpr\s+(?:(?:unsigned|signed|const)\s+)*(?:int|uint|unsigned|long|size_t|"
+                      r"int64_t|uint32_t|int32_t|auto)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);")
 STATIC_ASSERT = re.compile(r"\bstatic_assert\s*\(")
 STRING = re.compile(r'"((?:\\.|[^"\\\n])*)"')
 NOT_A_FUNCTION = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "__launch_bounds__",
@@ -99,6 +101,10 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
         for name, used in _launches(s, bodies[s.name]):
             reads.setdefault(name, set()).update(used)
             calls.setdefault(name, set()).update(used)     # a grid computed by a function: its names too
+    for s in sources:                   # `constexpr int WARPS = THREADS / 32;` at file scope: read as a macro
+        for name, value in _constants(s.code, 0, len(s.code), bodies[s.name]).items():
+            if name not in swept:
+                derived.setdefault(name, value)
     passed: dict[str, set[str]] = {}    # function -> the names of the template and call arguments it is given
     handed: dict[str, set[str]] = {}    # kernel -> the names of the calls that hand it on (a launch helper's)
     for s in sources:                   # anywhere, a function-like macro's body among them
@@ -115,7 +121,7 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
     for k in kernels:
         for m in _macros(names[k], swept, derived):
             governs[m].add(k)
-    rules, untranslated = _rules(sources, swept, derived, functions, defaults)
+    rules, untranslated = _rules(sources, swept, derived, functions, defaults, bodies)
     return SourceFacts({m: tuple(sorted(ks)) for m, ks in governs.items()}, rules, untranslated)
 
 
@@ -217,8 +223,8 @@ def _launches(s: _Source, bodies: list[tuple[int, int]]) -> Iterable[tuple[str, 
 def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]]) -> set[str]:
     """`names` and the names of their declarations before `at` in the same function body
     (`dim3 block(TX, TY);`, `constexpr int BLOCK = SIZE;`; outside any body, the file before it)."""
-    i = bisect.bisect_right(bodies, (at, len(shape) + 1)) - 1
-    before = shape[bodies[i][0] if i >= 0 and bodies[i][1] > at else 0:at]
+    body = _body_at(bodies, at)
+    before = shape[body[0] if body else 0:at]
     out = set(names)
     for decl in DECLARATION.finditer(before):
         if decl.group(1) in names:
@@ -252,12 +258,34 @@ def _macros(names: set[str], swept: set[str], derived: dict[str, str]) -> set[st
     return out
 
 
-def _rules(sources: list[_Source], swept: set[str], derived: dict[str, str],
-           functions: c_expr.FunctionMacros, defaults: Mapping[str, int]) -> tuple[tuple[SourceRule, ...], tuple[Untranslated, ...]]:
+def _constants(code: str, start: int, end: int, bodies: list[tuple[int, int]]) -> dict[str, str]:
+    """The `constexpr` integer constants defined in code[start:end] outside the function `bodies`
+    (name -> C text), the first of each name."""
+    out: dict[str, str] = {}
+    for m in CONSTANT.finditer(code, start, end):
+        if _body_at(bodies, m.start()) is None:
+            out.setdefault(m.group(1), m.group(2).strip())
+    return out
+
+
+def _body_at(bodies: list[tuple[int, int]], at: int) -> tuple[int, int] | None:
+    """The function body holding offset `at` (None: file scope)."""
+    i = bisect.bisect_right(bodies, (at, at)) - 1
+    return bodies[i] if i >= 0 and bodies[i][0] <= at < bodies[i][1] else None
+
+
+def _rules(sources: list[_Source], swept: set[str], derived: dict[str, str], functions: c_expr.FunctionMacros,
+           defaults: Mapping[str, int], bodies: dict[str, list[tuple[int, int]]]
+           ) -> tuple[tuple[SourceRule, ...], tuple[Untranslated, ...]]:
+    """Each static_assert over the swept macros, translated; one inside a function also reads the
+    constexpr constants that function defines before it (`constexpr uint WARPS = THREADS / 32;`)."""
     rules: dict[str, SourceRule] = {}
     untranslated: list[Untranslated] = []
     for s in sources:
         for m in STATIC_ASSERT.finditer(s.shape):
+            body = _body_at(bodies[s.name], m.start())
+            local = {**derived, **{n: v for n, v in _constants(s.code, body[0], m.start(), []).items() if n not in swept}} \
+                if body else derived
             close = _closing(s.shape, m.end() - 1, "(", ")")
             inside = s.shape[m.end():close - 1]
             comma = _top_level_comma(inside)
@@ -265,10 +293,10 @@ def _rules(sources: list[_Source], swept: set[str], derived: dict[str, str],
             message = s.code[m.end() + comma + 1:close - 1] if comma >= 0 else ""
             why = "".join(STRING.findall(message)).replace('\\"', '"') or condition
             where = f"{s.name}:{s.code.count(chr(10), 0, m.start()) + 1}"
-            if not _macros(set(IDENT.findall(condition)), swept, derived):
+            if not _macros(set(IDENT.findall(condition)), swept, local):
                 continue               # a rule of other things: nothing a space can say
             try:
-                text = c_expr.python_expr(condition, swept, derived, functions)
+                text = c_expr.python_expr(condition, swept, local, functions)
                 expr.validate(text, swept, where)
                 holds = expr.evaluate(text, defaults)
             except (c_expr.Unsupported, SweepError, ValueError, ArithmeticError, TypeError) as e:

@@ -176,7 +176,7 @@ def test_inits_space_reads_from_the_sources_each_macros_kernels_its_rules_and_va
     out = tmp_path / "s.yaml"
     assert cli("init", str(ROOT / "tests" / "data" / "source_facts"), "-o", str(out)).returncode == 0
     space = target.load(out)
-    assert space.parameter("SUM_THREADS").kernels == ("row_sum",)
+    assert space.parameter("SUM_THREADS").kernels == ("blocked_kernel", "row_sum")
     assert space.parameter("TR_ROWS").kernels == ("transpose",) and space.parameter("VEC").kernels == ("copy_kernel",)
     assert space.parameter("VEC").values == (1, 2, 4)          # VEC <= 4: not 8, as half/double would guess
     assert space.parameter("SUM_THREADS").values == (128, 256, 512)

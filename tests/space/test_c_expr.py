@@ -73,3 +73,8 @@ def test_a_macro_defined_from_itself_is_refused_not_expanded_forever():
 def test_a_condition_that_would_recurse_or_expand_without_bound_is_refused(text, derived, says):
     with pytest.raises(Unsupported, match=says):
         python_expr(text, SWEPT, derived)
+
+
+def test_cs_alternative_operator_spellings_read_as_the_symbols():
+    assert python_expr("(A % B == 0) and not (C < 1) or A not_eq B", SWEPT, {}) == \
+        "A % B == 0 and not C < 1 or A != B"

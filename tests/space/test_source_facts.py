@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import re
 import subprocess
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def facts_of(folder: Path):
 def test_each_route_by_which_a_macro_reaches_a_kernel_is_followed():
     facts, _ = facts_of(PROGRAM)
     assert dict(facts.governs) == {
-        "SUM_THREADS": ("row_sum",),                 # its body and its launch
+        "SUM_THREADS": ("blocked_kernel", "row_sum"),   # its body and its launch; a local constant at a launch
         "TR_TILE": ("transpose",), "TR_ROWS": ("transpose",),   # template arguments given to its launcher
         "SCALE_BLOCK": ("scale_kernel",),            # handed to a launch helper with the kernel
         "SCALE_FAST": ("scale_kernel",),             # an #if in a device function it calls
@@ -50,6 +51,10 @@ def test_static_asserts_become_rules_with_their_messages_and_the_untranslatable_
     assert rules["TR_TILE * TR_ROWS <= 1024 and TR_TILE % TR_ROWS == 0"] == (
         "TR_ROWS must divide TR_TILE, at most 1024 threads", "kernels.cuh:32")     # TR_THREADS expanded
     assert rules["(VEC & (VEC - 1)) == 0 and VEC <= 4"][0] == "VEC: 1, 2 or 4 floats per load"   # POW2(n) expanded
+    # a constexpr constant expanded like a macro; C++'s `and` read as &&
+    assert "TR_TILE * TR_ROWS // 32 >= 1 and TR_TILE * TR_ROWS // 32 <= 32" in rules
+    # a function's own constexpr, read by the static_assert after it in that function only
+    assert rules["SUM_THREADS // 32 <= 32 and SUM_THREADS >= 64"][0] == "run_blocked: 64 to 1024 threads"
     (u,) = facts.untranslated
     assert u.text == "sizeof(float) * VEC <= 16" and "sizeof" in u.reason and u.where == "kernels.cuh:34"
 
@@ -103,3 +108,25 @@ def test_the_program_written_for_these_tests_compiles_under_its_makefile(tmp_pat
     p = subprocess.run(["make", "-C", str(PROGRAM), f"BUILD_DIR={tmp_path}", "ARCH=sm_90", "all"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and (tmp_path / "program").is_file(), p.stdout + p.stderr
+
+
+# Kernels the engine's code reads a macro in beyond those kernels/README.md's table names for it.
+ENGINE_BEYOND_ITS_TABLE = {
+    **dict.fromkeys([f"MATMUL_{m}" for m in ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "STAGES")] +
+                    [f"MATMUL_TF32X3_{m}" for m in ("BM", "BN", "BK", "WM", "WN", "STAGES")],
+                    {"matmul_splitk_reduce_kernel"}),    # the split-K sums are launched with the matmul's tile
+    "MATVEC_MAX_ROWS": {"matvec_splitk_kernel"},       # the decoding step's rows too (the table below it says so)
+}
+
+
+def test_the_engines_macros_reach_the_kernels_its_readme_table_names():
+    """kernels/README.md names each launch-size macro's kernels, written by hand; the sources'
+    reading must name every one, and beyond them only the kernels listed above, with why."""
+    rows = [line.split(" | ") for line in (ROOT / "kernels" / "README.md").read_text().splitlines()
+            if line.startswith("| `") and line.count(" | ") == 4]
+    named = (re.sub(r"\([^)]*\)", "", row[3]) for row in rows)     # not the kernels a remark in brackets names
+    table = {row[0].strip("| `"): set(re.findall(r"\b\w+_kernel\b", text)) for row, text in zip(rows, named)}
+    facts, own = facts_of(ROOT / "kernels")
+    assert set(table) == set(own)                       # the table has a row for every #ifndef macro
+    for macro, kernels in table.items():
+        assert set(facts.governs[macro]) == kernels | ENGINE_BEYOND_ITS_TABLE.get(macro, set()), macro

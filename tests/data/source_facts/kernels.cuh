@@ -33,6 +33,8 @@ static_assert(TR_THREADS <= 1024 && TR_TILE % TR_ROWS == 0, "TR_ROWS must divide
 static_assert(POW2(VEC) && VEC <= 4, "VEC: 1, 2 or 4 floats per load");
 static_assert(sizeof(float) * VEC <= 16, "at most 16 bytes per load");   // sizeof: not translated
 static_assert(UNUSED_LIMIT == 0 || UNUSED_LIMIT == 1, "UNUSED_LIMIT is 0 or 1");
+constexpr int TR_WARPS = TR_THREADS / 32;     // a constexpr constant: read as a macro would be
+static_assert(TR_WARPS >= 1 and TR_WARPS <= 32, "TR_TILE * TR_ROWS threads: 1 to 32 whole warps");
 
 __global__ void row_sum(const float* x, float* y, int n) {
     __shared__ float s[SUM_THREADS];
@@ -78,4 +80,17 @@ void run(float* x, float* y, int n) {
     launch_helper("scale", scale_kernel, dim3(n / SCALE_BLOCK), dim3(SCALE_BLOCK), x, n);
     dim3 block(256 / VEC);
     copy_kernel<<<n / 256, block>>>(x, y, n);
+}
+
+template <int BLOCK>
+__global__ void blocked_kernel(float* x) { x[threadIdx.x] = BLOCK; }   // BLOCK: a template parameter
+
+template <int BLOCK>
+__global__ void fixed_kernel(float* x) { x[threadIdx.x] = BLOCK; }     // the same name, given a literal
+
+void run_blocked(float* x) {
+    constexpr int BLOCK = SUM_THREADS;          // a local constant: SUM_THREADS reaches this launch, no other
+    static_assert(BLOCK / 32 <= 32 and BLOCK >= 64, "run_blocked: 64 to 1024 threads");
+    blocked_kernel<BLOCK><<<1, BLOCK>>>(x);
+    fixed_kernel<128><<<1, 128>>>(x);
 }
