@@ -34,6 +34,8 @@ DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?:\((?P<p
 CALL_OR_DEFINITION = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*[(<]")
 TEMPLATE_REFERENCE = re.compile(r"\b([A-Za-z_]\w*)\s*(<(?:[^<>;{}]|<[^<>;{}]*>)*>)")
+TEMPLATE_PARAMETER = re.compile(r"(?:[<,]\s*)(?:int|unsigned(?:\s+int)?|bool|size_t|long|auto|typename|class|uint)"
+                                r"\s+([A-Za-z_]\w*)")
 QUALIFIERS = re.compile(r"\s*(?:(?:const|noexcept|override|final)\b\s*)*")
 LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<targs><(?:[^<>;{}]|<[^<>;{}]*>)*>)?\s*<<<")
 CONSTANT = re.compile(r"\b(?:static\s+)?constexpr\s+(?:(?:unsigned|signed|const)\s+)*(?:int|uint|unsigned|long|size_t|"
@@ -109,6 +111,8 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
     handed: dict[str, set[str]] = {}    # kernel -> the names of the calls that hand it on (a launch helper's)
     for s in sources:                   # anywhere, a function-like macro's body among them
         for name, given, at in _arguments(s.plain):
+            if given & derived.keys():  # a name a local declaration may shadow
+                given = _declared(s.shape, at, given, bodies[s.name])
             if name in calls:
                 passed.setdefault(name, set()).update(given)
             for k in given & kernels:   # `launch(kernel, grid, dim3(BLOCK))`: the sizes go with the kernel
@@ -186,7 +190,9 @@ def _definitions(s: _Source) -> Iterable[tuple[str, set[str], set[str], set[str]
             continue
         start = max(shape.rfind(c, 0, m.start()) for c in ";{}") + 1
         end = _closing(shape, q.end(), "{", "}")
-        yield (name, set(IDENT.findall(s.plain[start:q.end()])), set(IDENT.findall(s.plain[q.end():end])),
+        head = s.plain[start:q.end()]
+        bound = set(TEMPLATE_PARAMETER.findall(head))    # given at each instantiation, not a file-scope name
+        yield (name, set(IDENT.findall(head)) - bound, set(IDENT.findall(s.plain[q.end():end])) - bound,
                set(CALLED.findall(shape, q.end(), end)), (q.end(), end))
 
 
@@ -227,7 +233,8 @@ def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]
     before = shape[body[0] if body else 0:at]
     out = set(names)
     for decl in DECLARATION.finditer(before):
-        if decl.group(1) in names:
+        if decl.group(1) in names:       # the local shadows any file-scope name it has
+            out.discard(decl.group(1))
             out |= set(IDENT.findall(decl.group(2)))
     return out
 

@@ -38,7 +38,8 @@ def test_each_route_by_which_a_macro_reaches_a_kernel_is_followed():
     assert dict(facts.governs) == {
         "SUM_THREADS": ("blocked_kernel", "row_sum"),   # its body and its launch; a local constant at a launch
         "TR_TILE": ("transpose",), "TR_ROWS": ("transpose",),   # template arguments given to its launcher
-        "SCALE_BLOCK": ("scale_kernel",),            # handed to a launch helper with the kernel
+        "SCALE_BLOCK": ("scale_kernel",),            # handed to a launch helper with the kernel; not through
+                                                     # a file-scope BLOCK that template parameters and a local shadow
         "SCALE_FAST": ("scale_kernel",),             # an #if in a device function it calls
         "VEC": ("copy_kernel",),                     # the local dim3 its launch uses
         "UNUSED_LIMIT": (),                          # a static_assert alone
@@ -49,14 +50,14 @@ def test_static_asserts_become_rules_with_their_messages_and_the_untranslatable_
     facts, _ = facts_of(PROGRAM)
     rules = {r.expr: (r.why, r.where) for r in facts.rules}
     assert rules["TR_TILE * TR_ROWS <= 1024 and TR_TILE % TR_ROWS == 0"] == (
-        "TR_ROWS must divide TR_TILE, at most 1024 threads", "kernels.cuh:32")     # TR_THREADS expanded
+        "TR_ROWS must divide TR_TILE, at most 1024 threads", "kernels.cuh:33")     # TR_THREADS expanded
     assert rules["(VEC & (VEC - 1)) == 0 and VEC <= 4"][0] == "VEC: 1, 2 or 4 floats per load"   # POW2(n) expanded
     # a constexpr constant expanded like a macro; C++'s `and` read as &&
     assert "TR_TILE * TR_ROWS // 32 >= 1 and TR_TILE * TR_ROWS // 32 <= 32" in rules
     # a function's own constexpr, read by the static_assert after it in that function only
     assert rules["SUM_THREADS // 32 <= 32 and SUM_THREADS >= 64"][0] == "run_blocked: 64 to 1024 threads"
     (u,) = facts.untranslated
-    assert u.text == "sizeof(float) * VEC <= 16" and "sizeof" in u.reason and u.where == "kernels.cuh:34"
+    assert u.text == "sizeof(float) * VEC <= 16" and "sizeof" in u.reason and u.where == "kernels.cuh:35"
 
 
 def test_a_rule_false_at_the_sources_own_values_is_refused_as_misread(tmp_path):

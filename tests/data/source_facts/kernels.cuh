@@ -26,6 +26,7 @@
 #define UNUSED_LIMIT 1       // read by a static_assert alone: no kernel's code
 #endif
 #define TR_THREADS (TR_TILE * TR_ROWS)
+constexpr int BLOCK = SCALE_BLOCK;   // a file-scope constant the kernels' template parameters shadow
 #define POW2(n) (((n) & ((n) - 1)) == 0)
 
 static_assert(SUM_THREADS % 32 == 0 && SUM_THREADS <= 1024, "SUM_THREADS: whole warps, at most 1024");
