@@ -77,7 +77,7 @@ def source_files(program_dir: Path) -> list[Path]:
 
 
 def guess_values(default: int, allowed: Callable[[int], bool] = lambda v: True) -> tuple[str, list[int]]:
-    """(type, values) from the default and `allowed` (the sources' rules, see keeps): the values the
+    """(type, values) from the default and `allowed` (the sources' rules, see parameter_lines): the values the
     rules keep, where they keep at most ENUMERATED small ones (`X == 1 || X == 4`, `M >= 0 && M <= 2`:
     a flag for 0 and 1, an enumeration where 0 is among them, sizes otherwise); else, for a power of two,
     the three powers of two nearest it they keep (half, itself and double where they say nothing),
@@ -176,8 +176,10 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
               "{iterations}, warm-up: {warmup})",
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
-              "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)",
-              "STRATEGY"]
+              "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
+    facts = read_sources(program_dir, source_files(program_dir), {m.name: m.default for m in macros})
+    parameters, swept = parameter_lines(macros, facts, kernels)
+    lines.append(strategy_line(swept))
     found = f" (from {kernels_from})" if kernels_from else ""
     lines.append(f"# kernels in the build{found}: " + (", ".join(kernels) if kernels else
                                                       "none found (build it, then run init again or validate --build)"))
@@ -185,22 +187,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     if not macros:
         lines.append("  # FILL IN: no `#ifndef NAME / #define NAME <integer>` defaults found in the sources")
         lines.append("  MY_BLOCK_SIZE: {values: [128, 256], default: 256, kernels: [my_kernel]}")
-    own = {m.name: m.default for m in macros}
-    swept: list[tuple[int, set[str]]] = []     # each macro's number of values and its kernels
-    facts = read_sources(program_dir, source_files(program_dir), own)
-    for m in macros:
-        kind_, values = guess_values(m.default, lambda v, name=m.name: keeps(facts, own, name, v))
-        typ = f", type: {kind_}" if kind_ != "size" else ""
-        governed, read = governed_kernels(facts.governs.get(m.name, ()), kernels)
-        doc = f"{m.where}: {m.doc}" if m.doc else m.where
-        unread = "" if read else "; no kernel reads it, so every kernel is listed: FILL IN"
-        lines.append(f"  {m.name}: {{values: {values}{typ}, default: {m.default}, kernels: [{', '.join(governed)}]}}"
-                     f"  # {doc}{unread}")
-        swept.append((len(values), set(governed)))
-    if macros:
-        lines.append("  # CHECK each kernels: list: the kernels whose code, launch or template arguments read the macro,"
-                     " as the sources say")
-    lines[lines.index("STRATEGY")] = strategy_line(swept)
+    lines += parameters
     lines += constraint_lines(facts)
     lines += ["build:",
               "  arch: auto                   # the GPU of the node that builds; or [sm_90]"]
@@ -235,18 +222,35 @@ def strategy_line(swept: list[tuple[int, set[str]]]) -> str:
             "(strategy: {name: learning, budget: N} to say how many)")
 
 
-def keeps(facts: SourceFacts, own: dict[str, int], name: str, value: int) -> bool:
-    """Whether `value` of macro `name`, the others at the program's own values, keeps every rule
-    of the sources that names it: each value guessed is legal at least there."""
-    point = {**own, name: value}
-    for r in facts.rules:
-        if name in expr.names(r.expr):
-            try:
-                if not expr.evaluate(r.expr, point):
-                    return False
-            except (ArithmeticError, ValueError, TypeError):
-                return False
-    return True
+def parameter_lines(macros: list[Macro], facts: SourceFacts, kernels: list[str]
+                    ) -> tuple[list[str], list[tuple[int, set[str]]]]:
+    """The parameters section's lines, and each macro's number of values and kernels (for
+    strategy_line). A value is guessed legal where it keeps every rule of the sources that names its
+    macro, the others at the program's own values: each value guessed is legal at least there."""
+    own = {m.name: m.default for m in macros}
+    naming = {m.name: [r.expr for r in facts.rules if m.name in expr.names(r.expr)] for m in macros}
+
+    def keeps(name: str, value: int) -> bool:
+        point = {**own, name: value}
+        try:
+            return all(expr.evaluate(rule, point) for rule in naming[name])
+        except (ArithmeticError, ValueError, TypeError):
+            return False
+
+    lines, swept = [], []
+    for m in macros:
+        kind, values = guess_values(m.default, lambda v, name=m.name: keeps(name, v))
+        typ = f", type: {kind}" if kind != "size" else ""
+        governed, read = governed_kernels(facts.governs.get(m.name, ()), kernels)
+        doc = f"{m.where}: {m.doc}" if m.doc else m.where
+        unread = "" if read else "; no kernel reads it, so every kernel is listed: FILL IN"
+        lines.append(f"  {m.name}: {{values: {values}{typ}, default: {m.default}, kernels: [{', '.join(governed)}]}}"
+                     f"  # {doc}{unread}")
+        swept.append((len(values), set(governed)))
+    if macros:
+        lines.append("  # CHECK each kernels: list: the kernels whose code, launch or template arguments read the macro,"
+                     " as the sources say")
+    return lines, swept
 
 
 def governed_kernels(read_by: tuple[str, ...], built: list[str]) -> tuple[list[str], bool]:
