@@ -111,12 +111,15 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
     handed: dict[str, set[str]] = {}    # kernel -> the names of the calls that hand it on (a launch helper's)
     for s in sources:                   # anywhere, a function-like macro's body among them
         for name, given, at in _arguments(s.plain):
-            if given & derived.keys():  # a name a local declaration may shadow
+            shadowable = bool(given & derived.keys())    # a name a local declaration may shadow
+            if shadowable:
                 given = _declared(s.shape, at, given, bodies[s.name])
             if name in calls:
                 passed.setdefault(name, set()).update(given)
-            for k in given & kernels:   # `launch(kernel, grid, dim3(BLOCK))`: the sizes go with the kernel
-                handed.setdefault(k, set()).update(_declared(s.shape, at, given, bodies[s.name]))
+            if given & kernels:         # `launch(kernel, grid, dim3(BLOCK))`: the sizes go with the kernel
+                sized = given if shadowable else _declared(s.shape, at, given, bodies[s.name])
+                for k in given & kernels:
+                    handed.setdefault(k, set()).update(sized)
     names = {k: set().union(handed.get(k, set()), *(reads.get(f, set()) for f in _down(k, calls))) for k in kernels}
     for g, given in passed.items():     # a function's arguments reach every kernel it calls or instantiates
         for k in _down(g, calls) & kernels:
@@ -227,15 +230,24 @@ def _launches(s: _Source, bodies: list[tuple[int, int]]) -> Iterable[tuple[str, 
 
 
 def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]]) -> set[str]:
-    """`names` and the names of their declarations before `at` in the same function body
-    (`dim3 block(TX, TY);`, `constexpr int BLOCK = SIZE;`; outside any body, the file before it)."""
+    """`names`, each declared before `at` in the same function body (`dim3 block(TX, TY);`,
+    `constexpr int BLOCK = SIZE;`; outside any body, the file before it) replaced by the names of
+    its declarations, through declarations of declared names too: a local shadows any file-scope
+    name it has. Applied to its own result it changes nothing."""
     body = _body_at(bodies, at)
-    before = shape[body[0] if body else 0:at]
-    out = set(names)
-    for decl in DECLARATION.finditer(before):
-        if decl.group(1) in names:       # the local shadows any file-scope name it has
-            out.discard(decl.group(1))
-            out |= set(IDENT.findall(decl.group(2)))
+    local: dict[str, set[str]] = {}
+    for decl in DECLARATION.finditer(shape, body[0] if body else 0, at):
+        local.setdefault(decl.group(1), set()).update(IDENT.findall(decl.group(2)))
+    out, seen, todo = set(), set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in local:
+            todo.extend(local[n])
+        else:
+            out.add(n)
     return out
 
 

@@ -40,7 +40,8 @@ def test_each_route_by_which_a_macro_reaches_a_kernel_is_followed():
         "TR_TILE": ("transpose",), "TR_ROWS": ("transpose",),   # template arguments given to its launcher
         "SCALE_BLOCK": ("scale_kernel",),            # handed to a launch helper with the kernel; not through
                                                      # a file-scope BLOCK that template parameters and a local shadow
-        "SCALE_FAST": ("scale_kernel",),             # an #if in a device function it calls
+        "SCALE_FAST": ("chained_kernel", "scale_kernel"),   # an #if in a device function it calls; a local
+                                                           # declared from a local declared from it, at a launch
         "VEC": ("copy_kernel",),                     # the local dim3 its launch uses
         "UNUSED_LIMIT": (),                          # a static_assert alone
     }

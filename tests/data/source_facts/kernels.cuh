@@ -95,3 +95,11 @@ void run_blocked(float* x) {
     blocked_kernel<BLOCK><<<1, BLOCK>>>(x);
     fixed_kernel<128><<<1, 128>>>(x);
 }
+
+__global__ void chained_kernel(float* x) { x[threadIdx.x] = 0.0f; }
+
+void run_chained(float* x) {
+    constexpr int WARPS = SCALE_FAST + 1;     // a local declared from a macro ...
+    dim3 block(WARPS * 32);                   // ... and one declared from it: the launch reads SCALE_FAST
+    chained_kernel<<<1, block>>>(x);
+}
