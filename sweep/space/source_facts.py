@@ -235,9 +235,9 @@ def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]
     its declarations, through declarations of declared names too: a local shadows any file-scope
     name it has. Applied to its own result it changes nothing."""
     body = _body_at(bodies, at)
-    local: dict[str, set[str]] = {}
+    local: dict[str, list[str]] = {}       # name -> the texts that declare it
     for decl in DECLARATION.finditer(shape, body[0] if body else 0, at):
-        local.setdefault(decl.group(1), set()).update(IDENT.findall(decl.group(2)))
+        local.setdefault(decl.group(1), []).append(decl.group(2))
     out, seen, todo = set(), set(), list(names)
     while todo:
         n = todo.pop()
@@ -245,7 +245,7 @@ def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]
             continue
         seen.add(n)
         if n in local:
-            todo.extend(local[n])
+            todo.extend(m for text in local[n] for m in IDENT.findall(text))
         else:
             out.add(n)
     return out
