@@ -12,6 +12,7 @@ cannot know is written as comments saying what to fill in. Nothing here runs.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -36,6 +37,7 @@ MAKE_VARIABLE = re.compile(r"\$[({](?P<name>[A-Za-z_][A-Za-z0-9_]*)[)}]")
 SKIP_DIRS = ("build", ".git", "CMakeFiles")
 ENUMERATED = 6             # rules that keep at most this many small values enumerate them
 SMALL_MOST = 1024          # how far up "small" goes
+NEARBY_MOST = 729         # the most combinations of other macros' nearby values tried for one guessed value
 FACTORIZED_MOST = 256      # the most builds a factorized starter makes (its largest group's grid)
 MAX_FILES = 2000
 
@@ -74,6 +76,16 @@ def source_files(program_dir: Path) -> list[Path]:
             if len(out) >= MAX_FILES:
                 break
     return out
+
+
+def nearby_values(default: int) -> tuple[int, ...]:
+    """The values near a macro's own that a guessed value of another may need it at (parameter_lines):
+    its own first, then half and double for a power of two (half of 1 is none), the other of 0 and 1."""
+    if default in (0, 1):
+        return (default, 1 - default)
+    if default & (default - 1) == 0:
+        return (default, default // 2, 2 * default)
+    return (default,)
 
 
 def guess_values(default: int, allowed: Callable[[int], bool] = lambda v: True) -> tuple[str, list[int]]:
@@ -226,20 +238,45 @@ def parameter_lines(macros: list[Macro], facts: SourceFacts, kernels: list[str]
                     ) -> tuple[list[str], list[tuple[int, set[str]]]]:
     """The parameters section's lines, and each macro's number of values and kernels (for
     strategy_line). A value is guessed legal where it keeps every rule of the sources that names its
-    macro, the others at the program's own values: each value guessed is legal at least there."""
+    macro, the others at the program's own values: each value guessed is legal at least there. Where
+    that leaves one value, rules couple it to other macros (`(WM / TM) * (WN / TN) == 32` holds at the
+    others' own values for one value of each) and a starter sweeping one value is no starter: its
+    values are then those legal with the other macros the rules name at their own values or one
+    power of two from them (nearby_values)."""
     own = {m.name: m.default for m in macros}
-    naming = {m.name: [r.expr for r in facts.rules if m.name in expr.names(r.expr)] for m in macros}
+    nearby = {m.name: nearby_values(m.default) for m in macros}
+    named = {r.expr: expr.names(r.expr) for r in facts.rules}
+    naming = {m.name: [r for r in named if m.name in named[r]] for m in macros}
 
-    def keeps(name: str, value: int) -> bool:
-        point = {**own, name: value}
+    def holds(rules: list[str], point: dict[str, int]) -> bool:
         try:
-            return all(expr.evaluate(rule, point) for rule in naming[name])
+            return all(expr.evaluate(rule, point) for rule in rules)
         except (ArithmeticError, ValueError, TypeError):
             return False
+
+    def keeps(name: str, value: int) -> bool:
+        return holds(naming[name], {**own, name: value})
+
+    def keeps_nearby(name: str, value: int) -> bool:
+        rules = naming[name]
+        if holds(rules, {**own, name: value}):
+            return True
+        others = sorted(set().union(*(named[r] for r in rules)) & own.keys() - {name})
+        if math.prod(len(nearby[o]) for o in others) > NEARBY_MOST:   # too many to try together: rule by rule
+            return all(keeps_one(rule, name, value) for rule in rules)
+        return any(holds(rules, {**own, name: value, **dict(zip(others, combo))})
+                   for combo in itertools.product(*(nearby[o] for o in others)))
+
+    def keeps_one(rule: str, name: str, value: int) -> bool:
+        others = sorted(named[rule] & own.keys() - {name})
+        combos = itertools.islice(itertools.product(*(nearby[o] for o in others)), NEARBY_MOST)
+        return any(holds([rule], {**own, name: value, **dict(zip(others, combo))}) for combo in combos)
 
     lines, swept = [], []
     for m in macros:
         kind, values = guess_values(m.default, lambda v, name=m.name: keeps(name, v))
+        if len(values) == 1 and len(guess_values(m.default)[1]) > 1:   # pinned by rules coupling it to others
+            kind, values = guess_values(m.default, lambda v, name=m.name: keeps_nearby(name, v))
         typ = f", type: {kind}" if kind != "size" else ""
         governed, read = governed_kernels(facts.governs.get(m.name, ()), kernels)
         doc = f"{m.where}: {m.doc}" if m.doc else m.where

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -352,3 +353,29 @@ def test_init_guesses_the_values_the_sources_rules_keep(tmp_path, rule, default,
     assert cli("init", str(program), "-o", str(out)).returncode == 0
     p = target.load(out).parameter(name)
     assert (p.kind, p.values) == (kind, values)
+
+
+def test_init_guesses_several_values_for_macros_a_rule_couples_where_their_own_values_leave_one(tmp_path):
+    """(WM / TM) * (WN / TN) == 32 holds at the others' own values for one value of each macro; with
+    the others at their own values or one power of two from them, each has several."""
+    program = tmp_path / "p"
+    program.mkdir()
+    (program / "Makefile").write_text("all:\n\ttrue CONF_DIR\n")
+    defines = "".join(f"#ifndef {n}\n#define {n} {v}\n#endif\n" for n, v in
+                      (("WM", 64), ("WN", 32), ("TM", 8), ("TN", 8), ("BLOCK", 256)))
+    (program / "k.cu").write_text(f'#include "conf.cuh"\n{defines}'
+                                  'static_assert(WM % TM == 0 && WN % TN == 0 && (WM / TM) * (WN / TN) == 32, "a warp");\n'
+                                  'static_assert(BLOCK == 256, "one block size");\n'
+                                  "__global__ void k(float* x) { x[0] = WM * WN * TM * TN * BLOCK; }\n")
+    out = tmp_path / "s.yaml"
+    assert cli("init", str(program), "-o", str(out)).returncode == 0
+    space = target.load(out)
+    values = {n: space.parameter(n).values for n in ("WM", "WN", "TM", "TN", "BLOCK")}
+    assert values["BLOCK"] == (256,)          # a rule that pins a macro alone still pins it
+    for n in ("WM", "WN", "TM", "TN"):
+        assert len(values[n]) > 1 and dict(zip(("WM", "WN", "TM", "TN"), (64, 32, 8, 8)))[n] in values[n], values
+    # every value guessed is legal at some point of the guessed values
+    legal = [p for p in itertools.product(*(values[n] for n in ("WM", "WN", "TM", "TN")))
+             if p[0] % p[2] == 0 and p[1] % p[3] == 0 and (p[0] // p[2]) * (p[1] // p[3]) == 32]
+    for i, n in enumerate(("WM", "WN", "TM", "TN")):
+        assert set(values[n]) == {p[i] for p in legal}, (n, values)
