@@ -5,8 +5,9 @@ What it reads: the `#ifndef NAME / #define NAME <integer>` macros of the sources
 1 for a 0/1 default), whether the sources include conf.cuh (if none does, the
 macros go to nvcc as -DNAME=value: build.macros: define), the build (a Makefile
 taking CONF_DIR, else a CMakeLists.txt: build: cmake) and the program it makes,
-and the kernels of a build when one exists (sweep.pipeline.adopt finds them; they
-are matched by their short demangled names, as the profilers report them). What it
+the timing flags its sources compare their arguments with (sweep.space.run_flags: the
+profile command), and the kernels of a build when one exists (sweep.pipeline.adopt finds
+them; they are matched by their short demangled names, as the profilers report them). What it
 cannot know is written as comments saying what to fill in. Nothing here runs.
 """
 
@@ -23,6 +24,7 @@ from typing import Callable
 
 from sweep.space import expr
 from sweep.space.loader import MACRO_RE
+from sweep.space.run_flags import read_run_flags
 from sweep.space.source_facts import SourceFacts, read_sources
 from sweep.space.target import SOURCE_SUFFIXES
 
@@ -34,6 +36,10 @@ MAKE_ALL = re.compile(r"^all\s*:(?P<deps>[^\n]*)$", re.M)
 MAKE_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::=|\?=|=)[ \t]*(?P<value>[^\n#]*)", re.M)
 MAKE_INCLUDE = re.compile(r"^-?include[ \t]+(?P<files>[^\n#]+)", re.M)
 MAKE_VARIABLE = re.compile(r"\$[({](?P<name>[A-Za-z_][A-Za-z0-9_]*)[)}]")
+INCLUDE_FLAG = re.compile(r"(?:^|\s)-I[ \t]*(?P<dir>[^\s$()]+)")
+CMAKE_INCLUDE_DIRS = re.compile(r"\b(?:target_)?include_directories\s*\((?P<args>[^)]*)\)", re.I)
+CMAKE_SOURCE_DIR = re.compile(r"\$\{(?:CMAKE_CURRENT_SOURCE_DIR|CMAKE_SOURCE_DIR|PROJECT_SOURCE_DIR)\}")
+CMAKE_KEYWORDS = {"PRIVATE", "PUBLIC", "INTERFACE", "BEFORE", "AFTER", "SYSTEM"}
 SKIP_DIRS = ("build", ".git", "CMakeFiles")
 ENUMERATED = 6             # rules that keep at most this many small values enumerate them
 SMALL_MOST = 1024          # how far up "small" goes
@@ -128,24 +134,52 @@ def build_system(program_dir: Path) -> tuple[str, str]:
 
 def makefile_text(program_dir: Path) -> str:
     """The folder's Makefile, then the makefiles it includes where their paths resolve from the folder
-    (a leading variable that names the Makefile's own folder, one set from MAKEFILE_LIST or CURDIR,
-    read as that folder): an example's Makefile names its PROGRAM and includes the rules
+    (included_makefiles): an example's Makefile names its PROGRAM and includes the rules
     (examples/common/program.mk). Read only, never run."""
     mk = program_dir / "Makefile"
     if not mk.is_file():
         return ""
+    return "\n".join([mk.read_text(errors="replace")] +
+                     [p.read_text(errors="replace") for p in included_makefiles(program_dir)])
+
+
+def included_makefiles(program_dir: Path) -> list[Path]:
+    """The makefiles the folder's Makefile includes whose paths resolve from the folder (a leading
+    variable that names the Makefile's own folder, one set from MAKEFILE_LIST or CURDIR, read as
+    that folder)."""
+    mk = program_dir / "Makefile"
+    if not mk.is_file():
+        return []
     text = mk.read_text(errors="replace")
     here = {a.group("name") for a in MAKE_ASSIGN.finditer(text)
             if "MAKEFILE_LIST" in a.group("value") or "CURDIR" in a.group("value")} | {"CURDIR"}
-    parts = [text]
+    out = []
     for inc in MAKE_INCLUDE.finditer(text):
         for word in inc.group("files").split():
             lead = MAKE_VARIABLE.match(word)
             path = program_dir / word[lead.end():].lstrip("/") if lead and lead.group("name") in here else \
                 program_dir / word
             if "$" not in str(path) and path.is_file():
-                parts.append(path.read_text(errors="replace"))
-    return "\n".join(parts)
+                out.append(path)
+    return out
+
+
+def header_dirs(program_dir: Path) -> list[Path]:
+    """Folders besides the program's own where its build finds headers, as far as the text says:
+    the folders of the makefiles its Makefile includes (a shared makefile sits beside the shared
+    headers it puts on the include path: examples/common), literal `-I` folders of the makefiles,
+    and the folders a CMakeLists.txt's include_directories() or target_include_directories() name
+    (${CMAKE_CURRENT_SOURCE_DIR} and the like read as the program's folder)."""
+    dirs = [p.parent for p in included_makefiles(program_dir)]
+    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(makefile_text(program_dir))]
+    cm = program_dir / "CMakeLists.txt"
+    if cm.is_file():
+        for call in CMAKE_INCLUDE_DIRS.finditer(cm.read_text(errors="replace")):
+            for word in call.group("args").replace('"', " ").split():
+                word = CMAKE_SOURCE_DIR.sub(".", word)
+                if "$" not in word and "<" not in word and word not in CMAKE_KEYWORDS:
+                    dirs.append(program_dir / word)
+    return list(dict.fromkeys(d.resolve() for d in dirs if d.is_dir()))
 
 
 def expanded(word: str, variables: dict[str, str], depth: int = 4) -> str:
@@ -184,8 +218,8 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
                   "  cmake_args: [-DCMAKE_BUILD_TYPE=Release]"]
     else:
         lines += ["  # build: make (the Makefile must take CONF_DIR, BUILD_DIR, NVCC, ARCH and NVCCFLAGS)"]
-    lines += [f"  profile: [\"{{build}}/{program}\", \"{{args}}\"]   # FILL IN: how to time it (iterations: "
-              "{iterations}, warm-up: {warmup})",
+    lines.append(profile_line(program_dir, program))
+    lines += [
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
@@ -212,6 +246,18 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
               "  iterations: 20",
               ""]
     return "\n".join(lines)
+
+
+def profile_line(program_dir: Path, program: str) -> str:
+    """The target's profile command: the program with the timing flags its sources name
+    (sweep.space.run_flags), or with none and a FILL IN."""
+    flags = read_run_flags(program_dir, source_files(program_dir), header_dirs(program_dir))
+    words = json.dumps(flags.profile_words(program))
+    if not flags.iterations:
+        return (f"  profile: {words}   # FILL IN: how to time it (iterations: {{iterations}}, warm-up: {{warmup}})"
+                + (f"; {flags.nvtx} from {', '.join(flags.where)}" if flags.where else ""))
+    nvtx = "" if flags.nvtx else "; no --nvtx flag found: without NVTX ranges per iteration cupti times the run as one"
+    return f"  profile: {words}   # CHECK: the flags its sources compare arguments with ({', '.join(flags.where)}){nvtx}"
 
 
 def strategy_line(swept: list[tuple[int, set[str]]]) -> str:
