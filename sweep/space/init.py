@@ -218,8 +218,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
                   "  cmake_args: [-DCMAKE_BUILD_TYPE=Release]"]
     else:
         lines += ["  # build: make (the Makefile must take CONF_DIR, BUILD_DIR, NVCC, ARCH and NVCCFLAGS)"]
-    lines.append(profile_line(program_dir, program))
-    lines += [
+    lines += [profile_line(program_dir, program),
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
@@ -254,8 +253,9 @@ def profile_line(program_dir: Path, program: str) -> str:
     flags = read_run_flags(program_dir, source_files(program_dir), header_dirs(program_dir))
     words = json.dumps(flags.profile_words(program))
     if not flags.iterations:
+        found = [f for f in (flags.warmup, flags.nvtx) if f]
         return (f"  profile: {words}   # FILL IN: how to time it (iterations: {{iterations}}, warm-up: {{warmup}})"
-                + (f"; {flags.nvtx} from {', '.join(flags.where)}" if flags.where else ""))
+                + (f"; found {', '.join(found)} in {', '.join(flags.where)}" if found else ""))
     nvtx = "" if flags.nvtx else "; no --nvtx flag found: without NVTX ranges per iteration cupti times the run as one"
     return f"  profile: {words}   # CHECK: the flags its sources compare arguments with ({', '.join(flags.where)}){nvtx}"
 

@@ -85,3 +85,11 @@ def test_init_asks_to_fill_in_the_profile_command_where_no_flag_is_found(tmp_pat
     text = init_mod.starter(a_program(tmp_path, "int main() {}\n"), None, [])
     assert yaml.safe_load(text)["target"]["profile"] == ["{build}/prog", "{args}"]
     assert "FILL IN: how to time it" in next(x for x in text.splitlines() if x.startswith("  profile:"))
+
+
+def test_init_keeps_the_fill_in_but_uses_the_flags_it_found_where_no_iterations_flag_is_found(tmp_path):
+    main = 'int main(int c, char** v) { if (!strcmp(v[1], "--nvtx")) {} }\n'
+    text = init_mod.starter(a_program(tmp_path, main), None, [])
+    assert yaml.safe_load(text)["target"]["profile"] == ["{build}/prog", "--nvtx", "{args}"]
+    line = next(x for x in text.splitlines() if x.startswith("  profile:"))
+    assert "FILL IN: how to time it" in line and "found --nvtx in main.cu" in line
