@@ -1,7 +1,11 @@
 """The timing flags a program's sources compare its arguments with, for `config-sweep init`'s
 profile command: how many iterations to time, how many to run first untimed, and whether to mark
 each iteration with an NVTX range (the cupti and nsys backends then time each iteration apart, so
-a sweep sees the noise between them).
+a sweep sees the noise between them). `--nvtx` is taken only where the program's own files name it
+(in their parsing or their usage text) and the sources open an NVTX range (`nvtxRangePushA(...)`,
+`nvtx3::scoped_range`): a shared header can parse the flag for the programs that take it and refuse
+it for the others (examples/stencil_cmake exits 2 on `--nvtx`; every configuration of a starter that
+passed it failed so on an H200).
 
 What it reads: the string literals `"--iters"`, `"--warmup"`, `"--nvtx"` (and their usual
 spellings; `"--iters="` for a flag that takes its value in the same word) in the program's
@@ -22,6 +26,8 @@ ITERATIONS = ("--iters", "--iterations", "--iter", "--repeat", "--repeats", "--r
 WARMUP = ("--warmup", "--warmups", "--warm-up", "--warmup-iters")
 NVTX = ("--nvtx",)
 FLAG_LITERAL = re.compile(r'"(--[A-Za-z][A-Za-z0-9-]*=?)"')
+NVTX_RANGE = re.compile(r"\bnvtx(?:Domain)?Range(?:Push|Start)(?:A|W|Ex)?\s*\(|\bnvtx3::scoped_range")
+NVTX_WORD = re.compile(r"(?<![\w-])--nvtx\b")
 QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<path>[^"\n]+)"', re.M)
 MOST_HEADERS = 200            # headers followed beyond the program's own files
 
@@ -51,14 +57,20 @@ def read_run_flags(program_dir: Path, files: list[Path], header_dirs: list[Path]
     program_dir = Path(program_dir)
     dirs = [program_dir, *header_dirs]
     found: dict[str, Path] = {}
+    own = {p.resolve() for p in files}
+    ranges = named = False
     for path, text in _with_headers(files, dirs):
         for m in FLAG_LITERAL.finditer(text):
             found.setdefault(m.group(1), path)
+        ranges = ranges or bool(NVTX_RANGE.search(text))
+        named = named or path.resolve() in own and bool(NVTX_WORD.search(text))
 
     def first(names: tuple[str, ...]) -> str:
         return next((f for n in names for f in (n, n + "=") if f in found), "")
 
-    flags = {"iterations": first(ITERATIONS), "warmup": first(WARMUP), "nvtx": first(NVTX)}
+    # --nvtx only where the program's own files name it (its parsing or its usage text) and some
+    # file opens an NVTX range: a shared header that parses it may refuse it for this program
+    flags = {"iterations": first(ITERATIONS), "warmup": first(WARMUP), "nvtx": first(NVTX) if ranges and named else ""}
     where = sorted({_shown(found[f], program_dir) for f in flags.values() if f})
     return RunFlags(**flags, where=tuple(where))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sweep.space import init as init_mod
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def a_program(tmp_path: Path, main: str, files: dict[str, str] | None = None, cmake: str = "") -> Path:
     program = tmp_path / "prog"
-    program.mkdir()
+    program.mkdir(parents=True)
     (program / "main.cu").write_text(main)
     for name, text in (files or {}).items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--nvtx")) nvtx = true;
     else if (!strcmp(argv[i], "--verbose")) {}
   }
+  for (int i = 0; i < iters; ++i) { if (nvtx) nvtxRangePushA("iteration"); /* ... */ if (nvtx) nvtxRangePop(); }
 }
 """
 
@@ -71,14 +73,32 @@ def test_a_header_no_include_path_names_is_not_read(tmp_path):
     assert flags_of(program).iterations == ""
 
 
-def test_init_writes_the_examples_own_profile_command_with_a_check_comment():
-    """examples/tiled_gemm parses its flags in ../common/run_options.cuh, beside the program.mk its
-    Makefile includes: the starter's command is the one its hand-written space uses."""
-    text = init_mod.starter(ROOT / "examples" / "tiled_gemm", None, [])
+@pytest.mark.parametrize("example", sorted(p.parent.name for p in (ROOT / "examples").glob("*/space.yaml")))
+def test_init_writes_each_examples_own_profile_command_but_its_problem_size(example):
+    """Every example parses its flags in ../common/run_options.cuh, beside the program.mk its
+    Makefile includes; some take --nvtx and some refuse it (stencil_cmake): the starter's command
+    is the hand-written space's, less the arguments that choose a problem (xgemm's --size 2048)."""
+    text = init_mod.starter(ROOT / "examples" / example, None, [])
     line = next(x for x in text.splitlines() if x.startswith("  profile:"))
-    assert "CHECK" in line and "../common/run_options.cuh" in line
-    own = yaml.safe_load((ROOT / "examples" / "tiled_gemm" / "space.yaml").read_text())["target"]["profile"]
-    assert yaml.safe_load(text)["target"]["profile"] == own
+    assert "CHECK" in line
+    own = yaml.safe_load((ROOT / "examples" / example / "space.yaml").read_text())["target"]["profile"]
+    got = yaml.safe_load(text)["target"]["profile"]
+    assert [w for w in own if w in got] == got and "{iterations}" in got
+
+
+def test_nvtx_is_passed_only_where_the_program_names_it_and_a_range_is_opened(tmp_path):
+    shared = {"common/opts.h": 'bool take(const char* a, bool nvtx) { return !strcmp(a, "--iters") || '
+                               '(nvtx && !strcmp(a, "--nvtx")); }\n',
+              "common/timing.h": 'void timed(bool on) { if (on) nvtxRangePushA("iteration"); }\n'}
+    cmake = ("add_executable(prog main.cu)\n"
+             "target_include_directories(prog PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../common)\n")
+    refuses = a_program(tmp_path / "a", '#include "opts.h"\n#include "timing.h"\nint main() {}\n', shared, cmake)
+    assert flags_of(refuses).nvtx == ""              # only the shared header names it
+    takes = a_program(tmp_path / "b", '// prog [--iters N] [--nvtx]\n#include "opts.h"\n#include "timing.h"\n', shared,
+                      cmake)
+    assert flags_of(takes).nvtx == "--nvtx"
+    no_range = a_program(tmp_path / "c", '// prog [--iters N] [--nvtx]\n#include "opts.h"\n', shared, cmake)
+    assert flags_of(no_range).nvtx == ""             # named, but nothing opens a range
 
 
 def test_init_asks_to_fill_in_the_profile_command_where_no_flag_is_found(tmp_path):
@@ -88,7 +108,7 @@ def test_init_asks_to_fill_in_the_profile_command_where_no_flag_is_found(tmp_pat
 
 
 def test_init_keeps_the_fill_in_but_uses_the_flags_it_found_where_no_iterations_flag_is_found(tmp_path):
-    main = 'int main(int c, char** v) { if (!strcmp(v[1], "--nvtx")) {} }\n'
+    main = 'int main(int c, char** v) { if (!strcmp(v[1], "--nvtx")) nvtxRangePushA("run"); }\n'
     text = init_mod.starter(a_program(tmp_path, main), None, [])
     assert yaml.safe_load(text)["target"]["profile"] == ["{build}/prog", "--nvtx", "{args}"]
     line = next(x for x in text.splitlines() if x.startswith("  profile:"))
