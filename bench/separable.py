@@ -11,14 +11,14 @@ tool's profiles time each kernel apart). The legal set is the product of the two
 
 - **joint**: today's `learning` on such a space: one model over both kernels' parameters, told
   each build's summed time (each kernel's time over its optimum, so both count alike);
-- **a model each**: one learning search per kernel, told its own kernel's time; each build sets
-  the next proposal of each.
+- **a model each**: the tool's `learning` with `per_group: true` (sweep.plan.per_group): one
+  learning search per kernel, told its own kernel's time; each build sets the next proposal of each.
 
 Both are scored as the tool picks (sweep.decide: per kernel, the fastest time that kernel had in
 any build): the mean over the two kernels of best-found / optimum, median and quartiles over the
-seeds, per budget (builds). Failed configurations in a cache count as failed builds: in the
-joint search the build fails; in the per-kernel search the kernel's own model is told the failure
-and the other kernel's model its time, as if the failure were known to be that kernel's.
+seeds, per budget (builds). A failed configuration in either cache fails its build, and both
+searches are told the failure (the per-kernel search tells each kernel's model whose point was new
+in that build: a build's failure does not say which kernel's values caused it).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.cache_spaces import cached_space  # noqa: E402
 from sweep.plan.learning import Dim, LearningSearch  # noqa: E402
+from sweep.plan.per_group import PerGroupSearch  # noqa: E402
 
 STRATEGIES = ("joint", "a model each")
 
@@ -64,31 +65,30 @@ def score(times: list[float | None], budget: int) -> float:
 
 
 def run(strategy: str, a: Kernel, b: Kernel, seed: int, budget: int) -> tuple[list, list]:
-    """Each kernel's (scaled) time in each of `budget` builds."""
+    """Each kernel's (scaled) time in each of `budget` builds (None for both in a failed build:
+    a build that fails times neither)."""
+    if strategy == "joint":
+        search = LearningSearch(a.dims + b.dims, lambda p: a.key(p) in a.legal_set and b.key(p) in b.legal_set,
+                                seed=seed, budget=budget)
+
+        def tell(p: dict, x: float, y: float, ok: bool) -> None:
+            search.tell(p, x + y if ok else None)
+    else:          # the tool's `learning` with per_group: true
+        search = PerGroupSearch([tuple(a.names), tuple(b.names)], a.dims + b.dims, [a.legal, b.legal], seed=seed,
+                                budget=budget)
+
+        def tell(p: dict, x: float, y: float, ok: bool) -> None:
+            search.tell(p, x + y if ok else None, parts={tuple(a.names): x, tuple(b.names): y} if ok else None)
     ta: list[float | None] = []
     tb: list[float | None] = []
-    if strategy == "joint":
-        model = LearningSearch(a.dims + b.dims, lambda p: a.key(p) in a.legal_set and b.key(p) in b.legal_set,
-                               seed=seed, budget=budget)
-        while len(ta) < budget:
-            got = model.ask(1)
-            if not got:
-                break
-            p = got[0]
-            x, y = a.time(p), b.time(p)
-            ta.append(x), tb.append(y)
-            model.tell(p, x + y if x is not None and y is not None else None)
-    else:
-        ma = LearningSearch(a.dims, legal_points=a.legal, seed=seed, budget=budget)
-        mb = LearningSearch(b.dims, legal_points=b.legal, seed=seed, budget=budget)
-        while len(ta) < budget:
-            got_a, got_b = ma.ask(1), mb.ask(1)
-            if not got_a or not got_b:
-                break
-            x, y = a.time(got_a[0]), b.time(got_b[0])
-            ta.append(x), tb.append(y)
-            ma.tell(got_a[0], x)
-            mb.tell(got_b[0], y)
+    while len(ta) < budget:
+        got = search.ask(1)
+        if not got:
+            break
+        x, y = a.time(got[0]), b.time(got[0])
+        ok = x is not None and y is not None
+        ta.append(x if ok else None), tb.append(y if ok else None)
+        tell(got[0], x, y, ok)
     return ta, tb
 
 

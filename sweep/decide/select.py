@@ -59,7 +59,7 @@ from sweep.records.evidence import Certification, WorkloadPick, verdict_words
 from sweep.profile import Measurement
 from sweep.records import OWN_SIZES, Best, Candidate, Choice, Confirmation, values_words
 from sweep.decide.shapes import shape_bests
-from sweep.space import Config, Space, check, pick_config
+from sweep.space import Config, Space, check, groups, pick_config
 from sweep.stats import compare
 from sweep.stats.race import EQUIVALENCE
 from sweep.space.workloads import weights
@@ -73,6 +73,21 @@ def objective_ns(space: Space, measurements: Iterable[Measurement]) -> float:
     workload's weighted (the objective the picks are made by)."""
     governed = [m for m in measurements if any(p.governs(m.kernel) for p in space.parameters)]
     return objective.objective_of(governed, weights(space))
+
+
+def group_objectives(space: Space, measurements: Iterable[Measurement]) -> dict[tuple[str, ...], float]:
+    """objective_ns of each parameter group (sweep.space.groups: its swept macros) over the kernels
+    its parameters (and those derived from them) govern; a group none of whose kernels was measured
+    is left out (a model per group, sweep.plan.per_group)."""
+    measured = list(measurements)
+    out = {}
+    for g in groups(space):
+        macros = {p.macro for p in g}
+        params = [p for p in space.parameters if p.macro in macros or p.derived and p.equals in macros]
+        governed = [m for m in measured if any(p.governs(m.kernel) for p in params)]
+        if governed:
+            out[tuple(p.macro for p in g)] = objective.objective_of(governed, weights(space))
+    return out
 
 
 def choose(space: Space, measurements: pd.DataFrame, macros: tuple[str, ...], baseline_ns: float | None = None,

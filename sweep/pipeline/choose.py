@@ -134,7 +134,8 @@ def replay_run(space: Space, answer: Callable[[Config], Answer], budget: int, pa
         c = waiting.popleft()
         a = answer(c)
         answers.append(a)
-        search.tell(c, a.objective_ns, failure=a.failure, cost_s=a.cost_s)
+        parts = {"parts": a.parts} if getattr(search, "wants_parts", False) else {}   # a model per group
+        search.tell(c, a.objective_ns, failure=a.failure, cost_s=a.cost_s, **parts)
     return tuple(answers), getattr(search, "stopped", "")
 
 

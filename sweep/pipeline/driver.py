@@ -255,9 +255,11 @@ def _run_locked(space: Space, space_path: Path, opts: Options, sweep_dir: Path, 
 
     def tell(c: Config, r: JobResult | None) -> None:
         ok = r is not None and r.status == Status.OK
+        parts = {"parts": select_mod.group_objectives(space, r.measurements) if ok else None} \
+            if getattr(search, "wants_parts", False) else {}     # a model per group: each group's own time
         search.tell(c, select_mod.objective_ns(space, r.measurements) if ok else None,
                     failure=None if ok else (str(r.status) if r is not None else "failed"),
-                    cost_s=spent.of(r) if r is not None else None)
+                    cost_s=spent.of(r) if r is not None else None, **parts)
 
     said: set[str] = set()       # the line about a program showing fewer iterations than planned: once a sweep
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 from sweep import plan as strategies
 from sweep.core.errors import SweepError
-from sweep.decide.select import objective_ns
+from sweep.decide.select import group_objectives, objective_ns
 from sweep.dispatch import replay
 from sweep.dispatch.recording import RecordingError
 from sweep.records import Status
@@ -34,6 +34,7 @@ class Answer:
     failure: str | None
     cost_s: float                   # what it cost the GPU it was recorded on
     recorded: bool = True
+    parts: dict | None = None       # each parameter group's objective (select.group_objectives), where measured
 
 
 def answerer(space: Space, idx: replay.Index) -> Callable[[Config], Answer]:
@@ -44,10 +45,11 @@ def answerer(space: Space, idx: replay.Index) -> Callable[[Config], Answer]:
             return Answer(None, UNRECORDED_KIND, 0.0, recorded=False)
         if e.status != Status.OK:
             return Answer(None, str(e.status), e.cost_s)
-        value = objective_ns(space, idx.measurements(e))
+        measured = list(idx.measurements(e))
+        value = objective_ns(space, measured)
         if not (math.isfinite(value) and value > 0):
             return Answer(None, "failed", e.cost_s)
-        return Answer(value, None, e.cost_s)
+        return Answer(value, None, e.cost_s, parts=group_objectives(space, measured))
     return answer
 
 

@@ -35,6 +35,7 @@ from sweep.plan.base import DEFAULTS_FIRST, GRID_LIMIT, IN_FLIGHT, Option, Plan,
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
+from sweep.plan.per_group import PerGroupSearch
 from sweep.space import Config, Space, check, groups, make_config, swept_read_by
 from sweep.space.configs import first_broken
 
@@ -151,11 +152,20 @@ class LearnedSearch(Search):
         self.legal = len(points) if points is not None else None
         is_legal = None if points is not None else legality_test(space, combos)
         default = defaults_to_propose(space, o)
-        self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
-                                    patience=o.get("patience", PATIENCE), start=([default] if default else []) + list(start),
-                                    sample_legal=legal_sampler(space) if points is None else None)
+        starts = ([default] if default else []) + list(start)
+        gs = groups(space)
+        if o.get("per_group") and len(gs) > 1 and (combos := combos or group_legal_sets(space)) is not None \
+                and constant_rules_break(space) is None:
+            self.model = PerGroupSearch([tuple(p.macro for p in g) for g in gs], dims, combos, seed=o["seed"],
+                                        budget=self.budget, patience=o.get("patience", PATIENCE), start=starts)
+            per_group = f"; a model per parameter group ({len(gs)}: {' x '.join(f'{len(c):,}' for c in combos)} legal)"
+        else:
+            self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
+                                        patience=o.get("patience", PATIENCE), start=starts,
+                                        sample_legal=legal_sampler(space) if points is None else None)
+            per_group = ""
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
-        self.note = (f"learning: {size}; at most {self.budget} evaluations"
+        self.note = (f"learning: {size}{per_group}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
                      + f", {self.in_flight} awaiting results at most (seed {o['seed']})"
                      + ("; first the declared defaults" if default else "")
@@ -213,10 +223,21 @@ class LearnedSearch(Search):
                             f"({self.spent_s:.1f} s spent, {each:.1f} s a configuration on average)")
         return max(0, fit)
 
+    @property
+    def wants_parts(self) -> bool:
+        """Whether tell() takes each parameter group's own objective (a model per group)."""
+        return isinstance(self.model, PerGroupSearch)
+
     def tell(self, config: Config, objective_ns: float | None, failure: str | None = None,
-             cost_s: float | None = None) -> None:
+             cost_s: float | None = None, parts: dict[tuple[str, ...], float] | None = None) -> None:
+        """parts: each group's objective (its macros: the time of the kernels they govern), for a
+        model per group; without them it is told the total."""
         point = {p.macro: config[p.macro] for p in self.space.swept}
-        self.model.tell(point, objective_ns, failure=None if objective_ns is not None else (failure or "failed"))
+        failure = None if objective_ns is not None else (failure or "failed")
+        if isinstance(self.model, PerGroupSearch):
+            self.model.tell(point, objective_ns, failure=failure, parts=parts)
+        else:
+            self.model.tell(point, objective_ns, failure=failure)
         self.told += 1
         self.spent_s += cost_s or 0.0
 
@@ -230,7 +251,7 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
                 f"(the learning strategy pays on larger spaces)")
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
     search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience",
-                                                     "defaults_first", "start_from")}, points, start)
+                                                     "defaults_first", "per_group", "start_from")}, points, start)
     size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
@@ -246,6 +267,9 @@ _BUDGETS = (
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
     IN_FLIGHT,
     DEFAULTS_FIRST,
+    Option("per_group", bool, False, "a model per parameter group (groups govern kernels timed apart), each told its own "
+                                     "kernels' time, each build the next proposal of every group (bench/separable.py); "
+                                     "off: one model of the summed time"),
     Option("start_from", str, "", "a recording of this space (a Kernel Tuner cache, T4 results, or an earlier sweep's "
                                   "results/<name>/, e.g. on another GPU): its fastest legal configurations are the first "
                                   "proposals (a path relative to the space file's folder)"),

@@ -30,15 +30,16 @@ def test_a_model_each_measures_a_new_point_of_each_kernel_in_every_build_and_tel
     a, b = _kernels(tmp_path)
     ta, tb = separable.run("a model each", a, b, seed=0, budget=8)
     assert len(ta) == len(tb) == 8                       # 8 points each: every one measured once
-    assert sorted(ta) == sorted(a.time({"a.x": x}) for x in range(1, 9))
-    assert tb.count(None) == 1 and separable.score(tb, 8) == 1.0 and separable.score(ta, 8) == 1.0
+    failed = [i for i, t in enumerate(tb) if t is None]
+    assert len(failed) == 1 and ta[failed[0]] is None    # B's x=3 fails its build: neither kernel is timed
+    assert separable.score(tb, 8) == 1.0                 # B's optimum, x=1, was measured
 
 
 def test_the_joint_search_measures_one_point_of_the_product_a_build_and_a_failure_fails_the_build(tmp_path):
     a, b = _kernels(tmp_path)
     ta, tb = separable.run("joint", a, b, seed=0, budget=20)
     assert len(ta) == len(tb) == 20
-    assert all(t is not None for t in ta)                # kernel A never fails; B's x=3 does
+    assert all((x is None) == (y is None) for x, y in zip(ta, tb))   # a failed build times neither kernel
     assert separable.score(ta, 20) >= 1.0 and separable.score(tb, 20) >= 1.0
 
 

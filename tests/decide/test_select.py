@@ -223,3 +223,17 @@ def test_on_the_h200_seed_run_a_loss_to_the_defaults_within_noise_carries_no_not
     assert conf.vs_default == recorded["vs_default"] and conf.vs_default["verdict"] == "faster"   # beyond noise,
     assert select.end_to_end_verdict(conf.vs_default) == "equivalent"                            # by under 1%
     assert select.end_to_end_note(conf) is None
+
+
+def test_each_parameter_groups_objective_is_the_time_of_the_kernels_it_governs_and_a_group_unmeasured_is_left_out():
+    from sweep.profile import Measurement
+    data = Path(__file__).resolve().parents[1] / "data"
+    space = target.load(data / "toy_space.yaml")
+    ms = [Measurement("alpha_kernel", (1, 1, 1), (128, 1, 1), 1, 0, 0, 0, 0, 0, (100.0, 110.0)),
+          Measurement("beta_kernel", (1, 1, 1), (64, 4, 1), 1, 0, 0, 0, 0, 0, (20.0, 20.0)),
+          Measurement("other_kernel", (1, 1, 1), (32, 1, 1), 1, 0, 0, 0, 0, 0, (1e6,))]
+    parts = select.group_objectives(space, ms)
+    assert parts.keys() == {("ALPHA_BLOCK",), ("BETA_X", "BETA_Y")}
+    assert sum(parts.values()) == pytest.approx(select.objective_ns(space, ms))
+    assert parts[("BETA_X", "BETA_Y")] == pytest.approx(20.0)
+    assert select.group_objectives(space, ms[:1]).keys() == {("ALPHA_BLOCK",)}

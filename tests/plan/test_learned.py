@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -389,3 +390,37 @@ def test_a_recording_whose_fastest_hold_the_declared_defaults_proposes_them_once
     assert "first the declared defaults; then the 2 fastest configurations recorded in rec.json" in search.note
     asked = [c.as_dict() for c in search.ask(3)]
     assert [{m: a[m] for m in defaults} for a in asked] == [defaults, first, second]
+
+
+TOY = Path(__file__).resolve().parents[1] / "data"
+
+
+def toy_run(tmp_path: Path, *extra: str, jobs: str = "jobs") -> int:
+    if not (tmp_path / "toy.yaml").exists():
+        (tmp_path / "toy.yaml").write_text((TOY / "toy_space.yaml").read_text())
+        shutil.copytree(TOY / "toy_target", tmp_path / "toy_target")
+    return cli.main(["run", str(tmp_path / "toy.yaml"), "--executor", "replay", "--from", str(TOY / "toy_results" / "toy"),
+                     "--strategy", "learning", "--strategy-option", "per_group=true", "--no-report", "--no-confirm",
+                     "--jobs-dir", str(tmp_path / jobs), "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def test_a_model_per_group_measures_every_groups_values_in_as_many_builds_as_its_largest_group_has(tmp_path, capsys):
+    """The toy's two groups (5 block sizes, 4 block shapes) govern two kernels timed apart: 5 builds
+    measure every value of each, and the picks are the whole 20-point grid's (the recording's)."""
+    assert toy_run(tmp_path, "--budget", "20") == 0
+    out = "".join(capsys.readouterr())
+    assert "a model per parameter group (2: 5 x 4 legal)" in out
+    assert "learning stopped after 5 evaluations: every group's model has stopped" in out
+    assert len(measured(tmp_path, name="toy")) == 5
+    picks = {tuple(c["kernels"]): c["values"] for c in json.loads((tmp_path / "results" / "toy" / "best.json")
+                                                                     .read_text())["choices"]}
+    recorded = {tuple(c["kernels"]): c["values"] for c in json.loads((TOY / "toy_results" / "toy" / "best.json")
+                                                                        .read_text())["choices"]}
+    assert picks == recorded
+
+
+def test_an_interrupted_per_group_sweep_resumes_with_the_builds_it_would_have_made(tmp_path):
+    assert toy_run(tmp_path, "--budget", "20", jobs="whole") == 0
+    assert toy_run(tmp_path, "--budget", "2", jobs="cut") == 0
+    assert toy_run(tmp_path, "--budget", "20", jobs="cut") == 0
+    assert [t for t, _ in measured(tmp_path, "cut", "toy")] == [t for t, _ in measured(tmp_path, "whole", "toy")]
