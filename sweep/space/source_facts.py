@@ -238,17 +238,7 @@ def _declared(shape: str, at: int, names: set[str], bodies: list[tuple[int, int]
     local: dict[str, list[str]] = {}       # name -> the texts that declare it
     for decl in DECLARATION.finditer(shape, body[0] if body else 0, at):
         local.setdefault(decl.group(1), []).append(decl.group(2))
-    out, seen, todo = set(), set(), list(names)
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n in local:
-            todo.extend(m for text in local[n] for m in IDENT.findall(text))
-        else:
-            out.add(n)
-    return out
+    return _leaves(names, lambda n: [m for text in local[n] for m in IDENT.findall(text)] if n in local else None)
 
 
 def _down(function: str, calls: dict[str, set[str]]) -> set[str]:
@@ -264,16 +254,23 @@ def _down(function: str, calls: dict[str, set[str]]) -> set[str]:
 
 def _macros(names: set[str], swept: set[str], derived: dict[str, str]) -> set[str]:
     """The swept macros among `names`, through the macros defined from them."""
+    return swept & _leaves(names, lambda n: IDENT.findall(derived[n]) if n in derived and n not in swept else None)
+
+
+def _leaves(names: set[str], expand) -> set[str]:
+    """The names reached from `names` that do not expand: each one `expand` gives a list for (its
+    definition's names) is replaced by those, transitively, each name visited once."""
     out, seen, todo = set(), set(), list(names)
     while todo:
         n = todo.pop()
         if n in seen:
             continue
         seen.add(n)
-        if n in swept:
+        more = expand(n)
+        if more is None:
             out.add(n)
-        elif n in derived:
-            todo.extend(IDENT.findall(derived[n]))
+        else:
+            todo.extend(more)
     return out
 
 
