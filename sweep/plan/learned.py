@@ -145,22 +145,24 @@ class LearnedSearch(Search):
         self.asked = 0
         self.stopped = ""                  # why it stopped, once it has
         combos = group_legal_sets(space) if points == () or points is None else None
-        if points == ():
-            points = legal_points(space, combos)
         # a declared enumeration (type: choice) is modelled with no order among its values
         dims = [Dim(p.macro, tuple(p.values), "choice" if p.kind == "choice" else "ordinal") for p in space.swept]
-        self.legal = len(points) if points is not None else None
-        is_legal = None if points is not None else legality_test(space, combos)
         default = defaults_to_propose(space, o)
         starts = ([default] if default else []) + list(start)
         gs = groups(space)
-        if o.get("per_group") and len(gs) > 1 and (combos := combos or group_legal_sets(space)) is not None \
-                and constant_rules_break(space) is None:
+        if o.get("per_group") and len(gs) > 1 and constant_rules_break(space) is None \
+                and (combos := combos or group_legal_sets(space)) is not None:
+            # each group's legal combinations are all it needs: the product is never listed
+            self.legal = len(points) if points else math.prod(len(c) for c in combos)
             self.model = PerGroupSearch([tuple(p.macro for p in g) for g in gs], dims, combos, seed=o["seed"],
                                         budget=self.budget, patience=o.get("patience", PATIENCE), start=starts)
             per_group = f"; a model per parameter group ({len(gs)}: {' x '.join(f'{len(c):,}' for c in combos)} legal)"
         else:
-            self.model = LearningSearch(dims, is_legal, legal_points=points, seed=o["seed"], budget=self.budget,
+            if points == ():
+                points = legal_points(space, combos)
+            self.legal = len(points) if points is not None else None
+            self.model = LearningSearch(dims, None if points is not None else legality_test(space, combos),
+                                        legal_points=points, seed=o["seed"], budget=self.budget,
                                         patience=o.get("patience", PATIENCE), start=starts,
                                         sample_legal=legal_sampler(space) if points is None else None)
             per_group = ""
