@@ -56,10 +56,11 @@ class Macro:
     where: str          # file it was found in, relative to the program's folder
 
 
-def scan_macros(program_dir: Path) -> list[Macro]:
-    """The `#ifndef X / #define X N` defaults of the program's sources, first definition wins."""
+def scan_macros(program_dir: Path, files: list[Path] | None = None) -> list[Macro]:
+    """The `#ifndef X / #define X N` defaults of the program's sources (`files`, found here when
+    None), first definition wins."""
     found: dict[str, Macro] = {}
-    for p in source_files(program_dir):
+    for p in source_files(program_dir) if files is None else files:
         try:
             text = p.read_text(errors="replace")
         except OSError:           # unreadable (permissions, a dangling link): it defines nothing we can see
@@ -132,15 +133,16 @@ def build_system(program_dir: Path) -> tuple[str, str]:
     return "make", next((w for w in words if re.fullmatch(r"[A-Za-z0-9_.+-]+", w)), program_dir.name)
 
 
-def makefile_text(program_dir: Path) -> str:
+def makefile_text(program_dir: Path, included: list[Path] | None = None) -> str:
     """The folder's Makefile, then the makefiles it includes where their paths resolve from the folder
-    (included_makefiles): an example's Makefile names its PROGRAM and includes the rules
+    (included_makefiles, found here when None): an example's Makefile names its PROGRAM and includes the rules
     (examples/common/program.mk). Read only, never run."""
     mk = program_dir / "Makefile"
     if not mk.is_file():
         return ""
     return "\n".join([mk.read_text(errors="replace")] +
-                     [p.read_text(errors="replace") for p in included_makefiles(program_dir)])
+                     [p.read_text(errors="replace") for p in
+                      (included_makefiles(program_dir) if included is None else included)])
 
 
 def included_makefiles(program_dir: Path) -> list[Path]:
@@ -170,8 +172,9 @@ def header_dirs(program_dir: Path) -> list[Path]:
     headers it puts on the include path: examples/common), literal `-I` folders of the makefiles,
     and the folders a CMakeLists.txt's include_directories() or target_include_directories() name
     (${CMAKE_CURRENT_SOURCE_DIR} and the like read as the program's folder)."""
-    dirs = [p.parent for p in included_makefiles(program_dir)]
-    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(makefile_text(program_dir))]
+    included = included_makefiles(program_dir)
+    dirs = [p.parent for p in included]
+    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(makefile_text(program_dir, included))]
     cm = program_dir / "CMakeLists.txt"
     if cm.is_file():
         for call in CMAKE_INCLUDE_DIRS.finditer(cm.read_text(errors="replace")):
@@ -193,15 +196,16 @@ def expanded(word: str, variables: dict[str, str], depth: int = 4) -> str:
     return word
 
 
-def includes_conf(program_dir: Path) -> bool:
-    return any("conf.cuh" in p.read_text(errors="replace") for p in source_files(program_dir))
+def includes_conf(files: list[Path]) -> bool:
+    return any("conf.cuh" in p.read_text(errors="replace") for p in files)
 
 
 def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kernels_from: str = "") -> str:
     """The starter space file's text, for a space file to be written at `space_path` (its
     target dir relative to it), or printed (None: the folder's absolute path)."""
     program_dir = Path(program_dir).resolve()
-    macros = scan_macros(program_dir)
+    files = source_files(program_dir)       # walked once: the macros, the flags, the kernels and rules read them
+    macros = scan_macros(program_dir, files)
     kind, program = build_system(program_dir)
     where = os.path.relpath(program_dir, Path(space_path).resolve().parent) if space_path else str(program_dir)
     shown = Path(space_path).name if space_path else "SPACE.yaml"
@@ -218,11 +222,11 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
                   "  cmake_args: [-DCMAKE_BUILD_TYPE=Release]"]
     else:
         lines += ["  # build: make (the Makefile must take CONF_DIR, BUILD_DIR, NVCC, ARCH and NVCCFLAGS)"]
-    lines += [profile_line(program_dir, program),
+    lines += [profile_line(program_dir, program, files),
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
-    facts = read_sources(program_dir, source_files(program_dir), {m.name: m.default for m in macros})
+    facts = read_sources(program_dir, files, {m.name: m.default for m in macros})
     parameters, swept = parameter_lines(macros, facts, kernels)
     lines.append(strategy_line(swept))
     found = f" (from {kernels_from})" if kernels_from else ""
@@ -236,7 +240,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     lines += constraint_lines(facts)
     lines += ["build:",
               "  arch: auto                   # the GPU of the node that builds; or [sm_90]"]
-    if macros and not includes_conf(program_dir):
+    if macros and not includes_conf(files):
         lines.append("  macros: define               # no source includes conf.cuh: each macro goes to nvcc as -DNAME=value")
     lines += ["profile:",
               "  backend: cupti               # or events (the program's own timing), nsys, ncu",
@@ -247,10 +251,10 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     return "\n".join(lines)
 
 
-def profile_line(program_dir: Path, program: str) -> str:
-    """The target's profile command: the program with the timing flags its sources name
+def profile_line(program_dir: Path, program: str, files: list[Path]) -> str:
+    """The target's profile command: the program with the timing flags its sources (`files`) name
     (sweep.space.run_flags), or with none and a FILL IN."""
-    flags = read_run_flags(program_dir, source_files(program_dir), header_dirs(program_dir))
+    flags = read_run_flags(program_dir, files, header_dirs(program_dir))
     words = json.dumps(flags.profile_words(program))
     if not flags.iterations:
         found = [f for f in (flags.warmup, flags.nvtx) if f]
