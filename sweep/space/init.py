@@ -309,18 +309,19 @@ def parameter_lines(macros: list[Macro], facts: SourceFacts, kernels: list[str]
 
     def keeps_nearby(name: str, value: int) -> bool:
         rules = naming[name]
-        if holds(rules, {**own, name: value}):
-            return True
-        others = sorted(set().union(*(named[r] for r in rules)) & own.keys() - {name})
-        if math.prod(len(nearby[o]) for o in others) > NEARBY_MOST:   # too many to try together: rule by rule
-            return all(keeps_one(rule, name, value) for rule in rules)
-        return any(holds(rules, {**own, name: value, **dict(zip(others, combo))})
-                   for combo in itertools.product(*(nearby[o] for o in others)))
+        if math.prod(len(nearby[o]) for o in others(rules, name)) <= NEARBY_MOST:
+            return holds_near(rules, name, value)
+        return all(holds_near([rule], name, value) for rule in rules)   # too many to try together
 
-    def keeps_one(rule: str, name: str, value: int) -> bool:
-        others = sorted(named[rule] & own.keys() - {name})
-        combos = itertools.islice(itertools.product(*(nearby[o] for o in others)), NEARBY_MOST)
-        return any(holds([rule], {**own, name: value, **dict(zip(others, combo))}) for combo in combos)
+    def others(rules: list[str], name: str) -> list[str]:
+        return sorted(set().union(*(named[r] for r in rules)) & own.keys() - {name})
+
+    def holds_near(rules: list[str], name: str, value: int) -> bool:
+        """The rules hold with the others they name at some combination of their nearby values
+        (the first combination is their own values), NEARBY_MOST tried at most."""
+        names = others(rules, name)
+        combos = itertools.islice(itertools.product(*(nearby[o] for o in names)), NEARBY_MOST)
+        return any(holds(rules, {**own, name: value, **dict(zip(names, combo))}) for combo in combos)
 
     lines, swept = [], []
     for m in macros:
