@@ -148,20 +148,28 @@ class LearningSearch:
         self.pending: list[tuple] = []        # asked, not yet told
         self._cands: np.ndarray | None = None  # legal index tuples, when enumerated
         total = int(np.prod(self._sizes.astype(float))) if self._sizes.prod() < 1e12 else 10**12
-        # a point's position in the full product (mixed radix), to find it among the candidates
+        # a point's position in the full product (mixed radix), to find it among the candidates; a
+        # grid past 2**62 points (fifteen kernels' macros) has no such int64 position: a dict finds it
         self._strides = np.array([math.prod(int(n) for n in self._sizes[j + 1:]) for j in range(len(self.dims))],
-                                 dtype=np.int64)
+                                 dtype=np.int64) if math.prod(int(n) for n in self._sizes) < 2 ** 62 else None
+        self._cand_at: dict[tuple, int] | None = None
         if legal_points is not None:   # one column at a time: a 200,000-point set in well under a second
             pts = legal_points if isinstance(legal_points, list) else list(legal_points)
-            cols = [np.fromiter((self._index[j][p[n]] for p in pts), dtype=np.int64, count=len(pts))
-                    for j, n in enumerate(self.names)]
-            flat = np.unique(np.stack(cols, 1) @ self._strides if pts else np.zeros(0, dtype=np.int64))
-            self._cands = (flat[:, None] // self._strides[None, :]) % self._sizes[None, :]
+            keys = np.stack([np.fromiter((self._index[j][p[n]] for p in pts), dtype=np.int64, count=len(pts))
+                             for j, n in enumerate(self.names)], 1) if pts else np.zeros((0, len(self.dims)), int)
+            if self._strides is not None:
+                flat = np.unique(keys @ self._strides)
+                self._cands = (flat[:, None] // self._strides[None, :]) % self._sizes[None, :]
+            else:
+                self._cands = np.unique(keys, axis=0)
         elif total <= enumerate_limit:
             keys = [k for k in itertools.product(*(range(s) for s in self._sizes)) if self._legal_key(k)]
             self._cands = np.array(keys, dtype=int).reshape(-1, len(self.dims))
         if self._cands is not None:
-            self._cand_flat = self._cands.astype(np.int64) @ self._strides   # sorted: lexicographic order
+            if self._strides is not None:
+                self._cand_flat = self._cands.astype(np.int64) @ self._strides   # sorted: lexicographic order
+            else:
+                self._cand_at = {tuple(int(i) for i in k): n for n, k in enumerate(self._cands)}
             self._used = np.zeros(len(self._cands), dtype=bool)
 
     # -- keys and encodings --------------------------------------------------------------
@@ -190,8 +198,10 @@ class LearningSearch:
 
     def _cand_index(self, key: Sequence[int]) -> int | None:
         """Where the enumerated legal set holds this point (None: not in it, or not enumerated)."""
-        if self._cands is None or not len(self._cand_flat):
+        if self._cands is None or not len(self._cands):
             return None
+        if self._cand_at is not None:
+            return self._cand_at.get(tuple(int(i) for i in key))
         flat = int(np.dot(key, self._strides))
         i = int(np.searchsorted(self._cand_flat, flat))
         return i if i < len(self._cand_flat) and self._cand_flat[i] == flat else None

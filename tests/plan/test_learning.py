@@ -434,3 +434,18 @@ def test_the_hyperparameter_fit_sees_at_most_max_train_points_however_long_the_s
     s = LearningSearch(DIMS, legal, seed=0, max_train=24, patience=0, flip_every=0)
     run(s, 60)
     assert max(sizes) == 24 and len(sizes) > 5    # refitted as points came, each time on the model's 24
+
+
+def test_a_legal_list_over_a_grid_past_int64_positions_is_searched_all_the_same():
+    """Fifteen kernels' macros make a grid of 4**40 points, past int64's mixed-radix positions: the
+    listed legal points are found by a dict instead, every proposal one of them, none twice."""
+    dims = [Dim(f"M{i}", (1, 2, 4, 8)) for i in range(40)]
+    legal = [{f"M{i}": 2 ** ((i + j) % 4) for i in range(40)} for j in range(4)] + \
+            [{f"M{i}": 1 if i != j else 8 for i in range(40)} for j in range(8)]
+    search = LearningSearch(dims, legal_points=legal, seed=0)
+    asked = []
+    while (got := search.ask(3)):
+        asked += got
+        for p in got:
+            search.tell(p, float(sum(p.values())))
+    assert sorted(map(str, asked)) == sorted(map(str, legal))
