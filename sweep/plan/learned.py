@@ -32,24 +32,39 @@ import numpy as np
 
 from sweep.plan.base import DEFAULTS_FIRST, GRID_LIMIT, IN_FLIGHT, Option, Plan, Search, StaticSearch, StrategySpec, \
     constant_rules_break, default_in_flight, defaults_to_propose, group_combinations, group_size
+from sweep.plan.factorized import plan as factorized_plan
 from sweep.plan.grid import plan as grid_plan
 from sweep.plan.learning import Dim, LearningSearch
 from sweep.plan.moves import PATIENCE, PATIENCE_GAIN
-from sweep.plan.per_group import PerGroupSearch
-from sweep.space import Config, Space, check, groups, make_config, swept_read_by
-from sweep.space.configs import first_broken
+from sweep.plan.per_group import PerGroupSearch, RuledGroup
+from sweep.space import Config, Parameter, Space, check, first_broken, group_constraints, groups, make_config, \
+    swept_read_by
 
 ENUMERATE_LIMIT = 200_000    # legal sets up to this size are scored whole; larger ones are sampled
 
 
-def group_legal_sets(space: Space) -> list[list[dict[str, int]]] | None:
-    """Each parameter group's legal combinations (a constraint speaks about one group), or
-    None when a group is too large to enumerate."""
-    gs = groups(space)
-    if any(group_size(g) > GRID_LIMIT for g in gs):
-        return None
+def each_group_legal(space: Space) -> list[list[dict[str, int]] | None]:
+    """Each parameter group's legal combinations (a constraint speaks about one group), None for
+    a group too large to enumerate."""
     first = {p.macro: p.values[0] for p in space.swept}
-    return [group_combinations(space, g, first)[0] for g in gs]
+    return [group_combinations(space, g, first)[0] if group_size(g) <= GRID_LIMIT else None for g in groups(space)]
+
+
+def group_legal_sets(space: Space) -> list[list[dict[str, int]]] | None:
+    """Each parameter group's legal combinations, or None when a group is too large to enumerate."""
+    if any(group_size(g) > GRID_LIMIT for g in groups(space)):
+        return None
+    return each_group_legal(space)     # type: ignore[return-value]
+
+
+def ruled_group(space: Space, group: list[Parameter]) -> RuledGroup:
+    """A group too large to enumerate, for a model of its own: its rules (those naming it speak of
+    it alone) tested at one of its combinations, and legal_sampler over it."""
+    rules = group_constraints(space, group)
+    mine = {p.macro for p in group}
+    source = {p.macro: p.equals for p in space.parameters if p.derived and p.equals in mine}
+    return RuledGroup(lambda sub: first_broken(rules, {**sub, **{m: sub[s] for m, s in source.items()}}) is None,
+                      legal_sampler(space, group))
 
 
 def legal_points(space: Space, combos: list[list[dict[str, int]]] | None | tuple[()] = ()) \
@@ -81,19 +96,21 @@ def legality_test(space: Space, combos: list[list[dict[str, int]]] | None | tupl
     return lambda point: all(tuple(point[m] for m in ms) in ok for ms, ok in zip(macros, allowed))
 
 
-def legal_sampler(space: Space, max_steps: int = 20_000) -> Callable[[np.random.Generator, int], list[dict[str, int]]]:
+def legal_sampler(space: Space, group: Sequence[Parameter] | None = None, max_steps: int = 20_000
+                  ) -> Callable[[np.random.Generator, int], list[dict[str, int]]]:
     """Legal points (swept parameters only) by a randomized depth-first search: the parameters in
     order, each one's values in a random order, a rule checked as soon as every parameter it reads
     has a value, a dead end abandoned for the next value. For a legal set too large to enumerate and
     too sparse for uniform random points to hit (a 10^8-point grid with 45 legal points: 4,000 random
     candidates hold none, and the search had nothing to propose). Not uniform over the legal set:
     candidates for the model to rank, not a sample to estimate from. At most `max_steps` values
-    tried per call (fewer points, or none, where the rules leave almost nothing)."""
-    swept = space.swept
+    tried per call (fewer points, or none, where the rules leave almost nothing). With `group`:
+    that group's combinations, by the rules naming it."""
+    swept = list(group) if group is not None else space.swept
     position = {p.macro: i for i, p in enumerate(swept)}
-    source = {p.macro: p.equals for p in space.parameters if p.derived}
+    source = {p.macro: p.equals for p in space.parameters if p.derived and p.equals in position}
     due: list[list] = [[] for _ in swept]    # the rules checkable once parameter i has its value
-    for c in space.constraints:
+    for c in (group_constraints(space, list(group)) if group is not None else space.constraints):
         due[max((position[m] for m in swept_read_by(space, c)), default=0)].append(c)
     rules = [tuple(d) for d in due]
 
@@ -130,9 +147,11 @@ class LearnedSearch(Search):
     """The driver's Search over sweep.plan.learning's model."""
 
     def __init__(self, space: Space, options: dict | None = None,
-                 points: list[dict[str, int]] | None | tuple[()] = (), start: Sequence[dict[str, int]] = ()):
+                 points: list[dict[str, int]] | None | tuple[()] = (), start: Sequence[dict[str, int]] = (),
+                 combos: list[list[dict[str, int]]] | tuple[()] = ()):
         """points: the legal set when the caller has enumerated it already (auto), None when it is
-        too large to; () (the default) enumerates it here. start: the fastest recorded configurations
+        too large to; () (the default) enumerates it here. combos: each group's legal combinations
+        when the caller has them (auto), () to list them here. start: the fastest recorded configurations
         of the `start_from` recording, fastest first (sweep.pipeline.recorded.start_points): the first
         proposals."""
         o = options if options is not None else SPEC.values(space.strategy)
@@ -144,19 +163,30 @@ class LearnedSearch(Search):
         self.told = 0
         self.asked = 0
         self.stopped = ""                  # why it stopped, once it has
-        combos = group_legal_sets(space) if points == () or points is None else None
+        gs = groups(space)
+        per_group = bool(o.get("per_group")) and len(gs) > 1 and constant_rules_break(space) is None
+        if combos != ():
+            each = combos
+        elif per_group:
+            each = each_group_legal(space)
+        else:
+            each = group_legal_sets(space) if points == () or points is None else None
+        combos = each if each is not None and None not in each else None
         # a declared enumeration (type: choice) is modelled with no order among its values
         dims = [Dim(p.macro, tuple(p.values), "choice" if p.kind == "choice" else "ordinal") for p in space.swept]
         default = defaults_to_propose(space, o)
         starts = ([default] if default else []) + list(start)
-        gs = groups(space)
-        if o.get("per_group") and len(gs) > 1 and constant_rules_break(space) is None \
-                and (combos := combos or group_legal_sets(space)) is not None:
-            # each group's legal combinations are all it needs: the product is never listed
-            self.legal = len(points) if points else math.prod(len(c) for c in combos)
-            self.model = PerGroupSearch([tuple(p.macro for p in g) for g in gs], dims, combos, seed=o["seed"],
+        if per_group:
+            # each group's legal combinations are all it needs (the product is never listed); a group
+            # too large to list is searched by its rules
+            each = each if each is not None else each_group_legal(space)
+            legal = [c if c is not None else ruled_group(space, g) for g, c in zip(gs, each)]
+            self.legal = (len(points) if points else math.prod(len(c) for c in each)) if None not in each else None
+            self.model = PerGroupSearch([tuple(p.macro for p in g) for g in gs], dims, legal, seed=o["seed"],
                                         budget=self.budget, patience=o.get("patience", PATIENCE), start=starts)
-            per_group = f"; a model per parameter group ({len(gs)}: {' x '.join(f'{len(c):,}' for c in combos)} legal)"
+            sizes = " x ".join(f"{len(c):,}" if c is not None else f"a {group_size(g):,}-point grid"
+                               for g, c in zip(gs, each))
+            per_group_note = f"; a model per parameter group ({len(gs)}: {sizes}{' legal' if self.legal else ''})"
         else:
             if points == ():
                 points = legal_points(space, combos)
@@ -165,9 +195,9 @@ class LearnedSearch(Search):
                                         legal_points=points, seed=o["seed"], budget=self.budget,
                                         patience=o.get("patience", PATIENCE), start=starts,
                                         sample_legal=legal_sampler(space) if points is None else None)
-            per_group = ""
+            per_group_note = ""
         size = f"{self.legal:,} legal points" if self.legal is not None else f"a {space.size()[0]:,}-point grid"
-        self.note = (f"learning: {size}{per_group}; at most {self.budget} evaluations"
+        self.note = (f"learning: {size}{per_group_note}; at most {self.budget} evaluations"
                      + (f" or {self.budget_s:g} GPU-seconds" if self.budget_s else "")
                      + f", {self.in_flight} awaiting results at most (seed {o['seed']})"
                      + ("; first the declared defaults" if default else "")
@@ -245,16 +275,29 @@ class LearnedSearch(Search):
 
 
 def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
+    """The whole grid for a space of at most `whole` legal points; factorized where the parameters
+    fall into several groups (macros read by different kernels) of at most `whole` legal
+    combinations each: every combination of every group in as many builds as the largest has; else
+    the learning strategy (a model per group where there are several)."""
     o = SPEC_AUTO.values(space.strategy)
-    points = legal_points(space)
+    combos = group_legal_sets(space)
+    points = legal_points(space, combos)
     if points is not None and len(points) <= o["whole"]:
         plan = grid_plan(space)
         note = (f"auto: {len(points):,} legal points, at most {o['whole']}: the whole grid "
                 f"(the learning strategy pays on larger spaces)")
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
+    legal = len(points) if points is not None else math.prod(map(len, combos)) if combos is not None else None
+    size = f"{legal:,} legal points" if legal is not None else "a legal set too large to count"
+    if combos is not None and len(combos) > 1 and max(map(len, combos)) <= o["whole"] \
+            and constant_rules_break(space) is None:
+        plan = factorized_plan(space)
+        note = (f"auto: {size} in {len(combos)} groups of macros read by different kernels, each of at most "
+                f"{o['whole']} legal combinations: every combination of each group ({plan.note})")
+        return StaticSearch(Plan(plan.configs, plan.skipped, note))
     search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience",
-                                                     "defaults_first", "per_group", "start_from")}, points, start)
-    size = f"{len(points):,} legal points" if points is not None else "a legal set too large to count"
+                                                     "defaults_first", "per_group", "start_from")}, points, start,
+                           combos if combos is not None else ())
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
 
@@ -269,9 +312,9 @@ _BUDGETS = (
                                       "evaluations, nor in the last half of all (0: only the budget stops it)", lo=0),
     IN_FLIGHT,
     DEFAULTS_FIRST,
-    Option("per_group", bool, False, "a model per parameter group (groups govern kernels timed apart), each told its own "
-                                     "kernels' time, each build the next proposal of every group (bench/separable.py); "
-                                     "off: one model of the summed time"),
+    Option("per_group", bool, True, "a model per parameter group where there are several (groups govern kernels timed "
+                                    "apart), each told its own kernels' time, each build the next proposal of every "
+                                    "group (bench/separable.py); off: one model of the summed time"),
     Option("start_from", str, "", "a recording of this space (a Kernel Tuner cache, T4 results, or an earlier sweep's "
                                   "results/<name>/, e.g. on another GPU): its fastest legal configurations are the first "
                                   "proposals (a path relative to the space file's folder)"),

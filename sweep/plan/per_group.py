@@ -23,31 +23,54 @@ of every group. bench/separable.py measures what it gains over one model of the 
 - Determinism: a build's result told again after an interruption, before any ask, is told to
   each group whose point it has not been told, in the order of the results, so a resumed sweep
   asks what it would have asked.
+- A group too large to list (a RuledGroup) is searched as learning searches a large space: by
+  its rules and a sampler of legal combinations.
 Pure: numpy and sweep.plan.learning only.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
 
 from .learning import Dim, LearningSearch
+
+
+@dataclass(frozen=True)
+class RuledGroup:
+    """A group too large to enumerate (a tile group of eight macros: 663,552,000 combinations):
+    its rules as a test of one of its combinations, and a sampler of legal ones
+    (sweep.plan.learned.legal_sampler over the group)."""
+
+    is_legal: Callable[[dict], bool]
+    sample_legal: Callable[[np.random.Generator, int], list[dict]]
 
 
 class PerGroupSearch:
     """LearningSearch's protocol (ask, tell, stop, start_keys) over one model per group."""
 
-    def __init__(self, groups: Sequence[tuple[str, ...]], dims: Sequence[Dim], legal: Sequence[list[dict]],
+    def __init__(self, groups: Sequence[tuple[str, ...]], dims: Sequence[Dim], legal: Sequence[list[dict] | RuledGroup],
                  seed: int = 0, budget: int | None = None, patience: int | None = None, start: Sequence[dict] = ()):
         """groups: each group's parameter names; dims: every parameter's Dim; legal: each group's
-        legal combinations; start: whole points to propose first (each group takes its part)."""
+        legal combinations, or its RuledGroup where they are too many to list; start: whole points
+        to propose first (each group takes its part)."""
         by_name = {d.name: d for d in dims}
         self.groups = [tuple(g) for g in groups]
         self.budget = budget
         kw = {} if patience is None else {"patience": patience}
-        self.models = [LearningSearch([by_name[n] for n in g], legal_points=list(combos), seed=seed, budget=None,
-                                      start=[{n: s[n] for n in g} for s in start if all(n in s for n in g)], **kw)
-                       for g, combos in zip(self.groups, legal)]
-        self._first = [dict(combos[0]) if combos else None for combos in legal]
+
+        def model(group: tuple[str, ...], legal: list[dict] | RuledGroup) -> LearningSearch:
+            own = [{n: s[n] for n in group} for s in start if all(n in s for n in group)]
+            if isinstance(legal, RuledGroup):
+                return LearningSearch([by_name[n] for n in group], legal.is_legal, seed=seed, budget=None, start=own,
+                                      sample_legal=legal.sample_legal, **kw)
+            return LearningSearch([by_name[n] for n in group], legal_points=list(legal), seed=seed, budget=None,
+                                  start=own, **kw)
+
+        self.models = [model(g, combos) for g, combos in zip(self.groups, legal)]
+        self._first = [_first_legal(combos, seed) for combos in legal]
         self.start_keys = max((m.start_keys for m in self.models), key=len, default=[])
         self.muted: set[int] = set()        # groups whose kernels no build measured
         self.told = 0
@@ -117,6 +140,14 @@ class PerGroupSearch:
             return None
         point = {k: v for i, b in enumerate(bests) for k, v in (b[0] if b else self._filler(i)).items()}
         return point, sum(b[1] for b in bests if b)
+
+
+def _first_legal(legal: list[dict] | RuledGroup, seed: int) -> dict | None:
+    """A group's filler before it has a best point or a start: its first legal combination."""
+    if isinstance(legal, RuledGroup):
+        drawn = legal.sample_legal(np.random.default_rng(seed), 1)
+        return dict(drawn[0]) if drawn else None
+    return dict(legal[0]) if legal else None
 
 
 def _take_back(model: LearningSearch, point: dict) -> None:

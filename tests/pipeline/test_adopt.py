@@ -219,10 +219,14 @@ def test_validate_prints_the_grid_the_legal_count_and_the_first_rule_each_illega
 
 
 @pytest.mark.parametrize("strategy, says", [
-    ({"name": "learning", "budget": 7}, "strategy learning: 12 legal points; at most 7 evaluations"),
+    ({"name": "learning", "budget": 7}, "strategy learning: 12 legal points; a model per parameter group (2: 4 x 3 "
+                                        "legal); at most 7 evaluations"),
     ({"name": "auto", "whole": 64}, "strategy auto: 12 legal points, at most 64: the whole grid"),
-    ({"name": "auto", "whole": 4, "budget": 9}, "strategy auto: 12 legal points, over 4: learning: 12 legal points; "
-                                                "at most 9 evaluations"),
+    ({"name": "auto", "whole": 4}, "strategy auto: 12 legal points in 2 groups of macros read by different kernels, "
+                                   "each of at most 4 legal combinations: every combination of each group (factorized: "
+                                   "2 groups with 4*3 legal combinations; 4 builds"),
+    ({"name": "auto", "whole": 3, "budget": 9}, "strategy auto: 12 legal points, over 3: learning: 12 legal points; "
+                                                "a model per parameter group (2: 4 x 3 legal); at most 9 evaluations"),
 ])
 def test_validate_of_a_learning_or_auto_space_says_what_the_search_will_do(tmp_path, strategy, says):
     path = toy(tmp_path, strategy=strategy, constraints=[{"expr": "ALPHA_BLOCK <= 256", "why": "at most 256"},
@@ -236,7 +240,8 @@ def test_validate_plans_with_the_strategy_and_budget_given_on_the_command_line(t
     path = toy(tmp_path, constraints=[{"expr": "ALPHA_BLOCK <= 256", "why": "at most 256"}])
     p = cli("validate", str(path), "--strategy", "learning", "--budget", "5")
     assert p.returncode == 0, p.stderr
-    assert "strategy learning: 16 legal points; at most 5 evaluations" in p.stdout
+    assert "strategy learning: 16 legal points; a model per parameter group (2: 4 x 4 legal); at most 5 evaluations" \
+        in p.stdout
     p = cli("validate", str(path), "--budget", "0", "--strategy", "learning")
     assert p.returncode == 1 and "budget" in p.stderr and "\n" not in p.stderr.strip()
 

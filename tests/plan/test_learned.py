@@ -370,6 +370,33 @@ def test_a_legal_set_too_sparse_for_random_points_is_searched_by_its_rules_and_e
     assert search.stopped == "its budget of 30 evaluations is spent"
 
 
+def test_a_model_per_group_searches_a_group_too_large_to_list_by_its_rules_beside_a_listed_one(tmp_path):
+    """A 10^8-point chain of tile macros (55 legal) governing one kernel, and a block size
+    governing another: the chain is searched by its rules and sampler, the block size walked whole,
+    and every build is legal."""
+    from sweep.plan.learned import LearnedSearch
+    from sweep.space import check
+
+    names = [f"P{i}" for i in range(8)]
+    rules = "".join(f"  - \"{a} + {b} <= 1\"\n" for a, b in zip(names, names[1:]))
+    params = "".join(f"  {n}: {{values: [{', '.join(map(str, range(10)))}], min: 0, kernels: [chain]}}\n" for n in names)
+    space = tmp_path / "space.yaml"
+    space.write_text("name: two\ntarget: {name: t, dir: ., profile: [\"{build}/t\"]}\nstrategy: learning\nparameters:\n"
+                     + params + "  BLOCK: {values: [32, 64, 128, 256], kernels: [block]}\nconstraints:\n" + rules)
+    (tmp_path / "Makefile").write_text("all:\n")
+    sp = target.load(space)
+    search = LearnedSearch(sp, {**REGISTRY["learning"].values(sp.strategy), "budget": 12, "patience": 0})
+    assert "a model per parameter group (2: a 100,000,000-point grid x 4)" in search.note
+    proposed = []
+    while (configs := search.ask(2)):
+        for c in configs:
+            proposed.append(c)
+            search.tell(c, 1.0, parts={tuple(names): 10.0 + sum(c[n] for n in names), ("BLOCK",): c["BLOCK"] / 32})
+    assert len(proposed) == 12 and all(check(sp, c) is None for c in proposed)
+    assert len({tuple(c[n] for n in names) for c in proposed}) == 12
+    assert sorted({c["BLOCK"] for c in proposed}) == [32, 64, 128, 256]
+
+
 def test_a_grid_whose_rules_leave_nothing_stops_saying_no_legal_point_was_found_not_that_all_were_measured(tmp_path):
     from sweep.plan.learned import LearnedSearch
 
@@ -395,13 +422,19 @@ def test_a_recording_whose_fastest_hold_the_declared_defaults_proposes_them_once
 TOY = Path(__file__).resolve().parents[1] / "data"
 
 
-def toy_run(tmp_path: Path, *extra: str, jobs: str = "jobs") -> int:
+def toy_run(tmp_path: Path, *extra: str, jobs: str = "jobs", strategy: str = "learning") -> int:
+    """The toy (tests/data/toy_space.yaml: two groups of 5 and 4 legal combinations, governing two
+    kernels timed apart) replayed from its recorded grid; learning's defaults unless `extra` says."""
     if not (tmp_path / "toy.yaml").exists():
         (tmp_path / "toy.yaml").write_text((TOY / "toy_space.yaml").read_text())
         shutil.copytree(TOY / "toy_target", tmp_path / "toy_target")
     return cli.main(["run", str(tmp_path / "toy.yaml"), "--executor", "replay", "--from", str(TOY / "toy_results" / "toy"),
-                     "--strategy", "learning", "--strategy-option", "per_group=true", "--no-report", "--no-confirm",
+                     "--strategy", strategy, "--no-report", "--no-confirm",
                      "--jobs-dir", str(tmp_path / jobs), "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def toy_picks(folder: Path) -> dict[tuple[str, ...], dict]:
+    return {tuple(c["kernels"]): c["values"] for c in json.loads((folder / "best.json").read_text())["choices"]}
 
 
 def test_a_model_per_group_measures_every_groups_values_in_as_many_builds_as_its_largest_group_has(tmp_path, capsys):
@@ -412,11 +445,34 @@ def test_a_model_per_group_measures_every_groups_values_in_as_many_builds_as_its
     assert "a model per parameter group (2: 5 x 4 legal)" in out
     assert "learning stopped after 5 evaluations: every group's model has stopped" in out
     assert len(measured(tmp_path, name="toy")) == 5
-    picks = {tuple(c["kernels"]): c["values"] for c in json.loads((tmp_path / "results" / "toy" / "best.json")
-                                                                     .read_text())["choices"]}
-    recorded = {tuple(c["kernels"]): c["values"] for c in json.loads((TOY / "toy_results" / "toy" / "best.json")
-                                                                        .read_text())["choices"]}
-    assert picks == recorded
+    assert toy_picks(tmp_path / "results" / "toy") == toy_picks(TOY / "toy_results" / "toy")
+
+
+def test_one_model_of_the_summed_time_is_what_per_group_false_asks_for(tmp_path, capsys):
+    assert toy_run(tmp_path, "--budget", "8", "--strategy-option", "per_group=false") == 0
+    out = "".join(capsys.readouterr())
+    assert "learning: 20 legal points; at most 8 evaluations" in out
+    assert "a model per parameter group" not in out
+
+
+def test_auto_sweeps_groups_small_enough_to_sweep_whole_factorized_and_says_why(tmp_path, capsys):
+    """Over `whole` legal points in all, but no group has more than `whole`: every combination of
+    every group, in as many builds as the largest group has: the factorized strategy's 5 builds of 20."""
+    assert toy_run(tmp_path, "--strategy-option", "whole=5", strategy="auto", jobs="auto") == 0
+    out = "".join(capsys.readouterr())
+    assert ("auto: 20 legal points in 2 groups of macros read by different kernels, each of at most 5 legal "
+            "combinations: every combination of each group (factorized: 2 groups with 5*4 legal combinations; "
+            "5 builds") in out
+    assert toy_run(tmp_path, jobs="factorized", strategy="factorized") == 0
+    assert len(measured(tmp_path, "auto", "toy")) == 5
+    assert measured(tmp_path, "auto", "toy") == measured(tmp_path, "factorized", "toy")
+
+
+def test_auto_learns_a_model_per_group_where_a_group_is_too_large_to_sweep_whole(tmp_path, capsys):
+    assert toy_run(tmp_path, "--strategy-option", "whole=4", strategy="auto") == 0
+    out = "".join(capsys.readouterr())
+    assert "auto: 20 legal points, over 4: learning: 20 legal points; a model per parameter group (2: 5 x 4 legal)" in out
+    assert len(measured(tmp_path, name="toy")) == 5
 
 
 def test_an_interrupted_per_group_sweep_resumes_with_the_builds_it_would_have_made(tmp_path):

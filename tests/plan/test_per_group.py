@@ -77,3 +77,22 @@ def test_it_stops_at_its_budget_counted_in_builds():
         parts = times(p)
         s.tell(p, sum(parts.values()), parts=parts)
     assert s.stop() == "budget reached (3 of 3 builds)"
+
+
+def test_a_group_too_large_to_list_is_searched_by_its_rules_and_proposes_only_legal_combinations():
+    from sweep.plan.per_group import RuledGroup
+
+    values = tuple(range(1, 65))
+    big = ("x", "y", "z", "w", "v")                       # 64**5: a billion combinations, x + y == z legal
+    rule = RuledGroup(lambda p: p["x"] + p["y"] == p["z"],
+                      lambda rng, n: [{"x": int(x), "y": int(y), "z": int(x + y), "w": int(w), "v": int(v)}
+                                      for x, y, w, v in rng.integers(1, 33, size=(n, 4))])
+    s = PerGroupSearch([("a",), big], [DIMS[0], *(Dim(n, values) for n in big)], [LEGAL[0], rule], seed=0)
+    asked = []
+    for _ in range(12):
+        (p,) = s.ask(1)
+        asked.append(p)
+        s.tell(p, 1.0, parts={("a",): float(p["a"]), big: float(p["z"] + p["w"])})
+    assert all(p["x"] + p["y"] == p["z"] for p in asked)
+    assert len({tuple(p[n] for n in big) for p in asked}) == 12          # a new combination every build
+    assert sorted(p["a"] for p in asked[:6]) == [1, 2, 3, 4, 5, 6]        # the small group walked whole meanwhile
