@@ -1,7 +1,8 @@
 # program.mk: the build every example's Makefile includes, following the target contract.
 #
 # The including Makefile sets PROGRAM (the program's name, and its one source PROGRAM.cu
-# beside that Makefile) and DIR (that Makefile's folder), then includes this file:
+# beside that Makefile), DIR (that Makefile's folder) and, for a program that includes
+# another example's kernels, SOURCE_DIRS (their folders), then includes this file:
 #
 #   make                                    # the defaults in the example's own .cuh, build/PROGRAM
 #   make CONF_DIR=jobs/x/T64_ BUILD_DIR=/tmp/b ARCH="sm_80 sm_90"
@@ -22,7 +23,7 @@ ARCH      ?= sm_90
 NVCCFLAGS ?= -O3 -lineinfo
 
 GENCODE  := $(foreach a,$(ARCH),-gencode arch=compute_$(a:sm_%=%),code=$(a))
-INCLUDES := $(if $(CONF_DIR),-I$(abspath $(CONF_DIR))) -I$(DIR) -I$(COMMON_DIR)
+INCLUDES := $(if $(CONF_DIR),-I$(abspath $(CONF_DIR))) -I$(DIR) $(foreach d,$(SOURCE_DIRS),-I$(d)) -I$(COMMON_DIR)
 FLAGS    := -std=c++17 $(NVCCFLAGS) $(GENCODE) $(INCLUDES)
 
 .PHONY: all clean FORCE

@@ -24,7 +24,7 @@ from typing import Callable
 
 from sweep.space import expr
 from sweep.space.loader import MACRO_RE
-from sweep.space.run_flags import read_run_flags
+from sweep.space.run_flags import included_headers, read_run_flags
 from sweep.space.source_facts import SourceFacts, read_sources
 from sweep.space.target import SOURCE_SUFFIXES
 
@@ -69,7 +69,7 @@ def scan_macros(program_dir: Path, files: list[Path] | None = None) -> list[Macr
             name = m.group("name")
             if name not in found and MACRO_RE.match(name):
                 found[name] = Macro(name, int(m.group("value")), (m.group("doc") or "").strip(),
-                                    str(p.relative_to(program_dir)))
+                                    os.path.relpath(p, program_dir))
     return list(found.values())
 
 
@@ -83,6 +83,13 @@ def source_files(program_dir: Path) -> list[Path]:
             if len(out) >= MAX_FILES:
                 break
     return out
+
+
+def with_included_headers(program_dir: Path, files: list[Path]) -> list[Path]:
+    """The folder's `files`, then the headers they include from other folders its build names
+    (header_dirs): a program built on another folder's kernels (examples/gemm_stencil) has its
+    macros, kernels and static_asserts there."""
+    return files + included_headers(files, [program_dir, *header_dirs(program_dir)], outside=program_dir)
 
 
 def nearby_values(default: int) -> tuple[int, ...]:
@@ -174,7 +181,9 @@ def header_dirs(program_dir: Path) -> list[Path]:
     (${CMAKE_CURRENT_SOURCE_DIR} and the like read as the program's folder)."""
     included = included_makefiles(program_dir)
     dirs = [p.parent for p in included]
-    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(makefile_text(program_dir, included))]
+    text = makefile_text(program_dir, included)
+    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(text)]
+    dirs += include_variable_dirs(program_dir, text)
     cm = program_dir / "CMakeLists.txt"
     if cm.is_file():
         for call in CMAKE_INCLUDE_DIRS.finditer(cm.read_text(errors="replace")):
@@ -183,6 +192,21 @@ def header_dirs(program_dir: Path) -> list[Path]:
                 if "$" not in word and "<" not in word and word not in CMAKE_KEYWORDS:
                     dirs.append(program_dir / word)
     return list(dict.fromkeys(d.resolve() for d in dirs if d.is_dir()))
+
+
+def include_variable_dirs(program_dir: Path, text: str) -> list[Path]:
+    """The folders a variable of the folder's own Makefile lists where a line of its makefiles (`text`)
+    puts that variable on the include path (`$(foreach d,$(SOURCE_DIRS),-I$(d))`): a program that
+    includes another folder's kernels (examples/gemm_stencil). The Makefile's own-folder variable is
+    read as the folder; a word still holding a variable is left out."""
+    mk = program_dir / "Makefile"
+    own = mk.read_text(errors="replace") if mk.is_file() else ""
+    assigned = {a.group("name"): a.group("value") for a in MAKE_ASSIGN.finditer(own)}
+    here = {n: str(program_dir) for n, v in assigned.items() if "MAKEFILE_LIST" in v or "CURDIR" in v}
+    on_path = {v.group("name") for line in text.splitlines() if "-I" in line for v in MAKE_VARIABLE.finditer(line)}
+    words = [expanded(w, {**assigned, **here}) for n in on_path & set(assigned) if n not in here
+             for w in assigned[n].split()]
+    return [Path(w) if Path(w).is_absolute() else program_dir / w for w in words if "$" not in w]
 
 
 def expanded(word: str, variables: dict[str, str], depth: int = 4) -> str:
@@ -205,7 +229,8 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     target dir relative to it), or printed (None: the folder's absolute path)."""
     program_dir = Path(program_dir).resolve()
     files = source_files(program_dir)       # walked once: the macros, the flags, the kernels and rules read them
-    macros = scan_macros(program_dir, files)
+    sources = with_included_headers(program_dir, files)
+    macros = scan_macros(program_dir, sources)
     kind, program = build_system(program_dir)
     where = os.path.relpath(program_dir, Path(space_path).resolve().parent) if space_path else str(program_dir)
     shown = Path(space_path).name if space_path else "SPACE.yaml"
@@ -226,7 +251,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
-    facts = read_sources(program_dir, files, {m.name: m.default for m in macros})
+    facts = read_sources(program_dir, sources, {m.name: m.default for m in macros})
     parameters, swept = parameter_lines(macros, facts, kernels)
     lines.append(strategy_line(swept))
     found = f" (from {kernels_from})" if kernels_from else ""
@@ -240,7 +265,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     lines += constraint_lines(facts)
     lines += ["build:",
               "  arch: auto                   # the GPU of the node that builds; or [sm_90]"]
-    if macros and not includes_conf(files):
+    if macros and not includes_conf(sources):
         lines.append("  macros: define               # no source includes conf.cuh: each macro goes to nvcc as -DNAME=value")
     lines += ["profile:",
               "  backend: cupti               # or events (the program's own timing), nsys, ncu",
@@ -280,8 +305,10 @@ def strategy_line(swept: list[tuple[int, set[str]]]) -> str:
                 f"builds instead of the grid's {grid:,} (CHECK the kernels: lists)")
     if grid <= 64:
         return f"strategy: grid                 # {grid} points: sweep them all"
-    return (f"strategy: auto                 # {grid:,} points: the learning strategy, 100 evaluations at most "
-            "(strategy: {name: learning, budget: N} to say how many)")
+    per_group = (f" with a model per group ({len(groups)} groups of macros read by different kernels, the "
+                 f"largest {builds:,} points)" if len(groups) > 1 else "")
+    return (f"strategy: auto                 # {grid:,} points: the learning strategy{per_group}, 100 evaluations "
+            "at most (strategy: {name: learning, budget: N} to say how many)")
 
 
 def parameter_lines(macros: list[Macro], facts: SourceFacts, kernels: list[str]

@@ -98,6 +98,14 @@ def _with_headers(files: list[Path], dirs: list[Path]):
                     break
 
 
+def included_headers(files: list[Path], dirs: list[Path], outside: Path) -> list[Path]:
+    """The headers `files` include (quoted, resolved as _with_headers does) that lie outside the
+    folder `outside`: those inside are among a folder's own files already."""
+    own = {p.resolve() for p in files}
+    return [p for p, _ in _with_headers(files, dirs)
+            if p.resolve() not in own and not p.resolve().is_relative_to(Path(outside).resolve())]
+
+
 def _shown(path: Path, program_dir: Path) -> str:
     """A path as the starter's comment names it: relative to the program's folder."""
     return os.path.relpath(path.resolve(), program_dir.resolve())

@@ -18,6 +18,7 @@ is missed, so the starter says to check the lists.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,7 +141,7 @@ def _load(program_dir: Path, path: Path) -> _Source | None:
     code = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m.group(0)), text)
     plain = COMMENT_OR_STRING.sub(lambda m: _blank(m.group(0)), text)
     shape = DIRECTIVE.sub(lambda m: _blank(m.group(0)), plain)
-    return _Source(str(path.relative_to(program_dir)), code, plain, shape)
+    return _Source(os.path.relpath(path, program_dir), code, plain, shape)
 
 
 def _blank(text: str) -> str:

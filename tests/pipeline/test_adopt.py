@@ -314,6 +314,43 @@ def test_validate_of_a_bad_file_is_one_line_and_exit_1(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
+def test_init_reads_the_macros_kernels_and_rules_of_headers_another_folder_on_the_include_path_holds(tmp_path):
+    """A program built on a sibling folder's kernels (`-I` of a Makefile variable that lists folders):
+    the starter sweeps the header's macros with its kernels and static_asserts; a folder no include
+    flag names is not read."""
+    prog, lib, decoy = tmp_path / "prog", tmp_path / "lib", tmp_path / "decoy"
+    for d in (prog, lib, decoy):
+        d.mkdir()
+    (lib / "blur.cuh").write_text(
+        "#ifndef BLUR_BLOCK\n#define BLUR_BLOCK 128  // threads of a blur block\n#endif\n"
+        "static_assert(BLUR_BLOCK % 32 == 0, \"whole warps\");\n"
+        "__global__ void blur_kernel(float* x) { x[threadIdx.x] *= BLUR_BLOCK; }\n"
+        "inline void blur(float* x) { blur_kernel<<<1, BLUR_BLOCK>>>(x); }\n")
+    (decoy / "other.cuh").write_text("#ifndef OTHER_BLOCK\n#define OTHER_BLOCK 64\n#endif\n")
+    (prog / "prog.cu").write_text('#include "blur.cuh"\n#include "other.cuh"\nint main() { blur(nullptr); }\n')
+    (prog / "Makefile").write_text(
+        "DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))\n"
+        "KERNEL_DIRS := $(DIR)/../lib\nUNUSED_DIRS := $(DIR)/../decoy\n"
+        "FLAGS := $(foreach d,$(KERNEL_DIRS),-I$(d)) -I$(CONF_DIR)\n"
+        "all:\n\tnvcc $(FLAGS) prog.cu -o $(BUILD_DIR)/prog\n")
+    text = init_mod.starter(prog, None, [])
+    space = yaml.safe_load(text)
+    assert space["parameters"] == {"BLUR_BLOCK": {"values": [64, 128, 256], "default": 128,
+                                                  "kernels": ["blur_kernel"]}}
+    assert "../lib/blur.cuh: threads of a blur block" in text
+    assert [c["expr"] for c in space["constraints"]] == ["BLUR_BLOCK % 32 == 0"]
+
+
+def test_init_on_gemm_stencil_finds_both_examples_kernels_through_its_makefiles_source_dirs():
+    space = yaml.safe_load(init_mod.starter(EXAMPLES / "gemm_stencil", None, []))
+    governs = {m: p["kernels"] for m, p in space["parameters"].items()}
+    assert {m: governs[m] for m in ("GEMM_BM", "GEMM_TN", "STENCIL_BLOCK_X", "STENCIL_USE_SHARED")} == {
+        "GEMM_BM": ["gemm_tiled_kernel"], "GEMM_TN": ["gemm_tiled_kernel"],
+        "STENCIL_BLOCK_X": ["jacobi_kernel"], "STENCIL_USE_SHARED": ["jacobi_kernel"]}
+    hand = yaml.safe_load((EXAMPLES / "gemm_stencil" / "space.yaml").read_text())
+    assert set(hand["parameters"]) <= set(space["parameters"])
+
+
 # -- init's spaces dry-run (real nvcc) -----------------------------------------------------------
 
 @pytest.mark.slow

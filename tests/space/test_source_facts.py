@@ -29,8 +29,9 @@ NOT_IN_THE_SOURCES_READING = {
 
 
 def facts_of(folder: Path):
-    own = {m.name: m.default for m in init.scan_macros(folder)}
-    return read_sources(folder, init.source_files(folder), own), own
+    files = init.with_included_headers(folder, init.source_files(folder))
+    own = {m.name: m.default for m in init.scan_macros(folder, files)}
+    return read_sources(folder, files, own), own
 
 
 def test_each_route_by_which_a_macro_reaches_a_kernel_is_followed():
