@@ -13,6 +13,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
+def example_space(example: Path, folder: Path, **changes) -> Path:
+    """A copy of an example's space.yaml in `folder`, its target dir the example's and its top-level
+    keys updated with `changes` (name=..., strategy=...): a sweep the test names apart."""
+    import yaml
+
+    space = yaml.safe_load((example / "space.yaml").read_text())
+    space.update(changes)
+    space["target"]["dir"] = str(example)
+    path = folder / f"{space['name']}.yaml"
+    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    return path
+
+
 def gpu_available() -> bool:
     smi = shutil.which("nvidia-smi")
     return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0

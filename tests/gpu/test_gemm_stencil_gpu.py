@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from sweep.pipeline import driver as pipeline
 from tests.examples.conf_build import built
 from tests.conftest import needs_nvcc
+from tests.gpu.conftest import example_space
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "gemm_stencil"
@@ -37,11 +37,7 @@ def test_the_program_checks_both_stages_then_times_each_kernel_apart(tmp_path):
 
 
 def test_auto_sweeps_each_group_with_a_model_of_its_own_and_picks_each_kernels_fastest(tmp_path, sweep_roots, capsys):
-    space = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
-    space.update(name="gemm-stencil-gpu", strategy={"name": "auto", "budget": 10})
-    space["target"]["dir"] = str(EXAMPLE)
-    path = tmp_path / "space.yaml"
-    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    path = example_space(EXAMPLE, tmp_path, name="gemm-stencil-gpu", strategy={"name": "auto", "budget": 10})
     jobs, results = sweep_roots
     s = pipeline.run(path, pipeline.Options(executor="local", jobs_root=jobs, results_root=results, confirm=False))
     assert "a model per parameter group (2: 1,552 x 634 legal)" in "".join(capsys.readouterr())

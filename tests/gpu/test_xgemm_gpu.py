@@ -15,6 +15,7 @@ import yaml
 from sweep.pipeline import driver as pipeline
 from tests.examples.conf_build import built
 from tests.conftest import needs_nvcc
+from tests.gpu.conftest import example_space
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "xgemm"
@@ -34,11 +35,8 @@ def test_the_program_checks_its_kernel_then_times_it_and_writes_the_events_json(
 
 
 def test_a_learning_sweep_of_the_space_measures_its_proposals_and_picks_the_fastest(tmp_path, sweep_roots):
-    space = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
-    space.update(name="xgemm-learning-gpu", strategy={"name": "learning", "budget": 12})
-    space["target"]["dir"] = str(EXAMPLE)
-    path = tmp_path / "xgemm.yaml"
-    path.write_text(yaml.safe_dump(space, sort_keys=False))
+    path = example_space(EXAMPLE, tmp_path, name="xgemm-learning-gpu", strategy={"name": "learning", "budget": 12})
+    space = yaml.safe_load(path.read_text())
     jobs, results = sweep_roots
     s = pipeline.run(path, pipeline.Options(executor="local", jobs_root=jobs, results_root=results, confirm=False))
     assert s.counts == {"ok": 12}
