@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .legal_set import LegalSet
 from .moves import (PATIENCE, PATIENCE_GAIN, basin_heads, near, out_of_patience, ranked, sampled, spread,
                     stalled_for, subsample, switch_flips, unlike_sides)
 from .surrogate import GP, aligned_rows, columns, expected_improvement, feasibility, powers_of_two, training, warped
@@ -146,31 +147,16 @@ class LearningSearch:
         self.told: dict[tuple, tuple[float | None, str | None]] = {}
         self.order: list[tuple] = []          # told keys, in order
         self.pending: list[tuple] = []        # asked, not yet told
-        self._cands: np.ndarray | None = None  # legal index tuples, when enumerated
+        self._legal: LegalSet | None = None   # the legal set, when enumerated (sweep.plan.legal_set)
         total = int(np.prod(self._sizes.astype(float))) if self._sizes.prod() < 1e12 else 10**12
-        # a point's position in the full product (mixed radix), to find it among the candidates; a
-        # grid past 2**62 points (fifteen kernels' macros) has no such int64 position: a dict finds it
-        self._strides = np.array([math.prod(int(n) for n in self._sizes[j + 1:]) for j in range(len(self.dims))],
-                                 dtype=np.int64) if math.prod(int(n) for n in self._sizes) < 2 ** 62 else None
-        self._cand_at: dict[tuple, int] | None = None
         if legal_points is not None:   # one column at a time: a 200,000-point set in well under a second
             pts = legal_points if isinstance(legal_points, list) else list(legal_points)
-            keys = np.stack([np.fromiter((self._index[j][p[n]] for p in pts), dtype=np.int64, count=len(pts))
-                             for j, n in enumerate(self.names)], 1) if pts else np.zeros((0, len(self.dims)), int)
-            if self._strides is not None:
-                flat = np.unique(keys @ self._strides)
-                self._cands = (flat[:, None] // self._strides[None, :]) % self._sizes[None, :]
-            else:
-                self._cands = np.unique(keys, axis=0)
+            self._legal = LegalSet(np.stack([np.fromiter((self._index[j][p[n]] for p in pts), dtype=np.int64,
+                                                         count=len(pts)) for j, n in enumerate(self.names)], 1)
+                                   if pts else np.zeros((0, len(self.dims)), int), self._sizes)
         elif total <= enumerate_limit:
-            keys = [k for k in itertools.product(*(range(s) for s in self._sizes)) if self._legal_key(k)]
-            self._cands = np.array(keys, dtype=int).reshape(-1, len(self.dims))
-        if self._cands is not None:
-            if self._strides is not None:
-                self._cand_flat = self._cands.astype(np.int64) @ self._strides   # sorted: lexicographic order
-            else:
-                self._cand_at = {tuple(int(i) for i in k): n for n, k in enumerate(self._cands)}
-            self._used = np.zeros(len(self._cands), dtype=bool)
+            self._legal = LegalSet(np.array([k for k in itertools.product(*(range(s) for s in self._sizes))
+                                             if self._legal_key(k)], dtype=int), self._sizes)
 
     # -- keys and encodings --------------------------------------------------------------
     def _key(self, point: dict) -> tuple:
@@ -196,20 +182,9 @@ class LearningSearch:
     def _levels(self, keys: np.ndarray) -> np.ndarray:
         return np.asarray(keys, dtype=int).reshape(-1, len(self.dims))[:, self._col_dim]
 
-    def _cand_index(self, key: Sequence[int]) -> int | None:
-        """Where the enumerated legal set holds this point (None: not in it, or not enumerated)."""
-        if self._cands is None or not len(self._cands):
-            return None
-        if self._cand_at is not None:
-            return self._cand_at.get(tuple(int(i) for i in key))
-        flat = int(np.dot(key, self._strides))
-        i = int(np.searchsorted(self._cand_flat, flat))
-        return i if i < len(self._cand_flat) and self._cand_flat[i] == flat else None
-
     def _mark(self, key: tuple, used: bool) -> None:
-        i = self._cand_index(key)
-        if i is not None:
-            self._used[i] = used
+        if self._legal is not None:
+            self._legal.mark(key, used)
 
     # -- the protocol --------------------------------------------------------------------
     def tell(self, point: dict, value: float | None, failure: str | None = None) -> None:
@@ -243,7 +218,7 @@ class LearningSearch:
         """Why more evaluations are unlikely to pay, or None."""
         if self.budget is not None and len(self.told) >= self.budget:
             return f"budget reached ({len(self.told)} of {self.budget} evaluations)"
-        if self._cands is not None and self._used.all():
+        if self._legal is not None and self._legal.used.all():
             return "space exhausted (every legal point evaluated)"
         held = out_of_patience(self.told, self.order, self.patience, self.patience_gain)
         if held:
@@ -261,8 +236,8 @@ class LearningSearch:
     # -- proposals -----------------------------------------------------------------------
     def _candidates(self, rng: np.random.Generator) -> np.ndarray:
         """Index tuples of candidate points, neither told nor pending."""
-        if self._cands is not None:
-            return self._cands[~self._used]
+        if self._legal is not None:
+            return self._legal.unused()
         seen = set(self.told) | set(self.pending)
         keys = [k for k in sampled(self.told, seen, self._sizes, self.n_candidates, rng, self._choice_columns)
                 if self._legal_key(k)]
@@ -367,10 +342,9 @@ class LearningSearch:
 
     def _untried_legal(self, key: tuple) -> bool:
         """Legal, and neither told nor pending (the enumerated set marks both as used)."""
-        if self._cands is None:
+        if self._legal is None:
             return key not in self.told and key not in self.pending and self._legal_key(key)
-        i = self._cand_index(key)
-        return i is not None and not self._used[i]
+        return self._legal.free(key)
 
     def _best_scored(self, cands: np.ndarray, done: list, failed: list, pending: list, hyper: dict) -> tuple:
         """The candidate of highest expected improvement (times feasibility) under a GP of the

@@ -46,10 +46,11 @@ def test_trials_keep_flowing_while_one_trial_runs_long(tmp_path):
 
 def test_a_gpu_seconds_budget_sends_its_first_configuration_alone_then_fills_the_slots(tmp_path):
     # With no result yet there is no cost to expect, so the learning strategy's first Slurm array
-    # holds one configuration; once its cost is known the next asks fill the slots as usual.
+    # holds one configuration; once its cost is known the next asks fill the slots as usual. One
+    # model of the summed time: a model per group would measure each group's values whole in 4.
     jobs = tmp_path / "jobs"
     space = toy_space(tmp_path, "budget-s", alphas=(32, 64, 128, 256), beta_x=(16, 32, 64),
-                      strategy={"name": "learning", "budget": 6, "budget_s": 600, "seed": 0})
+                      strategy={"name": "learning", "budget": 6, "budget_s": 600, "seed": 0, "per_group": False})
     p = cli("run", str(space), "--executor", "slurm", "--no-confirm", "--jobs-dir", str(jobs), "--results-dir",
             str(tmp_path / "r"), timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
