@@ -12,6 +12,7 @@ not what the program runs without conf.cuh makes every speed-up a ratio to somet
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -20,7 +21,8 @@ import numpy as np
 
 from sweep import plan as strategies
 from sweep.core import paths
-from sweep.plan.base import GRID_LIMIT
+from sweep.plan.base import GRID_LIMIT, constant_rules_break
+from sweep.plan.learned import group_legal_sets
 from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
 from sweep.space.init import scan_macros, source_files
@@ -73,6 +75,7 @@ class Validation:
     sampled: tuple[int, int] | None = None     # a grid too large to count: (random points legal, of how many)
     own_defaults: tuple[OwnDefault, ...] = ()  # swept parameters the program's sources give a value
     readings: tuple[SourceReading, ...] | None = None   # kernels: lists the sources disagree with (None: no sources)
+    by_groups: tuple[int, ...] | None = None   # a grid too large to count: each parameter group's legal combinations
 
     @property
     def unmatched(self) -> list[str]:
@@ -101,6 +104,9 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
     sampled = None if legal is not None else legal_share(space)
+    by_groups = None
+    if legal is None and constant_rules_break(space) is None and (combos := group_legal_sets(space)) is not None:
+        by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
     spec = strategies.spec(space)
     planned, search = None, None
     if spec.plan is None and "samples" not in spec.values(space.strategy):
@@ -121,7 +127,7 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             if g not in (x for x, _ in globs):
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
-                      kernels_from, names, sampled, own_defaults(space), source_readings(space))
+                      kernels_from, names, sampled, own_defaults(space), source_readings(space), by_groups)
 
 
 def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
@@ -246,7 +252,10 @@ def lines(v: Validation) -> list[str]:
     out = [f"{s.path}: space {s.name}, target {s.target.name}"
            + (f" ({s.target.build})" if s.target.build != "make" else ""),
            f"grid: {v.grid:,} points ({v.product})"]
-    if v.legal is None:
+    if v.legal is None and v.by_groups:
+        out.append(f"legal: {math.prod(v.by_groups):,} of {v.grid:,} (the product of the {len(v.by_groups)} parameter "
+                   f"groups' legal combinations: {' x '.join(f'{n:,}' for n in v.by_groups)})")
+    elif v.legal is None:
         hits, of = v.sampled or (0, 0)
         searched = ": the learning strategy searches the rules for candidates" \
             if v.space.strategy.name in ("learning", "auto") else ""

@@ -35,6 +35,17 @@ def test_the_legal_share_of_a_grid_too_large_to_count_is_estimated_near_its_exac
     assert f"; {hits:,} of {of:,} random points pass the rules (about 1.8%)" in lines(v)[2]
 
 
+def test_a_grid_too_large_to_count_whose_rules_each_speak_of_one_group_is_counted_as_the_groups_product():
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    v = validate(target.load(examples / "gemm_stencil" / "space.yaml"))
+    assert v.legal is None and v.by_groups == (1552, 634)
+    assert lines(v)[2] == ("legal: 983,968 of 2,500,000 (the product of the 2 parameter groups' legal combinations: "
+                           "1,552 x 634)")
+    # the two examples' own spaces, counted point by point, hold the same groups
+    assert [validate(target.load(examples / e / "space_large.yaml")).legal for e in ("tiled_gemm", "stencil_cmake")] \
+        == [1552, 634]
+
+
 def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_learning_finds_candidates(tmp_path):
     names = [f"p{i}" for i in range(8)]       # 10^8 points, 55 legal: 0/1 strings with no two 1s side by side
     t1 = {"General": {"BenchmarkName": "chain"}, "ConfigurationSpace": {
