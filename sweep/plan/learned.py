@@ -179,9 +179,8 @@ class LearnedSearch(Search):
         if per_group:
             # each group's legal combinations are all it needs (the product is never listed); a group
             # too large to list is searched by its rules
-            each = each if each is not None else each_group_legal(space)
             legal = [c if c is not None else ruled_group(space, g) for g, c in zip(gs, each)]
-            self.legal = (len(points) if points else math.prod(len(c) for c in each)) if None not in each else None
+            self.legal = math.prod(len(c) for c in each) if None not in each else None
             self.model = PerGroupSearch([tuple(p.macro for p in g) for g in gs], dims, legal, seed=o["seed"],
                                         budget=self.budget, patience=o.get("patience", PATIENCE), start=starts)
             sizes = " x ".join(f"{len(c):,}" if c is not None else f"a {group_size(g):,}-point grid"

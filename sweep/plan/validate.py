@@ -103,10 +103,10 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             at = np.unravel_index(int(firsts[i]), sizes)
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
-    sampled = None if legal is not None else legal_share(space)
     by_groups = None
     if legal is None and constant_rules_break(space) is None and (combos := group_legal_sets(space)) is not None:
         by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
+    sampled = legal_share(space) if legal is None and by_groups is None else None   # counted: no share to estimate
     spec = strategies.spec(space)
     planned, search = None, None
     if spec.plan is None and "samples" not in spec.values(space.strategy):

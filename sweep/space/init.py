@@ -85,11 +85,12 @@ def source_files(program_dir: Path) -> list[Path]:
     return out
 
 
-def with_included_headers(program_dir: Path, files: list[Path]) -> list[Path]:
+def with_included_headers(program_dir: Path, files: list[Path], dirs: list[Path] | None = None) -> list[Path]:
     """The folder's `files`, then the headers they include from other folders its build names
-    (header_dirs): a program built on another folder's kernels (examples/gemm_stencil) has its
-    macros, kernels and static_asserts there."""
-    return files + included_headers(files, [program_dir, *header_dirs(program_dir)], outside=program_dir)
+    (`dirs`, header_dirs when None): a program built on another folder's kernels (examples/gemm_stencil)
+    has its macros, kernels and static_asserts there."""
+    dirs = header_dirs(program_dir) if dirs is None else dirs
+    return files + included_headers(files, [program_dir, *dirs], outside=program_dir)
 
 
 def nearby_values(default: int) -> tuple[int, ...]:
@@ -229,7 +230,8 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     target dir relative to it), or printed (None: the folder's absolute path)."""
     program_dir = Path(program_dir).resolve()
     files = source_files(program_dir)       # walked once: the macros, the flags, the kernels and rules read them
-    sources = with_included_headers(program_dir, files)
+    dirs = header_dirs(program_dir)         # read from the build once: the headers and the flags look there
+    sources = with_included_headers(program_dir, files, dirs)
     macros = scan_macros(program_dir, sources)
     kind, program = build_system(program_dir)
     where = os.path.relpath(program_dir, Path(space_path).resolve().parent) if space_path else str(program_dir)
@@ -247,7 +249,7 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
                   "  cmake_args: [-DCMAKE_BUILD_TYPE=Release]"]
     else:
         lines += ["  # build: make (the Makefile must take CONF_DIR, BUILD_DIR, NVCC, ARCH and NVCCFLAGS)"]
-    lines += [profile_line(program_dir, program, files),
+    lines += [profile_line(program_dir, program, files, dirs),
               "  # verify: [\"{build}/my_check\"]   # FILL IN: a command that exits 1 on wrong results, or `verify: "
               "profile` if the program checks itself before timing",
               "  # events: [\"--json\", \"{events_json}\"]   # if it writes engine-timing/1 JSON (docs/bring-your-own.md)"]
@@ -276,10 +278,10 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     return "\n".join(lines)
 
 
-def profile_line(program_dir: Path, program: str, files: list[Path]) -> str:
-    """The target's profile command: the program with the timing flags its sources (`files`) name
-    (sweep.space.run_flags), or with none and a FILL IN."""
-    flags = read_run_flags(program_dir, files, header_dirs(program_dir))
+def profile_line(program_dir: Path, program: str, files: list[Path], dirs: list[Path]) -> str:
+    """The target's profile command: the program with the timing flags its sources (`files`, and the
+    headers they include from `dirs`) name (sweep.space.run_flags), or with none and a FILL IN."""
+    flags = read_run_flags(program_dir, files, dirs)
     words = json.dumps(flags.profile_words(program))
     if not flags.iterations:
         found = [f for f in (flags.warmup, flags.nvtx) if f]
