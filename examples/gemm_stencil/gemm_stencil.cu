@@ -166,18 +166,8 @@ int main(int argc, char** argv) {
                        ms * 1e6);
             gemm_ms[it] += ms;
         }
-        cudaEvent_t* before = at + 2 * n_gemm;
-        struct { const char* kernel; dim3 grid, block; } launches[3] = {
-            {"jacobi_kernel", jacobi_grid(o.grid), jacobi_block()},
-            {"residual_partial_kernel", dim3(residual_blocks(o.grid)), dim3(STENCIL_RED_BLOCK)},
-            {"residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK)}};
-        for (int k = 0; k < sweeps + 2; ++k) {
-            float ms = 0;
-            if (cudaCheck(cudaEventElapsedTime(&ms, before[k], before[sweeps + 2 + k]))) return 1;
-            const auto& l = launches[k < sweeps ? 0 : k - sweeps + 1];
-            timing.add(l.kernel, l.grid, l.block, it, ms * 1e6);
-            if (k < sweeps) jacobi_ms[it] += ms;
-        }
+        double residual_ms = 0;
+        if (!add_stencil_times(timing, o.grid, sweeps, at + 2 * n_gemm, it, jacobi_ms[it], residual_ms)) return 1;
     }
     printf("GEMM sizes %zu, median %.4f ms an iteration; Jacobi N=%d, %d sweeps median %.4f ms, over %d iterations\n",
            n_gemm, summarize(gemm_ms).median, o.grid, sweeps, summarize(jacobi_ms).median, o.iters);

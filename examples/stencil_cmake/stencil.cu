@@ -105,21 +105,10 @@ int main(int argc, char** argv) {
     EngineTiming timing(o.iters, o.warmup);
     for (size_t j = 0; j < n; ++j) {
         int size = problems[j].n;
-        struct { const char* kernel; dim3 grid, block; } launches[3] = {
-            {"jacobi_kernel", jacobi_grid(size), jacobi_block()},
-            {"residual_partial_kernel", dim3(residual_blocks(size)), dim3(STENCIL_RED_BLOCK)},
-            {"residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK)}};
         std::vector<double> jacobi_ms(o.iters, 0.0), residual_ms(o.iters, 0.0);
-        for (int it = 0; it < o.iters; ++it) {
-            cudaEvent_t* b = before(it, j);
-            for (int k = 0; k < per; ++k) {
-                float ms = 0;
-                if (cudaCheck(cudaEventElapsedTime(&ms, b[k], b[per + k]))) return 1;
-                const auto& l = launches[k < o.sweeps ? 0 : k - o.sweeps + 1];
-                timing.add(l.kernel, l.grid, l.block, it, ms * 1e6);
-                (k < o.sweeps ? jacobi_ms : residual_ms)[it] += ms;
-            }
-        }
+        for (int it = 0; it < o.iters; ++it)
+            if (!add_stencil_times(timing, size, o.sweeps, before(it, j), it, jacobi_ms[it], residual_ms[it]))
+                return 1;
         double residual = 0;
         if (cudaCheck(cudaMemcpy(&residual, problems[j].dResidual, sizeof(double), cudaMemcpyDeviceToHost))) return 1;
         double jm = summarize(jacobi_ms).median, rm = summarize(residual_ms).median;

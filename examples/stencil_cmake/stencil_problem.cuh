@@ -2,6 +2,7 @@
 // residual) and their check against a CPU reference (stencil, gemm_stencil).
 #pragma once
 
+#include "engine_timing.cuh"
 #include "inputs.cuh"
 #include "stencil.cuh"
 
@@ -91,6 +92,26 @@ inline bool launch_all(Problem& p, int sweeps, cudaEvent_t* before, cudaEvent_t*
     const float* u = p.dU[result_buffer(sweeps)];
     return !timed([&] { return residual_partial(p.n, u, p.dF, p.dPartial); }) &&
            !timed([&] { return residual_sum(residual_blocks(p.n), p.dPartial, p.dResidual); });
+}
+
+// One iteration's stencil launch times at size n, read from the events launch_all
+// recorded (launch k between before[k] and before[sweeps + 2 + k]) into `timing`, each
+// launch under its kernel and shape; the Jacobi sweeps' and the residual's milliseconds
+// are added to jacobi_ms and residual_ms. False if an event cannot be read.
+inline bool add_stencil_times(EngineTiming& timing, int n, int sweeps, const cudaEvent_t* before, int it,
+                              double& jacobi_ms, double& residual_ms) {
+    struct { const char* kernel; dim3 grid, block; } launches[3] = {
+        {"jacobi_kernel", jacobi_grid(n), jacobi_block()},
+        {"residual_partial_kernel", dim3(residual_blocks(n)), dim3(STENCIL_RED_BLOCK)},
+        {"residual_sum_kernel", dim3(1), dim3(STENCIL_RED_BLOCK)}};
+    for (int k = 0; k < sweeps + 2; ++k) {
+        float ms = 0;
+        if (cudaCheck(cudaEventElapsedTime(&ms, before[k], before[sweeps + 2 + k]))) return false;
+        const auto& l = launches[k < sweeps ? 0 : k - sweeps + 1];
+        timing.add(l.kernel, l.grid, l.block, it, ms * 1e6);
+        (k < sweeps ? jacobi_ms : residual_ms) += ms;
+    }
+    return true;
 }
 
 // The kernels against the CPU reference at one size: every point of u within

@@ -159,7 +159,7 @@ def legal_grid(space: Space) -> Plan:
     swept = space.swept
     n = space.size()[0]
     tick = Ticker(f"{space.name}: planning {n:,} points")
-    derived = {p.macro: p.equals for p in space.parameters if p.derived}
+    derived = space.followers
     first = first_broken_index(swept, derived, space.constraints, tick).tolist()
     ok, skipped = [], []
     # make_config's result without its per-point dicts: every parameter's value is a swept
@@ -219,7 +219,7 @@ def group_combinations(space: Space, group: Sequence[Parameter],
     per combination of the parameters each reads (sweep.space.legality), as the grid's are,
     with a progress line every few seconds for a large group."""
     rules = group_constraints(space, group)
-    derived = [(p.macro, p.equals) for p in space.parameters if p.derived]
+    derived = list(space.followers.items())
     n = group_size(group)
     tick = Ticker(f"{space.name}: planning {n:,} combinations of {', '.join(p.macro for p in group)}")
     first = first_broken_index(group, dict(derived), rules, tick).tolist() if rules else [-1] * n

@@ -62,7 +62,7 @@ def ruled_group(space: Space, group: list[Parameter]) -> RuledGroup:
     it alone) tested at one of its combinations, and legal_sampler over it."""
     rules = group_constraints(space, group)
     mine = {p.macro for p in group}
-    source = {p.macro: p.equals for p in space.parameters if p.derived and p.equals in mine}
+    source = {m: s for m, s in space.followers.items() if s in mine}
     return RuledGroup(lambda sub: first_broken(rules, {**sub, **{m: sub[s] for m, s in source.items()}}) is None,
                       legal_sampler(space, group))
 
@@ -108,7 +108,7 @@ def legal_sampler(space: Space, group: Sequence[Parameter] | None = None, max_st
     that group's combinations, by the rules naming it."""
     swept = list(group) if group is not None else space.swept
     position = {p.macro: i for i, p in enumerate(swept)}
-    source = {p.macro: p.equals for p in space.parameters if p.derived and p.equals in position}
+    source = {m: s for m, s in space.followers.items() if s in position}
     due: list[list] = [[] for _ in swept]    # the rules checkable once parameter i has its value
     for c in (group_constraints(space, list(group)) if group is not None else space.constraints):
         due[max((position[m] for m in swept_read_by(space, c)), default=0)].append(c)
@@ -273,13 +273,15 @@ class LearnedSearch(Search):
         self.spent_s += cost_s or 0.0
 
 
-def auto_search(space: Space, start: Sequence[dict[str, int]] = ()) -> Search:
+def auto_search(space: Space, start: Sequence[dict[str, int]] = (),
+                combos: list[list[dict[str, int]]] | tuple[()] = ()) -> Search:
     """The whole grid for a space of at most `whole` legal points; factorized where the parameters
     fall into several groups (macros read by different kernels) of at most `whole` legal
     combinations each: every combination of every group in as many builds as the largest has; else
-    the learning strategy (a model per group where there are several)."""
+    the learning strategy (a model per group where there are several). combos: each group's legal
+    combinations when the caller has listed them (validate), () to list them here."""
     o = SPEC_AUTO.values(space.strategy)
-    combos = group_legal_sets(space)
+    combos = group_legal_sets(space) if combos == () else combos
     points = legal_points(space, combos)
     if points is not None and len(points) <= o["whole"]:
         plan = grid_plan(space)

@@ -63,7 +63,7 @@ def _draw(space: Space, gs: list[list[Parameter]], rng: random.Random, want: int
     if any(not c for c in small.values()):
         return [], 0
     rules = {i: group_constraints(space, g) for i, g in enumerate(gs)}
-    derived = [(p.macro, p.equals) for p in space.parameters if p.derived]
+    derived = list(space.followers.items())
     found: dict[Config, None] = {}
     budget = min(ATTEMPTS_PER_SAMPLE * want, MAX_DRAWS)
     draws = 0

@@ -91,7 +91,7 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
     n, product = space.size()
     legal, broken = None, Counter()
     if n <= GRID_LIMIT:     # each rule tested once per combination of what it reads (sweep.space.legality)
-        derived = {p.macro: p.equals for p in space.parameters if p.derived}
+        derived = space.followers
         first = first_broken_index(space.swept, derived, space.constraints)
         legal = int((first < 0).sum())
         counts = np.bincount(first[first >= 0], minlength=len(space.constraints))
@@ -103,7 +103,7 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             at = np.unravel_index(int(firsts[i]), sizes)
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
-    by_groups = None
+    by_groups, combos = None, None
     if legal is None and constant_rules_break(space) is None and (combos := group_legal_sets(space)) is not None:
         by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
     sampled = legal_share(space) if legal is None and by_groups is None else None   # counted: no share to estimate
@@ -111,7 +111,8 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
     planned, search = None, None
     if spec.plan is None and "samples" not in spec.values(space.strategy):
         # learning, auto: the search says what it will do (auto: which and why; a warm start: from where)
-        search = spec.search(space, start=warm) if warm else spec.search(space)
+        given = {"combos": combos} if combos is not None else {}     # listed once, for the count and the search
+        search = spec.search(space, start=warm, **given) if warm else spec.search(space, **given)
     p = spec.plan(space) if spec.plan is not None else getattr(search, "plan", None)   # auto on a small space
     if p is not None:
         tags = tags_for(space, list(p.configs))

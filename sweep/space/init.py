@@ -125,10 +125,10 @@ def guess_values(default: int, allowed: Callable[[int], bool] = lambda v: True) 
     return "size", [default]
 
 
-def build_system(program_dir: Path) -> tuple[str, str]:
+def build_system(program_dir: Path, makefiles: Makefiles | None = None) -> tuple[str, str]:
     """("make" | "cmake", the program's guessed name): a Makefile that takes CONF_DIR is the
     target contract; else a CMakeLists.txt; else a Makefile anyway (the comments say what it must take)."""
-    mk_text = makefile_text(program_dir)
+    mk_text = (makefiles or read_makefiles(program_dir)).text
     cm = program_dir / "CMakeLists.txt"
     if cm.is_file() and "CONF_DIR" not in mk_text:
         names = CMAKE_EXECUTABLE.findall(cm.read_text(errors="replace"))
@@ -141,26 +141,30 @@ def build_system(program_dir: Path) -> tuple[str, str]:
     return "make", next((w for w in words if re.fullmatch(r"[A-Za-z0-9_.+-]+", w)), program_dir.name)
 
 
-def makefile_text(program_dir: Path, included: list[Path] | None = None) -> str:
-    """The folder's Makefile, then the makefiles it includes where their paths resolve from the folder
-    (included_makefiles, found here when None): an example's Makefile names its PROGRAM and includes the rules
-    (examples/common/program.mk). Read only, never run."""
-    mk = program_dir / "Makefile"
-    if not mk.is_file():
-        return ""
-    return "\n".join([mk.read_text(errors="replace")] +
-                     [p.read_text(errors="replace") for p in
-                      (included_makefiles(program_dir) if included is None else included)])
+@dataclass(frozen=True, slots=True)
+class Makefiles:
+    """A folder's Makefile and the makefiles it includes whose paths resolve from the folder, each
+    read once (never run): an example's Makefile names its PROGRAM and includes the rules
+    (examples/common/program.mk)."""
+
+    own: str = ""                       # the Makefile's text ("": the folder has none)
+    included: tuple[Path, ...] = ()     # the makefiles it includes (included_makefiles)
+    text: str = ""                      # the Makefile's text, then each included one's
 
 
-def included_makefiles(program_dir: Path) -> list[Path]:
-    """The makefiles the folder's Makefile includes whose paths resolve from the folder (a leading
-    variable that names the Makefile's own folder, one set from MAKEFILE_LIST or CURDIR, read as
-    that folder)."""
+def read_makefiles(program_dir: Path) -> Makefiles:
     mk = program_dir / "Makefile"
     if not mk.is_file():
-        return []
-    text = mk.read_text(errors="replace")
+        return Makefiles()
+    own = mk.read_text(errors="replace")
+    included = tuple(included_makefiles(program_dir, own))
+    return Makefiles(own, included, "\n".join([own] + [p.read_text(errors="replace") for p in included]))
+
+
+def included_makefiles(program_dir: Path, text: str) -> list[Path]:
+    """The makefiles the folder's Makefile (its `text`) includes whose paths resolve from the folder (a
+    leading variable that names the Makefile's own folder, one set from MAKEFILE_LIST or CURDIR, read
+    as that folder)."""
     here = {a.group("name") for a in MAKE_ASSIGN.finditer(text)
             if "MAKEFILE_LIST" in a.group("value") or "CURDIR" in a.group("value")} | {"CURDIR"}
     out = []
@@ -174,17 +178,17 @@ def included_makefiles(program_dir: Path) -> list[Path]:
     return out
 
 
-def header_dirs(program_dir: Path) -> list[Path]:
+def header_dirs(program_dir: Path, makefiles: Makefiles | None = None) -> list[Path]:
     """Folders besides the program's own where its build finds headers, as far as the text says:
     the folders of the makefiles its Makefile includes (a shared makefile sits beside the shared
     headers it puts on the include path: examples/common), literal `-I` folders of the makefiles,
     and the folders a CMakeLists.txt's include_directories() or target_include_directories() name
-    (${CMAKE_CURRENT_SOURCE_DIR} and the like read as the program's folder)."""
-    included = included_makefiles(program_dir)
-    dirs = [p.parent for p in included]
-    text = makefile_text(program_dir, included)
-    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(text)]
-    dirs += include_variable_dirs(program_dir, text)
+    (${CMAKE_CURRENT_SOURCE_DIR} and the like read as the program's folder). makefiles: the folder's,
+    read here when None."""
+    mk = makefiles or read_makefiles(program_dir)
+    dirs = [p.parent for p in mk.included]
+    dirs += [program_dir / m.group("dir") for m in INCLUDE_FLAG.finditer(mk.text)]
+    dirs += include_variable_dirs(program_dir, mk)
     cm = program_dir / "CMakeLists.txt"
     if cm.is_file():
         for call in CMAKE_INCLUDE_DIRS.finditer(cm.read_text(errors="replace")):
@@ -195,16 +199,14 @@ def header_dirs(program_dir: Path) -> list[Path]:
     return list(dict.fromkeys(d.resolve() for d in dirs if d.is_dir()))
 
 
-def include_variable_dirs(program_dir: Path, text: str) -> list[Path]:
-    """The folders a variable of the folder's own Makefile lists where a line of its makefiles (`text`)
-    puts that variable on the include path (`$(foreach d,$(SOURCE_DIRS),-I$(d))`): a program that
+def include_variable_dirs(program_dir: Path, makefiles: Makefiles) -> list[Path]:
+    """The folders a variable of the folder's own Makefile lists where a line of its makefiles puts
+    that variable on the include path (`$(foreach d,$(SOURCE_DIRS),-I$(d))`): a program that
     includes another folder's kernels (examples/gemm_stencil). The Makefile's own-folder variable is
     read as the folder; a word still holding a variable is left out."""
-    mk = program_dir / "Makefile"
-    own = mk.read_text(errors="replace") if mk.is_file() else ""
-    assigned = {a.group("name"): a.group("value") for a in MAKE_ASSIGN.finditer(own)}
+    assigned = {a.group("name"): a.group("value") for a in MAKE_ASSIGN.finditer(makefiles.own)}
     here = {n: str(program_dir) for n, v in assigned.items() if "MAKEFILE_LIST" in v or "CURDIR" in v}
-    on_path = {v.group("name") for line in text.splitlines() if "-I" in line for v in MAKE_VARIABLE.finditer(line)}
+    on_path = {v.group("name") for line in makefiles.text.splitlines() if "-I" in line for v in MAKE_VARIABLE.finditer(line)}
     words = [expanded(w, {**assigned, **here}) for n in on_path & set(assigned) if n not in here
              for w in assigned[n].split()]
     return [Path(w) if Path(w).is_absolute() else program_dir / w for w in words if "$" not in w]
@@ -230,10 +232,11 @@ def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kern
     target dir relative to it), or printed (None: the folder's absolute path)."""
     program_dir = Path(program_dir).resolve()
     files = source_files(program_dir)       # walked once: the macros, the flags, the kernels and rules read them
-    dirs = header_dirs(program_dir)         # read from the build once: the headers and the flags look there
+    makefiles = read_makefiles(program_dir)
+    dirs = header_dirs(program_dir, makefiles)   # read from the build once: the headers and the flags look there
     sources = with_included_headers(program_dir, files, dirs)
     macros = scan_macros(program_dir, sources)
-    kind, program = build_system(program_dir)
+    kind, program = build_system(program_dir, makefiles)
     where = os.path.relpath(program_dir, Path(space_path).resolve().parent) if space_path else str(program_dir)
     shown = Path(space_path).name if space_path else "SPACE.yaml"
     name = re.sub(r"[^A-Za-z0-9._-]", "-", program_dir.name) or "my-sweep"

@@ -355,6 +355,11 @@ class Space:
         """The parameters a strategy chooses values for (derived ones follow)."""
         return tuple(p for p in self.parameters if not p.derived)
 
+    @property
+    def followers(self) -> dict[str, str]:
+        """Each derived parameter's macro and the swept macro whose value it takes (`equals:`)."""
+        return {p.macro: p.equals for p in self.parameters if p.derived}
+
     def size(self) -> tuple[int, str]:
         """The full grid's size and its product, e.g. (960, "4*4*4*3*5")."""
         n, parts = 1, []

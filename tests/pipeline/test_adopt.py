@@ -351,6 +351,14 @@ def test_init_on_gemm_stencil_finds_both_examples_kernels_through_its_makefiles_
     assert set(hand["parameters"]) <= set(space["parameters"])
 
 
+def test_init_reads_each_makefile_of_the_program_once(monkeypatch):
+    read = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self.name) or real(self, *a, **k))
+    init_mod.starter(EXAMPLES / "gemm_stencil", None, [])
+    assert read.count("Makefile") == 1 and read.count("program.mk") == 1
+
+
 # -- init's spaces dry-run (real nvcc) -----------------------------------------------------------
 
 @pytest.mark.slow

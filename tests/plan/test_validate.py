@@ -46,6 +46,20 @@ def test_a_grid_too_large_to_count_whose_rules_each_speak_of_one_group_is_counte
         == [1552, 634]
 
 
+def test_validate_lists_each_groups_legal_combinations_once_for_the_count_and_the_search(monkeypatch):
+    from sweep.plan import learned
+    listed = []
+    real = learned.group_combinations
+    monkeypatch.setattr(learned, "group_combinations",
+                        lambda space, group, base: listed.append(group[0].macro) or real(space, group, base))
+    space = target.load(Path(__file__).resolve().parents[2] / "examples" / "gemm_stencil" / "space.yaml")
+    for strategy in ("auto", "learning"):
+        listed.clear()
+        v = validate(dataclasses.replace(space, strategy=dataclasses.replace(space.strategy, name=strategy)))
+        assert v.by_groups == (1552, 634) and "a model per parameter group (2: 1,552 x 634 legal)" in v.strategy_note
+        assert sorted(listed) == ["GEMM_BM", "STENCIL_BLOCK_X"]
+
+
 def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_learning_finds_candidates(tmp_path):
     names = [f"p{i}" for i in range(8)]       # 10^8 points, 55 legal: 0/1 strings with no two 1s side by side
     t1 = {"General": {"BenchmarkName": "chain"}, "ConfigurationSpace": {
