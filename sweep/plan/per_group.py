@@ -16,8 +16,12 @@ of every group. bench/separable.py measures what it gains over one model of the 
   its first legal combination), as factorized's fillers do.
 - A failed build fails every group whose point was new in it: which group's values broke it is
   not known.
+- A point at which none of a group's kernels was timed is told as failed ("not_timed"): nothing
+  measured can pick it for those kernels, and it is not asked again. A value can keep a kernel
+  from running (a switch that fuses it into another), so the group searches on.
 - A group whose kernels no build measures (a check's reference kernel, run before the timed
-  part) is told nothing and stays at its filler: its values change nothing measured.
+  part) stays at its filler once MUTED_AFTER of its points have been built with none of its
+  kernels timed and none ever was: its values change nothing measured.
 - Without per-group times (`parts` None: a recording that keeps only totals) each new point is
   told the total, as one model would be.
 - Determinism: a build's result told again after an interruption, before any ask, is told to
@@ -36,6 +40,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from .learning import Dim, LearningSearch
+
+MUTED_AFTER = 3     # points of a group built with none of its kernels timed, before any was: a group never timed
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,9 @@ class PerGroupSearch:
         self.models = [model(g, combos) for g, combos in zip(self.groups, legal)]
         self._first = [_first_legal(combos, seed) for combos in legal]
         self.start_keys = max((m.start_keys for m in self.models), key=len, default=[])
-        self.muted: set[int] = set()        # groups whose kernels no build measured
+        self.muted: set[int] = set()        # groups whose kernels no build measured (MUTED_AFTER builds)
+        self.timed: set[int] = set()        # groups some build timed a kernel of
+        self.misses = [0] * len(self.groups)   # points of a group built with none of its kernels timed
         self.told = 0
         self._asked: dict[tuple, tuple[list[int], list[dict]]] = {}   # a build: its groups' new points, its parts
 
@@ -118,10 +126,13 @@ class PerGroupSearch:
             elif parts is None:
                 model.tell(sub, value)
             elif self.groups[i] in parts:
+                self.timed.add(i)
                 model.tell(sub, parts[self.groups[i]])
-            else:              # no kernel of this group was measured: its values change nothing timed
-                self.muted.add(i)
-                _take_back(model, sub)
+            else:                       # none of its kernels ran at this point, or none ever does
+                model.tell(sub, None, failure="not_timed")
+                self.misses[i] += 1
+                if i not in self.timed and self.misses[i] >= MUTED_AFTER:
+                    self.muted.add(i)
 
     def stop(self) -> str | None:
         if self.budget is not None and self.told >= self.budget:
@@ -148,15 +159,6 @@ def _first_legal(legal: list[dict] | RuledGroup, seed: int) -> dict | None:
         drawn = legal.sample_legal(np.random.default_rng(seed), 1)
         return dict(drawn[0]) if drawn else None
     return dict(legal[0]) if legal else None
-
-
-def _take_back(model: LearningSearch, point: dict) -> None:
-    """A pending point that will get no result, made free to be asked again."""
-    key = model._key(point)
-    if key in model.pending:
-        model.pending.remove(key)
-        if key not in model.told:
-            model._mark(key, False)
 
 
 def _key(point: dict) -> tuple:

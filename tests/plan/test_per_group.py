@@ -47,14 +47,25 @@ def test_a_failed_build_fails_the_point_of_every_group_that_was_new_in_it():
     assert [m.told[m._key({n: p[n]})] for m, n in zip(s.models, "ab")] == [(None, "compile_failed")] * 2
 
 
-def test_a_group_whose_kernels_no_build_measures_is_told_nothing_and_stays_at_one_point():
+def test_a_group_whose_kernels_no_build_measures_is_held_at_one_point_after_three_of_its_points():
     s = search(start=[{"a": 2, "b": 4}])
-    seen_b = set()
-    for _ in range(4):
+    seen_b = []
+    for _ in range(6):
         (p,) = s.ask(1)
-        seen_b.add(p["b"])
+        seen_b.append(p["b"])
         s.tell(p, 5.0, parts={("a",): times(p)[("a",)]})     # b's kernel is never timed
-    assert s.muted == {1} and not s.models[1].told and seen_b == {4}   # its start point, then held there
+    assert s.muted == {1} and [v for v, _ in s.models[1].told.values()] == [None] * 3
+    assert seen_b[0] == 4 and len(set(seen_b[:3])) == 3 and set(seen_b[3:]) == {4}   # three tried, then held
+
+
+def test_a_point_at_which_a_timed_groups_kernels_did_not_run_is_told_as_failed_and_the_group_goes_on():
+    s = search()
+    (p,) = s.ask(1)
+    s.tell(p, 5.0, parts=times(p))
+    (q,) = s.ask(1)
+    s.tell(q, 5.0, parts={("a",): times(q)[("a",)]})          # b's value at q kept its kernel from running
+    assert s.models[1].told[s.models[1]._key({"b": q["b"]})] == (None, "not_timed")
+    assert not s.muted and s.ask(1)
 
 
 def test_results_told_again_before_any_ask_give_the_proposals_the_first_run_would_have_made():
