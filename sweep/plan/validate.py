@@ -25,7 +25,8 @@ from sweep.plan.base import GRID_LIMIT, constant_rules_break
 from sweep.plan.learned import group_legal_sets
 from sweep.space import Space, check, make_config, tags_for
 from sweep.space.configs import reason
-from sweep.space.init import scan_macros, source_files
+from sweep.space.init import program_sources, scan_macros
+from sweep.space.source_text import reads_once
 from sweep.space.source_facts import read_sources
 from sweep.space.legality import first_broken_index
 
@@ -83,6 +84,7 @@ class Validation:
         return [g for g, hits in self.globs if not hits] if self.kernel_names else []
 
 
+@reads_once
 def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: str = "",
              warm: Sequence[dict[str, int]] = ()) -> Validation:
     """What the space file says: its grid, legal points and the first rule each illegal one breaks, the
@@ -131,12 +133,13 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
                       kernels_from, names, sampled, own_defaults(space), source_readings(space), by_groups)
 
 
+@reads_once
 def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
     """Each swept parameter whose macro the target's sources define, with its declared default."""
     folder = space.target.source_dir
     if not folder.is_dir():               # a T1 space's target is its file: no sources
         return ()
-    own = {m.name: m for m in scan_macros(folder)}
+    own = {m.name: m for m in scan_macros(folder, program_sources(folder))}
     out = []
     for p in space.swept:
         if p.macro not in own:
@@ -148,14 +151,16 @@ def own_defaults(space: Space) -> tuple[OwnDefault, ...]:
     return tuple(out)
 
 
+@reads_once
 def source_readings(space: Space) -> tuple[SourceReading, ...] | None:
     """The swept parameters whose kernels: globs, over the kernels the sources define, differ from
     the kernels the sources read the macro in (None: no sources, or no kernel found in them)."""
     folder = space.target.source_dir
     if not folder.is_dir():
         return None
-    own = {m.name: m.default for m in scan_macros(folder)}
-    governs = read_sources(folder, source_files(folder), own).governs
+    sources = program_sources(folder)
+    own = {m.name: m.default for m in scan_macros(folder, sources)}
+    governs = read_sources(folder, sources, own).governs
     kernels = sorted({k for ks in governs.values() for k in ks})
     if not kernels:
         return None

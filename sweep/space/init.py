@@ -26,6 +26,7 @@ from sweep.space import expr
 from sweep.space.loader import MACRO_RE
 from sweep.space.run_flags import included_headers, read_run_flags
 from sweep.space.source_facts import SourceFacts, read_sources
+from sweep.space.source_text import reads_once, source_text
 from sweep.space.target import SOURCE_SUFFIXES
 
 DEFAULT_MACRO = re.compile(r"^[ \t]*#[ \t]*ifndef[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?://[^\n]*)?\n"
@@ -62,7 +63,7 @@ def scan_macros(program_dir: Path, files: list[Path] | None = None) -> list[Macr
     found: dict[str, Macro] = {}
     for p in source_files(program_dir) if files is None else files:
         try:
-            text = p.read_text(errors="replace")
+            text = source_text(p)
         except OSError:           # unreadable (permissions, a dangling link): it defines nothing we can see
             continue
         for m in DEFAULT_MACRO.finditer(text):
@@ -91,6 +92,12 @@ def with_included_headers(program_dir: Path, files: list[Path], dirs: list[Path]
     has its macros, kernels and static_asserts there."""
     dirs = header_dirs(program_dir) if dirs is None else dirs
     return files + included_headers(files, [program_dir, *dirs], outside=program_dir)
+
+
+def program_sources(program_dir: Path) -> list[Path]:
+    """The program's own source files, then the headers they include from the other folders its
+    build names (with_included_headers): what init and validate read its macros and kernels from."""
+    return with_included_headers(program_dir, source_files(program_dir))
 
 
 def nearby_values(default: int) -> tuple[int, ...]:
@@ -224,9 +231,10 @@ def expanded(word: str, variables: dict[str, str], depth: int = 4) -> str:
 
 
 def includes_conf(files: list[Path]) -> bool:
-    return any("conf.cuh" in p.read_text(errors="replace") for p in files)
+    return any("conf.cuh" in source_text(p) for p in files)
 
 
+@reads_once
 def starter(program_dir: Path, space_path: Path | None, kernels: list[str], kernels_from: str = "") -> str:
     """The starter space file's text, for a space file to be written at `space_path` (its
     target dir relative to it), or printed (None: the folder's absolute path)."""

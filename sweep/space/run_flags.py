@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.space.source_text import source_text
+
 ITERATIONS = ("--iters", "--iterations", "--iter", "--repeat", "--repeats", "--reps", "--runs")
 WARMUP = ("--warmup", "--warmups", "--warm-up", "--warmup-iters")
 NVTX = ("--nvtx",)
@@ -82,7 +84,7 @@ def _with_headers(files: list[Path], dirs: list[Path]):
     while queue:
         path = queue.pop(0)
         try:
-            text = path.read_text(errors="replace")
+            text = source_text(path)
         except OSError:
             continue
         yield path, text

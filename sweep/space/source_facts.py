@@ -26,6 +26,7 @@ from typing import Iterable, Mapping
 
 from sweep.core.errors import SweepError
 from sweep.space import c_expr, expr
+from sweep.space.source_text import source_text
 
 IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -135,7 +136,7 @@ def read_sources(program_dir: Path, files: Iterable[Path], defaults: Mapping[str
 
 def _load(program_dir: Path, path: Path) -> _Source | None:
     try:
-        text = path.read_text(errors="replace")
+        text = source_text(path)
     except OSError:
         return None
     code = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m.group(0)), text)

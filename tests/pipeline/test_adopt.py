@@ -351,12 +351,13 @@ def test_init_on_gemm_stencil_finds_both_examples_kernels_through_its_makefiles_
     assert set(hand["parameters"]) <= set(space["parameters"])
 
 
-def test_init_reads_each_makefile_of_the_program_once(monkeypatch):
+def test_init_reads_each_file_of_the_program_once_its_makefiles_sources_and_other_folders_headers(monkeypatch):
     read = []
     real = Path.read_text
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self.name) or real(self, *a, **k))
     init_mod.starter(EXAMPLES / "gemm_stencil", None, [])
-    assert read.count("Makefile") == 1 and read.count("program.mk") == 1
+    assert {"Makefile", "program.mk", "gemm_stencil.cu", "gemm.cuh", "stencil.cuh", "run_options.cuh"} <= set(read)
+    assert sorted(read) == sorted(set(read))
 
 
 # -- init's spaces dry-run (real nvcc) -----------------------------------------------------------

@@ -60,6 +60,12 @@ def test_validate_lists_each_groups_legal_combinations_once_for_the_count_and_th
         assert sorted(listed) == ["GEMM_BM", "STENCIL_BLOCK_X"]
 
 
+def test_validate_reads_the_defaults_and_kernels_of_headers_the_build_finds_in_other_folders():
+    out = lines(validate(target.load(Path(__file__).resolve().parents[2] / "examples" / "gemm_stencil" / "space.yaml")))
+    assert "defaults: each of the 10 swept macros its sources define declares the program's own value" in out
+    assert "kernels: each kernels: list names the kernels the sources read its macro in" in out
+
+
 def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_learning_finds_candidates(tmp_path):
     names = [f"p{i}" for i in range(8)]       # 10^8 points, 55 legal: 0/1 strings with no two 1s side by side
     t1 = {"General": {"BenchmarkName": "chain"}, "ConfigurationSpace": {
