@@ -148,10 +148,10 @@ class LearnedSearch(Search):
 
     def __init__(self, space: Space, options: dict | None = None,
                  points: list[dict[str, int]] | None | tuple[()] = (), start: Sequence[dict[str, int]] = (),
-                 combos: list[list[dict[str, int]]] | tuple[()] = ()):
+                 combos: list[list[dict[str, int]] | None] | tuple[()] = ()):
         """points: the legal set when the caller has enumerated it already (auto), None when it is
         too large to; () (the default) enumerates it here. combos: each group's legal combinations
-        when the caller has them (auto), () to list them here. start: the fastest recorded configurations
+        when the caller has them (auto, validate; None for a group too large to list), () to list them here. start: the fastest recorded configurations
         of the `start_from` recording, fastest first (sweep.pipeline.recorded.start_points): the first
         proposals."""
         o = options if options is not None else SPEC.values(space.strategy)
@@ -274,14 +274,16 @@ class LearnedSearch(Search):
 
 
 def auto_search(space: Space, start: Sequence[dict[str, int]] = (),
-                combos: list[list[dict[str, int]]] | tuple[()] = ()) -> Search:
+                combos: list[list[dict[str, int]] | None] | tuple[()] = ()) -> Search:
     """The whole grid for a space of at most `whole` legal points; factorized where the parameters
     fall into several groups (macros read by different kernels) of at most `whole` legal
     combinations each: every combination of every group in as many builds as the largest has; else
     the learning strategy (a model per group where there are several). combos: each group's legal
-    combinations when the caller has listed them (validate), () to list them here."""
+    combinations when the caller has listed them (validate; None for a group too large to), () to list
+    them here."""
     o = SPEC_AUTO.values(space.strategy)
-    combos = group_legal_sets(space) if combos == () else combos
+    each = combos
+    combos = group_legal_sets(space) if each == () else each if None not in each else None
     points = legal_points(space, combos)
     if points is not None and len(points) <= o["whole"]:
         plan = grid_plan(space)
@@ -298,7 +300,7 @@ def auto_search(space: Space, start: Sequence[dict[str, int]] = (),
         return StaticSearch(Plan(plan.configs, plan.skipped, note))
     search = LearnedSearch(space, {k: o[k] for k in ("budget", "budget_s", "seed", "in_flight", "patience",
                                                      "defaults_first", "per_group", "start_from")}, points, start,
-                           combos if combos is not None else ())
+                           combos if combos is not None else each)
     search.note = f"auto: {size}, over {o['whole']}: " + search.note
     return search
 

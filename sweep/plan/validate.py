@@ -21,9 +21,9 @@ import numpy as np
 
 from sweep import plan as strategies
 from sweep.core import paths
-from sweep.plan.base import GRID_LIMIT, constant_rules_break
-from sweep.plan.learned import group_legal_sets
-from sweep.space import Space, check, make_config, tags_for
+from sweep.plan.base import GRID_LIMIT, constant_rules_break, group_size
+from sweep.plan.learned import each_group_legal
+from sweep.space import Space, check, groups, make_config, tags_for
 from sweep.space.configs import reason
 from sweep.space.init import program_sources, scan_macros
 from sweep.space.source_text import reads_once
@@ -62,6 +62,17 @@ class SourceReading:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupReading:
+    """A parameter group (sweep.space.groups): its macros, the kernels its parameters name, its
+    combinations and how many of them are legal (None: too many to list)."""
+
+    macros: tuple[str, ...]
+    kernels: tuple[str, ...]
+    grid: int
+    legal: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Validation:
     space: Space
     grid: int
@@ -77,6 +88,7 @@ class Validation:
     own_defaults: tuple[OwnDefault, ...] = ()  # swept parameters the program's sources give a value
     readings: tuple[SourceReading, ...] | None = None   # kernels: lists the sources disagree with (None: no sources)
     by_groups: tuple[int, ...] | None = None   # a grid too large to count: each parameter group's legal combinations
+    groups: tuple[GroupReading, ...] = ()      # where the parameters fall into several groups
 
     @property
     def unmatched(self) -> list[str]:
@@ -106,8 +118,10 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
     by_groups, combos = None, None
-    if legal is None and constant_rules_break(space) is None and (combos := group_legal_sets(space)) is not None:
-        by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
+    if legal is None and constant_rules_break(space) is None:
+        combos = each_group_legal(space)        # None for a group too large to list
+        if None not in combos:
+            by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
     sampled = legal_share(space) if legal is None and by_groups is None else None   # counted: no share to estimate
     spec = strategies.spec(space)
     planned, search = None, None
@@ -130,7 +144,22 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             if g not in (x for x, _ in globs):
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
-                      kernels_from, names, sampled, own_defaults(space), source_readings(space), by_groups)
+                      kernels_from, names, sampled, own_defaults(space), source_readings(space), by_groups,
+                      group_readings(space, combos if combos is not None else None if legal is None else ()))
+
+
+def group_readings(space: Space, combos: list[list[dict[str, int]] | None] | None | tuple[()]) \
+        -> tuple[GroupReading, ...]:
+    """Each parameter group where there are several; combos: their legal combinations when listed
+    already (None for a group too large to list), () to list them here, None to leave them uncounted."""
+    gs = groups(space)
+    if len(gs) < 2:
+        return ()
+    if combos == ():
+        combos = each_group_legal(space)
+    counts = [len(c) if c is not None else None for c in combos] if combos is not None else [None] * len(gs)
+    return tuple(GroupReading(tuple(p.macro for p in g), tuple(dict.fromkeys(k for p in g for k in p.kernels)),
+                              group_size(g), count) for g, count in zip(gs, counts))
 
 
 @reads_once
@@ -218,6 +247,19 @@ def declared_not_own(space: Space) -> str:
             f"({paths.COMMAND} validate {space.path} says more)")
 
 
+def group_lines(readings: Sequence[GroupReading]) -> list[str]:
+    """The groups, each by the kernels its parameters name: a parameter that should share a group
+    (a kernels: glob mistyped, a tag missing) shows here as a group of its own."""
+    if not readings:
+        return []
+    out = [f"groups: {len(readings)} (no tag, kernel or rule joins one group's parameters to another's; each group's "
+           "kernels are timed apart, so one build measures a point of every group):"]
+    for g in readings:
+        legal = f"{g.legal:,} legal of {g.grid:,}" if g.legal is not None else f"{g.grid:,} combinations"
+        out.append(f"  {', '.join(g.kernels) or 'no kernels: list'}: {', '.join(g.macros)} ({legal})")
+    return out
+
+
 def own_default_lines(owns: Sequence[OwnDefault]) -> list[str]:
     """What the validation says of the declared defaults: nothing where the sources define none of
     the swept macros; one line where each declared one is the program's own; else a line per
@@ -277,6 +319,7 @@ def lines(v: Validation) -> list[str]:
     if v.planned is not None:
         shown = ", ".join(v.planned[:SHOWN]) + (f", ... ({len(v.planned) - SHOWN} more)" if len(v.planned) > SHOWN else "")
         out.append(f"  would build {len(v.planned)} configuration(s): {shown or 'none'}")
+    out += group_lines(v.groups)
     out += own_default_lines(v.own_defaults)
     out += source_reading_lines(v.readings)
     if not v.kernel_names:

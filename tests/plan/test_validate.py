@@ -66,6 +66,34 @@ def test_validate_reads_the_defaults_and_kernels_of_headers_the_build_finds_in_o
     assert "kernels: each kernels: list names the kernels the sources read its macro in" in out
 
 
+def test_validate_names_each_group_by_its_kernels_with_its_legal_combinations():
+    out = lines(validate(target.load(Path(__file__).resolve().parents[2] / "examples" / "gemm_stencil" / "space.yaml")))
+    at = out.index(next(line for line in out if line.startswith("groups: 2 (")))
+    assert out[at + 1:at + 3] == [
+        "  gemm_tiled_kernel: GEMM_BM, GEMM_BN, GEMM_BK, GEMM_TM, GEMM_TN (1,552 legal of 3,125)",
+        "  jacobi_kernel: STENCIL_BLOCK_X, STENCIL_BLOCK_Y, STENCIL_TILE_X, STENCIL_TILE_Y, STENCIL_USE_SHARED "
+        "(634 legal of 800)"]
+
+
+def test_a_group_too_large_to_list_is_named_by_its_size_and_the_others_are_listed_once(tmp_path, monkeypatch):
+    from sweep.plan import learned
+    listed = []
+    real = learned.group_combinations
+    monkeypatch.setattr(learned, "group_combinations",
+                        lambda space, group, base: listed.append(group[0].macro) or real(space, group, base))
+    names = [f"P{i}" for i in range(8)]
+    params = "".join(f"  {n}: {{values: [{', '.join(map(str, range(10)))}], min: 0, kernels: [chain]}}\n" for n in names)
+    rules = "".join(f"  - \"{a} + {b} <= 1\"\n" for a, b in zip(names, names[1:]))
+    (tmp_path / "space.yaml").write_text("name: two\ntarget: {name: t, dir: ., profile: [\"{build}/t\"]}\n"
+                                         "strategy: learning\nparameters:\n" + params
+                                         + "  BLOCK: {values: [32, 64, 128, 256], kernels: [block]}\nconstraints:\n" + rules)
+    (tmp_path / "Makefile").write_text("all:\n")
+    out = lines(validate(target.load(tmp_path / "space.yaml")))
+    assert out[-3:-1] == ["  chain: P0, P1, P2, P3, P4, P5, P6, P7 (100,000,000 combinations)",
+                          "  block: BLOCK (4 legal of 4)"]
+    assert listed == ["BLOCK"]          # the listed group once, for the lines and the search
+
+
 def test_a_grid_no_random_point_of_which_is_legal_gets_a_bound_and_says_how_learning_finds_candidates(tmp_path):
     names = [f"p{i}" for i in range(8)]       # 10^8 points, 55 legal: 0/1 strings with no two 1s side by side
     t1 = {"General": {"BenchmarkName": "chain"}, "ConfigurationSpace": {
