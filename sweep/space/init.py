@@ -314,8 +314,8 @@ def strategy_line(swept: list[tuple[int, set[str]]]) -> str:
     grid = math.prod(g[0] for g in groups)
     builds = max((g[0] for g in groups), default=1)
     if len(groups) > 1 and builds <= FACTORIZED_MOST:
-        return (f"strategy: factorized          # {len(groups)} groups of macros read by different kernels: {builds} "
-                f"builds instead of the grid's {grid:,} (CHECK the kernels: lists)")
+        return (f"strategy: factorized          # {len(groups)} groups of macros read by different kernels: at most "
+                f"{builds} builds instead of the grid's {grid:,} (CHECK the kernels: lists)")
     if grid <= 64:
         return f"strategy: grid                 # {grid} points: sweep them all"
     per_group = (f" with a model per group ({len(groups)} groups of macros read by different kernels, the "
