@@ -23,7 +23,7 @@ from sweep import plan as strategies
 from sweep.core import paths
 from sweep.plan.base import GRID_LIMIT, constant_rules_break, group_size
 from sweep.plan.learned import each_group_legal
-from sweep.space import Space, check, groups, make_config, tags_for
+from sweep.space import Parameter, Space, check, groups, make_config, tags_for
 from sweep.space.configs import reason
 from sweep.space.init import program_sources, scan_macros
 from sweep.space.source_text import reads_once
@@ -117,11 +117,14 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
             at = np.unravel_index(int(firsts[i]), sizes)
             values = make_config(space, {p.macro: p.values[int(k)] for p, k in zip(space.swept, at)})
             broken[reason(space.constraints[i], values.as_dict())] += int(counts[i])
-    by_groups, combos = None, None
-    if legal is None and constant_rules_break(space) is None:
-        combos = each_group_legal(space)        # None for a group too large to list
-        if None not in combos:
-            by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
+    # each group's legal combinations (None for one too large to list), listed once for the count, the
+    # group lines and the search: where the grid was too large to count, or for the lines of several groups
+    gs = groups(space)
+    combos = each_group_legal(space) if (legal is None and constant_rules_break(space) is None
+                                         or legal is not None and len(gs) > 1) else None
+    by_groups = None
+    if legal is None and combos is not None and None not in combos:
+        by_groups = tuple(len(c) for c in combos)      # a rule speaks of one group: the legal set is their product
     sampled = legal_share(space) if legal is None and by_groups is None else None   # counted: no share to estimate
     spec = strategies.spec(space)
     planned, search = None, None
@@ -145,18 +148,15 @@ def validate(space: Space, kernel_names: list[str] | None = None, kernels_from: 
                 globs.append((g, tuple(k for k in names if fnmatch.fnmatchcase(k, g))))
     return Validation(space, n, product, legal, tuple(broken.most_common()), note, planned, tuple(globs),
                       kernels_from, names, sampled, own_defaults(space), source_readings(space), by_groups,
-                      group_readings(space, combos if combos is not None else None if legal is None else ()))
+                      group_readings(gs, combos))
 
 
-def group_readings(space: Space, combos: list[list[dict[str, int]] | None] | None | tuple[()]) \
+def group_readings(gs: list[list[Parameter]], combos: list[list[dict[str, int]] | None] | None) \
         -> tuple[GroupReading, ...]:
-    """Each parameter group where there are several; combos: their legal combinations when listed
-    already (None for a group too large to list), () to list them here, None to leave them uncounted."""
-    gs = groups(space)
+    """Each parameter group (sweep.space.groups) where there are several; combos: their legal
+    combinations (None for a group too large to list), or None to leave them uncounted."""
     if len(gs) < 2:
         return ()
-    if combos == ():
-        combos = each_group_legal(space)
     counts = [len(c) if c is not None else None for c in combos] if combos is not None else [None] * len(gs)
     return tuple(GroupReading(tuple(p.macro for p in g), tuple(dict.fromkeys(k for p in g for k in p.kernels)),
                               group_size(g), count) for g, count in zip(gs, counts))

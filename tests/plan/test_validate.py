@@ -60,6 +60,18 @@ def test_validate_lists_each_groups_legal_combinations_once_for_the_count_and_th
         assert sorted(listed) == ["GEMM_BM", "STENCIL_BLOCK_X"]
 
 
+def test_a_small_grid_of_several_groups_lists_each_once_for_the_group_lines_and_the_search(monkeypatch):
+    from sweep.plan import learned
+    listed = []
+    real = learned.group_combinations
+    monkeypatch.setattr(learned, "group_combinations",
+                        lambda space, group, base: listed.append(group[0].macro) or real(space, group, base))
+    v = validate(learning(target.load(Path(__file__).resolve().parents[2] / "examples" / "stencil_cmake" / "space.yaml")))
+    assert v.legal == 270 and [g.legal for g in v.groups] == [30, 9]
+    assert "a model per parameter group (2: 30 x 9 legal)" in v.strategy_note
+    assert sorted(listed) == ["STENCIL_BLOCK_X", "STENCIL_RED_BLOCK"]
+
+
 def test_validate_reads_the_defaults_and_kernels_of_headers_the_build_finds_in_other_folders():
     out = lines(validate(target.load(Path(__file__).resolve().parents[2] / "examples" / "gemm_stencil" / "space.yaml")))
     assert "defaults: each of the 10 swept macros its sources define declares the program's own value" in out
