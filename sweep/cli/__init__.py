@@ -260,7 +260,7 @@ def validate(args: argparse.Namespace) -> int:
     v = adopt.validate(paths.shipped_file(args.space), args.build, args.jobs_dir, args.strategy, args.budget,
                        args.start_from)
     for line in validate_mod.lines(v):
-        print(line)
+        print(terminal_safe(line))      # globs are the space file's words, kernel names a build's
     return EXIT_BAD_INPUT if v.unmatched else 0
 
 

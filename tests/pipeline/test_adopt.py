@@ -307,6 +307,14 @@ def test_validate_names_each_kernels_list_the_sources_disagree_with_and_says_whe
     assert "kernels: each kernels: list names the kernels the sources read its macro in" in cli("validate", str(out)).stdout
 
 
+def test_validate_spells_out_control_characters_of_the_space_files_kernel_globs(tmp_path):
+    path = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [32, 64], "kernels": ["alpha\x1b[31mRED"]},
+                                 "BETA_X": {"values": [32, 64], "kernels": ["beta_kernel"]}})
+    p = cli("validate", str(path))
+    assert p.returncode == 0 and "\x1b" not in p.stdout
+    assert "  alpha\\x1b[31mRED: ALPHA_BLOCK (2 legal of 2)" in p.stdout.splitlines()
+
+
 def test_validate_of_a_bad_file_is_one_line_and_exit_1(tmp_path):
     path = toy(tmp_path, params={"ALPHA_BLOCK": {"values": [0, 64]}})
     p = cli("validate", str(path))
